@@ -1,0 +1,221 @@
+"""Ranking pairs and choosing safe batches of merges (the coordinator's side of a merge round).
+
+Rank order (DESIGN.md "Ties"): higher count first; on equal counts the lexicographically greater
+pair, comparing the first token's bytes, then the second's; never hash or dict order.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from itertools import repeat
+
+import numpy as np
+
+
+
+def descending_key(token: bytes) -> bytes:
+    """A bytes key whose ascending order is the descending order of the tokens' bytes.
+
+    Each byte x becomes (1, 255 - x) and the end becomes 2, so a proper prefix sorts after
+    every longer string it begins.
+    """
+    out = bytearray(2 * len(token) + 1)
+    out[0:-1:2] = b"\x01" * len(token)
+    out[1:-1:2] = bytes(255 - x for x in token)
+    out[-1] = 2
+    return bytes(out)
+
+
+class PairQueue:
+    """Current pair counts (a dict) and the ranking of the top pairs.
+
+    Two views serve the two kinds of round. A lazy max-heap serves narrow rounds (serial BPE):
+    only pairs whose count is at least its threshold are on it, every other pair has a smaller
+    count. A numpy candidate pool serves wide rounds (BatchBPE ranks thousands of pairs): it
+    holds every pair with a count at least the pool threshold, and is ranked with numpy. Counts
+    of existing pairs only ever fall (merges create pairs only with new tokens), so both views
+    are checked against the dict when used and rebuilt when they run short.
+    """
+
+    NARROW = 16  # widths up to this use the heap
+
+    def __init__(self, keys: np.ndarray, counts: np.ndarray, vocab: list[bytes]) -> None:
+        self.counts: dict[int, int] = dict(zip(keys.tolist(), counts.tolist()))
+        self._desc: list[bytes] = [descending_key(b) for b in vocab]
+        self._heap: list[tuple[int, bytes, bytes, int]] = []
+        self._heap_threshold = float("inf")
+        self._pool: list[np.ndarray] = []
+        self._pool_threshold = float("inf")
+        self._lex: list[tuple[bytes, int]] = sorted((b, i) for i, b in enumerate(vocab))
+        self._lexrank = np.empty(len(vocab), dtype=np.int64)
+        self._lexrank[[i for _, i in self._lex]] = np.arange(len(vocab))
+        self._lex_pending: list[tuple[bytes, int]] = []
+
+    def add_token(self, token_bytes: bytes) -> None:
+        """Register the bytes of the next token id (called once per merge, in id order)."""
+        token_id = len(self._desc)
+        self._desc.append(descending_key(token_bytes))
+        self._lex_pending.append((token_bytes, token_id))
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def _entry(self, key: int, count: int) -> tuple[int, bytes, bytes, int]:
+        return (-count, self._desc[key >> 32], self._desc[key & 0xFFFFFFFF], key)
+
+    def update(self, keys: np.ndarray, deltas: np.ndarray) -> None:
+        """Add count changes. Positive deltas are new pairs; negative ones lower existing pairs."""
+        counts = self.counts
+        falling = deltas < 0
+        for key, delta in zip(keys[falling].tolist(), deltas[falling].tolist()):
+            left = counts[key] + delta
+            if left > 0:
+                counts[key] = left
+            else:
+                assert left == 0, "a pair count went negative"
+                del counts[key]
+        rising = ~falling
+        new_keys, new_counts = keys[rising], deltas[rising]
+        size = len(counts)
+        counts.update(zip(new_keys.tolist(), new_counts.tolist()))
+        assert len(counts) == size + len(new_keys), "an existing pair gained occurrences"
+        pooled = new_counts >= self._pool_threshold
+        if pooled.any():
+            self._pool.append(new_keys[pooled])
+        heaped = new_counts >= self._heap_threshold
+        for key, count in zip(new_keys[heaped].tolist(), new_counts[heaped].tolist()):
+            heapq.heappush(self._heap, self._entry(key, count))
+
+    def ranked(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The n top pairs in rank order as (keys, counts); fewer if fewer exist."""
+        if n <= self.NARROW:
+            return self._ranked_narrow(n)
+        return self._ranked_wide(n)
+
+    # -- narrow rounds: the heap -------------------------------------------------------------
+
+    def _refill_heap(self, wanted: int) -> None:
+        keys, values, threshold = self._top_region(max(wanted, 4096))
+        self._heap = [self._entry(k, c) for k, c in zip(keys.tolist(), values.tolist())]
+        heapq.heapify(self._heap)
+        self._heap_threshold = threshold
+
+    def _pop(self, wanted: int) -> tuple[int, int] | None:
+        """Pop the top pair (key, count), or None when no pair is left."""
+        while True:
+            if not self._heap:
+                if not self.counts:
+                    return None
+                self._refill_heap(wanted)
+            neg, _, _, key = heapq.heappop(self._heap)
+            current = self.counts.get(key, 0)
+            if current == -neg:
+                return key, current
+            if current >= self._heap_threshold:
+                heapq.heappush(self._heap, self._entry(key, current))
+            # else: it now belongs below the threshold, off the heap
+
+    def _ranked_narrow(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        top = []
+        while len(top) < n:
+            item = self._pop(n - len(top))
+            if item is None:
+                break
+            top.append(item)
+        for key, count in top:
+            heapq.heappush(self._heap, self._entry(key, count))
+        return (np.array([k for k, _ in top], dtype=np.int64), np.array([c for _, c in top], dtype=np.int64))
+
+    # -- wide rounds: the numpy pool ---------------------------------------------------------
+
+    def _top_region(self, target: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """All pairs whose count is at least the target-th largest: (keys, counts, that count)."""
+        n = len(self.counts)
+        values = np.fromiter(self.counts.values(), dtype=np.int64, count=n)
+        keys = np.fromiter(self.counts.keys(), dtype=np.int64, count=n)
+        target = min(n, target)
+        threshold = int(np.partition(values, n - target)[n - target])
+        top = values >= threshold
+        return keys[top], values[top], threshold
+
+    def _lex_rank(self) -> np.ndarray:
+        """rank[token] = position of the token's bytes in ascending byte order (ties by id).
+
+        New tokens are slotted in: each old token moves up by the number of new ones before it.
+        """
+        if self._lex_pending:
+            pending = sorted(self._lex_pending)
+            at = np.array([bisect.bisect_left(self._lex, item) for item in pending], dtype=np.int64)
+            rank = self._lexrank
+            rank += np.searchsorted(at, rank, side="right")
+            new_rank = at + np.arange(len(pending), dtype=np.int64)
+            ids = np.array([i for _, i in pending], dtype=np.int64)
+            grown = np.empty(len(self._desc), dtype=np.int64)
+            grown[: len(rank)] = rank
+            grown[ids] = new_rank
+            self._lexrank = grown
+            for item in pending:
+                bisect.insort(self._lex, item)
+            self._lex_pending = []
+        return self._lexrank
+
+    def _ranked_wide(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        if not self.counts:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        keys = np.concatenate(self._pool) if self._pool else np.zeros(0, dtype=np.int64)
+        counts = np.fromiter(map(self.counts.get, keys.tolist(), repeat(0)), dtype=np.int64, count=len(keys))
+        live = counts >= self._pool_threshold
+        n_live = int(live.sum())
+        if n_live < n and n_live < len(self.counts):
+            keys, counts, self._pool_threshold = self._top_region(max(2 * n, 4096))
+        else:
+            keys, counts = keys[live], counts[live]
+            if len(keys) > 4 * n + 4096:
+                # Raise the threshold: what leaves the pool is below it, like all outside it.
+                cut = len(keys) - (2 * n + 4096)
+                self._pool_threshold = int(np.partition(counts, cut)[cut])
+                keep = counts >= self._pool_threshold
+                keys, counts = keys[keep], counts[keep]
+        self._pool = [keys]
+        if len(keys) > n:
+            kth = np.partition(counts, len(keys) - n)[len(keys) - n]
+            near = counts >= kth
+            keys, counts = keys[near], counts[near]
+        rank = self._lex_rank()
+        # Rank order: count, then first token's bytes, then second's; all descending.
+        order = np.lexsort((-rank[keys & 0xFFFFFFFF], -rank[keys >> 32], -counts))[:n]
+        return keys[order], counts[order]
+
+
+def safe_batch(ranked_keys: np.ndarray) -> np.ndarray:
+    """BatchBPE's safe batch, as a mask over the ranked pairs.
+
+    Walking the ranked pairs in order, a pair is skipped when its first token was already seen in
+    second position, or its second token in first position; skipped pairs still mark their tokens
+    as seen. Since being seen does not depend on being accepted, pair k is skipped exactly when
+    its first token is the second of an earlier pair or its second token the first of one.
+    """
+    first = ranked_keys >> 32
+    second = ranked_keys & 0xFFFFFFFF
+    return (_earliest(second, first) >= np.arange(len(ranked_keys))) & (
+        _earliest(first, second) >= np.arange(len(ranked_keys))
+    )
+
+
+def _earliest(column: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """For each token, the first index at which it appears in column (len(column) if never)."""
+    uniq, first_at = np.unique(column, return_index=True)
+    where = np.searchsorted(uniq, tokens)
+    where[where == len(uniq)] = 0
+    found = uniq[where] == tokens
+    return np.where(found, first_at[where], len(column))
+
+
+def search_width(merges_remaining: int, vocab_now: int, cap_divisor: int, max_batch_size: int) -> int:
+    """How many top pairs BatchBPE looks at this round: at most merges_remaining // cap_divisor,
+    at most the current vocabulary size, at most max_batch_size (0 = no limit), at least 1."""
+    width = min(merges_remaining // cap_divisor, vocab_now)
+    if max_batch_size:
+        width = min(width, max_batch_size)
+    return max(width, 1)

@@ -1,0 +1,104 @@
+"""The frozen training configuration: validated once, then passed to every stage and worker."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from .memory import parse_size
+from .patterns import pattern_name, resolve_pattern
+
+PAIR_COUNT_MODES = ("overlap", "nonoverlap")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that decides what a training run produces (plus how many workers and how much RAM).
+
+    vocab_size counts all tokens: the 256 bytes, the stop-list tokens, the merges and the special
+    tokens. max_batch_size=1 is serial (standard) BPE; 0 means no limit beyond the BatchBPE caps.
+    freq_cutoff drops chunks seen fewer than that many times in the whole corpus (0 and 1 keep all).
+    """
+
+    vocab_size: int = 32768
+    pattern: str = "gpt4"
+    special_tokens: tuple[str, ...] = ()
+    freq_cutoff: int = 0
+    stop_list_size: int = 0
+    max_batch_size: int = 0
+    cap_divisor: int = 2
+    pair_count: str = "overlap"
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    memory_budget: int | None = None
+    text_column: str = "text"
+
+    def __post_init__(self) -> None:
+        # Normalise first (the dataclass is frozen, so go through object.__setattr__).
+        object.__setattr__(self, "pattern", resolve_pattern(self.pattern))
+        object.__setattr__(self, "special_tokens", _check_specials(self.special_tokens))
+        if isinstance(self.memory_budget, str):
+            object.__setattr__(self, "memory_budget", parse_size(self.memory_budget))
+        for name in ("vocab_size", "freq_cutoff", "stop_list_size", "max_batch_size", "cap_divisor", "workers"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+        minimum = 256 + self.stop_list_size + len(self.special_tokens)
+        if self.vocab_size < minimum:
+            raise ValueError(
+                f"vocab_size={self.vocab_size} is too small: it must be at least {minimum} "
+                f"(256 bytes + {self.stop_list_size} stop-list tokens + {len(self.special_tokens)} "
+                "special tokens)"
+            )
+        if self.vocab_size > 2**31 - 1:
+            raise ValueError(f"vocab_size={self.vocab_size} is too large (at most {2**31 - 1})")
+        if self.freq_cutoff < 0:
+            raise ValueError(f"freq_cutoff must be >= 0, got {self.freq_cutoff}")
+        if self.stop_list_size < 0:
+            raise ValueError(f"stop_list_size must be >= 0, got {self.stop_list_size}")
+        if self.max_batch_size < 0:
+            raise ValueError(f"max_batch_size must be >= 0 (0 = unlimited, 1 = serial), got {self.max_batch_size}")
+        if self.cap_divisor < 1:
+            raise ValueError(f"cap_divisor must be >= 1, got {self.cap_divisor}")
+        if self.pair_count not in PAIR_COUNT_MODES:
+            raise ValueError(f"pair_count must be one of {PAIR_COUNT_MODES}, got {self.pair_count!r}")
+        if self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {self.workers}")
+        if self.memory_budget is not None and self.memory_budget <= 0:
+            raise ValueError(f"memory_budget must be positive, got {self.memory_budget}")
+        if not self.text_column:
+            raise ValueError("text_column must be a non-empty column name")
+
+    @property
+    def n_merges(self) -> int:
+        """How many merges the run makes: the vocabulary less bytes, stop list and specials."""
+        return self.vocab_size - 256 - self.stop_list_size - len(self.special_tokens)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; the pattern is given by name when it is a built-in one."""
+        data = dataclasses.asdict(self)
+        data["special_tokens"] = list(self.special_tokens)
+        data["pattern_name"] = pattern_name(self.pattern)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """Inverse of to_dict (unknown keys are ignored, so older files still load)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in names}
+        if "special_tokens" in kwargs:
+            kwargs["special_tokens"] = tuple(kwargs["special_tokens"])
+        return cls(**kwargs)
+
+
+def _check_specials(specials: Any) -> tuple[str, ...]:
+    if isinstance(specials, str):
+        raise ValueError(f"special_tokens must be a list of strings, got the string {specials!r}")
+    result = tuple(specials)
+    for s in result:
+        if not isinstance(s, str) or not s:
+            raise ValueError(f"special tokens must be non-empty strings, got {s!r}")
+    if len(set(result)) != len(result):
+        raise ValueError(f"special_tokens has duplicates: {list(result)}")
+    return result

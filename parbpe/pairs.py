@@ -1,0 +1,95 @@
+"""Pair-counting kernels over ragged token arrays (several chunks laid end to end).
+
+A pair is packed into one int64 key, first << 32 | second. A "segment" array gives, for every
+position, which chunk it belongs to; a pair exists at i when i and i + 1 are in the same segment.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+SHIFT = np.int64(32)
+LOW_MASK = np.int64(0xFFFFFFFF)
+
+
+def pack(first: np.ndarray | int, second: np.ndarray | int) -> np.ndarray:
+    """Pack token pairs into int64 keys."""
+    return (np.asarray(first, dtype=np.int64) << SHIFT) | np.asarray(second, dtype=np.int64)
+
+
+def unpack(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Inverse of pack."""
+    keys = np.asarray(keys, dtype=np.int64)
+    return keys >> SHIFT, keys & LOW_MASK
+
+
+def gather(tokens: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenate the spans tokens[starts[k] : starts[k] + lengths[k]]; return (flat indices, segment ids)."""
+    total = int(lengths.sum())
+    offsets = np.cumsum(lengths) - lengths
+    seg = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    idx = np.arange(total, dtype=np.int64) + np.repeat(starts - offsets, lengths)
+    return idx, seg
+
+
+def run_parity(flags: np.ndarray) -> np.ndarray:
+    """For a boolean array, True where the position is at an even offset within its run of Trues.
+
+    Used for left-to-right, non-overlapping occurrences: in a run of consecutive matching
+    positions, the 1st, 3rd, 5th, ... are taken.
+    """
+    n = len(flags)
+    if n == 0:
+        return flags.copy()
+    idx = np.arange(n, dtype=np.int64)
+    starts = flags.copy()
+    starts[1:] &= ~flags[:-1]
+    run_start = np.maximum.accumulate(np.where(starts, idx, 0))
+    return flags & (((idx - run_start) & 1) == 0)
+
+
+def pair_keys_and_weights(
+    tokens: np.ndarray, seg: np.ndarray, seg_counts: np.ndarray, nonoverlap: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pairs of a ragged array: (keys, weights, position of the pair's first token).
+
+    The weight of an occurrence is its chunk's count. With nonoverlap, a run of one token x of
+    length r contributes (x, x) only floor(r / 2) times, as a left-to-right merge would apply it.
+    """
+    if len(tokens) < 2:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    valid = seg[:-1] == seg[1:]
+    first = tokens[:-1]
+    second = tokens[1:]
+    if nonoverlap:
+        same = valid & (first == second)
+        counted = valid & (~same | run_parity(same))
+    else:
+        counted = valid
+    pos = np.flatnonzero(valid)
+    keys = pack(first[pos], second[pos])
+    weights = seg_counts[seg[pos]] * counted[pos]
+    return keys, weights, pos
+
+
+def aggregate(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sum weights per key; return sorted unique keys and their non-zero sums."""
+    if len(keys) == 0:
+        return keys.astype(np.int64), weights.astype(np.int64)
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    first = np.ones(len(sorted_keys), dtype=bool)
+    first[1:] = sorted_keys[1:] != sorted_keys[:-1]
+    starts = np.flatnonzero(first)
+    # int64 all the way: a pair seen billions of times must not lose precision.
+    sums = np.add.reduceat(np.asarray(weights, dtype=np.int64)[order], starts)
+    uniq = sorted_keys[starts]
+    nz = sums != 0
+    return uniq[nz], sums[nz]
+
+
+def count_pairs(tokens: np.ndarray, seg: np.ndarray, seg_counts: np.ndarray, nonoverlap: bool):
+    """Global pair counts of a ragged array: (sorted keys, counts)."""
+    keys, weights, _ = pair_keys_and_weights(tokens, seg, seg_counts, nonoverlap)
+    return aggregate(keys, weights)

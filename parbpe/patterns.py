@@ -1,0 +1,99 @@
+"""Split patterns (pre-tokenization) and special-token splitting.
+
+The built-in patterns are the ones GPT-2, GPT-4 (cl100k) and GPT-4o (o200k) use; any other
+string is taken as a custom regex for the `regex` module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import regex
+
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+GPT4_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*"""
+    r"""|\s*[\r\n]|\s+(?!\S)|\s+"""
+)
+
+GPT4O_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+
+PATTERNS: dict[str, str] = {
+    "gpt2": GPT2_PATTERN,
+    "gpt4": GPT4_PATTERN,
+    "cl100k": GPT4_PATTERN,
+    "gpt4o": GPT4O_PATTERN,
+    "o200k": GPT4O_PATTERN,
+}
+
+
+def resolve_pattern(name_or_regex: str) -> str:
+    """Return the regex for a built-in pattern name, or check and return a custom regex."""
+    if name_or_regex in PATTERNS:
+        return PATTERNS[name_or_regex]
+    if not name_or_regex:
+        raise ValueError(f"pattern must be one of {sorted(PATTERNS)} or a non-empty regex, got ''")
+    try:
+        regex.compile(name_or_regex)
+    except regex.error as exc:
+        raise ValueError(
+            f"pattern {name_or_regex!r} is neither a built-in name ({', '.join(sorted(PATTERNS))}) "
+            f"nor a valid regex: {exc}"
+        ) from None
+    return name_or_regex
+
+
+def pattern_name(pattern: str) -> str | None:
+    """The built-in name of a pattern regex, or None for a custom one."""
+    for name in ("gpt2", "gpt4", "gpt4o"):
+        if PATTERNS[name] == pattern:
+            return name
+    return None
+
+
+class Splitter:
+    """Cuts text into the chunks BPE trains on: special tokens first, then the split pattern."""
+
+    def __init__(self, pattern: str, special_tokens: Sequence[str] = ()) -> None:
+        self.pattern = pattern
+        self.special_tokens = tuple(special_tokens)
+        self._chunk_re = regex.compile(pattern)
+        # Longest first, so that a special token that is a prefix of another never wins.
+        specials = sorted(self.special_tokens, key=len, reverse=True)
+        self._special_re = regex.compile("|".join(regex.escape(s) for s in specials)) if specials else None
+
+    def segments(self, text: str) -> Iterator[tuple[str, bool]]:
+        """Yield (piece, is_special) in order: ordinary text between special tokens, and the specials."""
+        if self._special_re is None:
+            if text:
+                yield text, False
+            return
+        start = 0
+        for match in self._special_re.finditer(text):
+            if match.start() > start:
+                yield text[start : match.start()], False
+            yield match.group(), True
+            start = match.end()
+        if start < len(text):
+            yield text[start:], False
+
+    def chunks(self, text: str) -> list[str]:
+        """The pattern's chunks of ordinary text (no special-token handling)."""
+        return self._chunk_re.findall(text)
+
+    def training_chunks(self, text: str) -> Iterator[str]:
+        """All chunks of a document that take part in training: special tokens are dropped."""
+        for piece, is_special in self.segments(text):
+            if not is_special:
+                yield from self._chunk_re.findall(piece)
