@@ -1,7 +1,9 @@
 """Ranking pairs and choosing safe batches of merges (the coordinator's side of a merge round).
 
 Rank order (DESIGN.md "Ties"): higher count first; on equal counts the lexicographically greater
-pair, comparing the first token's bytes, then the second's; never hash or dict order.
+pair, comparing the first token's bytes, then the second's; never hash or dict order. Two tokens
+can have the same bytes (merges (ab, c) and (a, bc) both give abc); then the higher id counts as
+greater, so the order stays total.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ class PairQueue:
     def __init__(self, keys: np.ndarray, counts: np.ndarray, vocab: list[bytes]) -> None:
         self.counts: dict[int, int] = dict(zip(keys.tolist(), counts.tolist()))
         self._desc: list[bytes] = [descending_key(b) for b in vocab]
-        self._heap: list[tuple[int, bytes, bytes, int]] = []
+        self._heap: list[tuple[int, bytes, int, bytes, int, int]] = []
         self._heap_threshold = float("inf")
         self._pool: list[np.ndarray] = []
         self._pool_threshold = float("inf")
@@ -61,8 +63,9 @@ class PairQueue:
     def __len__(self) -> int:
         return len(self.counts)
 
-    def _entry(self, key: int, count: int) -> tuple[int, bytes, bytes, int]:
-        return (-count, self._desc[key >> 32], self._desc[key & 0xFFFFFFFF], key)
+    def _entry(self, key: int, count: int) -> tuple[int, bytes, int, bytes, int, int]:
+        first, second = key >> 32, key & 0xFFFFFFFF
+        return (-count, self._desc[first], -first, self._desc[second], -second, key)
 
     def update(self, keys: np.ndarray, deltas: np.ndarray) -> None:
         """Add count changes. Positive deltas are new pairs; negative ones lower existing pairs."""
@@ -101,28 +104,31 @@ class PairQueue:
         heapq.heapify(self._heap)
         self._heap_threshold = threshold
 
-    def _pop(self, wanted: int) -> tuple[int, int] | None:
-        """Pop the top pair (key, count), or None when no pair is left."""
-        while True:
-            if not self._heap:
-                if not self.counts:
-                    return None
-                self._refill_heap(wanted)
-            neg, _, _, key = heapq.heappop(self._heap)
+    def _pop(self) -> tuple[int, int] | None:
+        """Pop the top pair (key, count), or None when the heap runs out."""
+        while self._heap:
+            neg, *_, key = heapq.heappop(self._heap)
             current = self.counts.get(key, 0)
             if current == -neg:
                 return key, current
             if current >= self._heap_threshold:
                 heapq.heappush(self._heap, self._entry(key, current))
             # else: it now belongs below the threshold, off the heap
+        return None
 
     def _ranked_narrow(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        top = []
-        while len(top) < n:
-            item = self._pop(n - len(top))
-            if item is None:
+        while True:
+            top = []
+            while len(top) < n:
+                item = self._pop()
+                if item is None:
+                    break
+                top.append(item)
+            if len(top) == n or len(top) == len(self.counts):
                 break
-            top.append(item)
+            # The heap ran out: rebuild it lower from the dict (which still holds the popped
+            # pairs) and rank again.
+            self._refill_heap(n)
         for key, count in top:
             heapq.heappush(self._heap, self._entry(key, count))
         return (np.array([k for k, _ in top], dtype=np.int64), np.array([c for _, c in top], dtype=np.int64))

@@ -1,0 +1,136 @@
+"""Command line: parbpe train | count | encode | eval (thin wrappers over the library functions)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from .config import TrainConfig
+from .memory import format_size, parse_size
+from .patterns import PATTERNS
+from .progress import MODES, Progress
+
+
+def _add_corpus_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("inputs", nargs="*", metavar="INPUT",
+                   help="files, globs or directories (parquet, txt, jsonl[.gz|.zst], counts files); "
+                        "none = the Python standard library's sources")
+    p.add_argument("--pattern", default="gpt4",
+                   help=f"split pattern: {', '.join(PATTERNS)}, or a regex (default gpt4)")
+    p.add_argument("--special-tokens", nargs="*", default=[], metavar="TOKEN",
+                   help="special tokens, e.g. '<|endoftext|>': they split the text and get the last ids")
+    p.add_argument("--text-column", default="text", help="parquet column / jsonl field with the text")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
+    p.add_argument("--memory-budget", type=parse_size, default=None, metavar="SIZE",
+                   help="RAM limit for the process tree, e.g. 2GB")
+    p.add_argument("--start-method", choices=["fork", "spawn", "forkserver"], default=None,
+                   help="how worker processes start (default: fork where available)")
+    p.add_argument("--progress", choices=MODES, default="bar", help="progress on stderr (default bar)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="parbpe", description="Train byte-level BPE tokenizers, fast.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    train = sub.add_parser("train", help="train a tokenizer and write its files")
+    _add_corpus_options(train)
+    train.add_argument("--vocab-size", type=int, default=32768, help="total tokens incl. specials (default 32768)")
+    train.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    train.add_argument("--freq-cutoff", type=int, default=0, help="drop chunks seen fewer times than this")
+    train.add_argument("--stop-list-size", type=int, default=0, help="whole-chunk tokens for the N most frequent chunks")
+    train.add_argument("--max-batch-size", type=int, default=0, help="merges per round at most (0 = no limit, 1 = serial)")
+    train.add_argument("--cap-divisor", type=int, default=2, help="BatchBPE: rank at most remaining/N pairs a round")
+    train.add_argument("--pair-count", choices=["overlap", "nonoverlap"], default="overlap")
+
+    count = sub.add_parser("count", help="count chunks and write a counts file (a valid training input)")
+    _add_corpus_options(count)
+    count.add_argument("--out", required=True, metavar="FILE", help="counts file to write (.parquet)")
+    count.add_argument("--freq-cutoff", type=int, default=0, help="leave out chunks seen fewer times than this")
+
+    encode = sub.add_parser("encode", help="encode text with a trained tokenizer")
+    encode.add_argument("--tokenizer", required=True, metavar="DIR")
+    encode.add_argument("text", nargs="?", help="text to encode (default: read stdin)")
+    encode.add_argument("--allow-special", action="store_true", help="encode special-token strings as specials")
+    encode.add_argument("--show", action="store_true", help="print each token's bytes next to its id")
+
+    ev = sub.add_parser("eval", help="bytes per token, tokens per word and unused vocabulary on text")
+    ev.add_argument("--tokenizer", required=True, metavar="DIR")
+    ev.add_argument("inputs", nargs="+", metavar="INPUT")
+    ev.add_argument("--text-column", default="text")
+    ev.add_argument("--json", action="store_true", help="print JSON")
+    return parser
+
+
+def _config(args: argparse.Namespace, **extra) -> TrainConfig:
+    return TrainConfig(pattern=args.pattern, special_tokens=tuple(args.special_tokens), workers=args.workers,
+                       memory_budget=args.memory_budget, text_column=args.text_column, **extra)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"parbpe {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("parbpe: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .evaluate import evaluate
+    from .tokenizer import Tokenizer
+    from .train import count_to_file, train
+
+    if args.command == "train":
+        config = _config(args, vocab_size=args.vocab_size, freq_cutoff=args.freq_cutoff,
+                         stop_list_size=args.stop_list_size, max_batch_size=args.max_batch_size,
+                         cap_divisor=args.cap_divisor, pair_count=args.pair_count)
+        result = train(args.inputs, config, out_dir=args.out, progress=Progress(args.progress),
+                       start_method=args.start_method)
+        s = result.stats
+        print(f"Trained {s['vocab_size']} tokens ({s['merges']} merges in {s['rounds']} rounds) from "
+              f"{s['bytes_read'] / 1e6:.1f} MB, {s['unique_chunks']:,} unique chunks, "
+              f"in {sum(s['seconds'].values()):.1f} s; peak RSS {format_size(s['peak_rss_bytes'])}.")
+        print(f"Wrote to {args.out}:")
+        for name, outcome in (result.files or {}).items():
+            print(f"  {name:20s} {outcome}")
+        return 0
+    if args.command == "count":
+        config = _config(args)
+        summary = count_to_file(args.inputs, args.out, config, freq_cutoff=args.freq_cutoff,
+                                progress=Progress(args.progress), start_method=args.start_method)
+        print(f"Wrote {summary['rows_written']:,} chunk counts ({summary['chunks']:,} chunks, "
+              f"{summary['bytes_read'] / 1e6:.1f} MB read) to {summary['out']}")
+        return 0
+    if args.command == "encode":
+        tok = Tokenizer.load(args.tokenizer)
+        text = args.text if args.text is not None else sys.stdin.read()
+        ids = tok.encode(text, allowed_special="all") if args.allow_special else tok.encode_ordinary(text)
+        if args.show:
+            for i in ids:
+                print(i, repr(tok.token_bytes(i)))
+        else:
+            print(" ".join(map(str, ids)))
+        return 0
+    if args.command == "eval":
+        tok = Tokenizer.load(args.tokenizer)
+        report = evaluate(tok, args.inputs, text_column=args.text_column)
+        if args.json:
+            print(json.dumps(report, indent=1))
+        else:
+            print(f"documents        {report['documents']:,}")
+            print(f"bytes            {report['bytes']:,}")
+            print(f"tokens           {report['tokens']:,}")
+            print(f"bytes per token  {report['bytes_per_token']:.4f}")
+            print(f"tokens per word  {report['tokens_per_word']:.4f}")
+            print(f"vocab unused     {100 * report['vocab_unused_share']:.2f}%")
+        return 0
+    raise AssertionError(args.command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""Measuring a tokenizer on text: bytes per token, tokens per word, share of the vocabulary unused."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .read import ReadStats, iter_documents, plan
+from .tokenizer import Tokenizer
+
+
+def evaluate(tokenizer: Tokenizer, inputs: Sequence[str], text_column: str = "text") -> dict[str, Any]:
+    """Encode every document of inputs (special-token strings as plain text) and summarise."""
+    units = [u for u in plan(inputs) if not u.kind.startswith("counts")]
+    if not units:
+        raise ValueError("eval needs text inputs (parquet, txt, jsonl), not counts files")
+    used = np.zeros(tokenizer.n_vocab + 1, dtype=bool)
+    n_tokens = n_bytes = n_words = 0
+    stats = ReadStats()
+    for unit in units:
+        for text in iter_documents(unit, text_column, stats):
+            ids = tokenizer.encode_ordinary(text)
+            n_tokens += len(ids)
+            n_bytes += len(text.encode("utf-8"))
+            n_words += len(text.split())
+            used[np.asarray(ids, dtype=np.int64)] = True
+    regular = tokenizer.n_vocab - len(tokenizer.special_tokens)
+    unused = regular - int(used[[i for i in tokenizer.vocab if i not in tokenizer.special_tokens.values()]].sum())
+    return {
+        "documents": stats.documents,
+        "bytes": n_bytes,
+        "tokens": n_tokens,
+        "words": n_words,
+        "bytes_per_token": n_bytes / n_tokens if n_tokens else 0.0,
+        "tokens_per_word": n_tokens / n_words if n_words else 0.0,
+        "vocab_unused_share": unused / regular if regular else 0.0,
+    }

@@ -1,0 +1,208 @@
+"""The merge engine against the slow reference trainer: exact merges, serial and batched."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import parbpe
+from parbpe.merge import learn_merges
+from parbpe.patterns import PATTERNS
+from parbpe.table import build_table
+from reference import reference_counts, reference_train
+
+
+def engine_merges(counts: dict[bytes, int], n_merges: int, **kwargs) -> list[tuple[int, int]]:
+    items = sorted(counts.items())
+    table = build_table([c for c, _ in items], [n for _, n in items], 256 + n_merges)
+    vocab = [bytes([b]) for b in range(256)]
+    return learn_merges(table, vocab, n_merges, **kwargs).merges
+
+
+def random_corpus(rng: random.Random, alphabet: bytes, n_words: int, max_len: int) -> dict[bytes, int]:
+    counts: dict[bytes, int] = {}
+    for _ in range(n_words):
+        word = bytes(rng.choice(alphabet) for _ in range(rng.randint(1, max_len)))
+        counts[word] = counts.get(word, 0) + rng.randint(1, 9)
+    return counts
+
+
+def test_wikipedia_example_overlap():
+    # aa x4 (overlapping in "aaa") -> aa; then (aa, a) ties (a, b) at 2 and wins on bytes "aa" > "a".
+    assert engine_merges({b"aaabdaaabac": 1}, 3, max_batch_size=1) == [(97, 97), (256, 97), (257, 98)]
+
+
+def test_wikipedia_example_nonoverlap():
+    # nonoverlap: (a, a) counts 2, ties (a, b) at 2, and (a, b) wins on second bytes "b" > "a".
+    assert engine_merges({b"aaabdaaabac": 1}, 3, max_batch_size=1, nonoverlap=True) == [
+        (97, 98), (97, 256), (97, 257)
+    ]
+
+
+@pytest.mark.parametrize("nonoverlap", [False, True])
+def test_repeated_character_chunk(nonoverlap):
+    # aaaaaa -> aa aa aa -> aaaa aa -> aaaaaa
+    assert engine_merges({b"aaaaaa": 1}, 3, max_batch_size=1, nonoverlap=nonoverlap) == [
+        (97, 97), (256, 256), (257, 256)
+    ]
+
+
+def test_overlap_and_nonoverlap_differ_on_runs():
+    # "aaa" x3 and "ab" x4: overlap counts (a, a) 6 > 4; nonoverlap counts it 3 < 4.
+    counts = {b"aaa": 3, b"ab": 4}
+    assert engine_merges(counts, 1, max_batch_size=1)[0] == (97, 97)
+    assert engine_merges(counts, 1, max_batch_size=1, nonoverlap=True)[0] == (97, 98)
+
+
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("nonoverlap", [False, True])
+def test_serial_equals_reference_on_generated_corpora(seed, nonoverlap):
+    rng = random.Random(seed)
+    alphabet = rng.choice([b"ab", b"abc", b"aab", b"abcdefgh", b"xy "])
+    counts = random_corpus(rng, alphabet, rng.randint(1, 40), rng.randint(2, 14))
+    n = rng.randint(1, 60)
+    assert engine_merges(counts, n, max_batch_size=1, nonoverlap=nonoverlap) == reference_train(
+        counts, n, nonoverlap=nonoverlap
+    )
+
+
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("nonoverlap", [False, True])
+def test_batched_equals_reference_on_generated_corpora(seed, nonoverlap):
+    rng = random.Random(1000 + seed)
+    alphabet = rng.choice([b"ab", b"abc", b"abcdefgh", b"the quick", bytes(range(97, 123))])
+    counts = random_corpus(rng, alphabet, rng.randint(5, 80), rng.randint(2, 16))
+    n = rng.randint(5, 120)
+    cap, max_batch = rng.choice([(2, 0), (1, 0), (4, 0), (2, 3), (2, 50)])
+    assert engine_merges(counts, n, nonoverlap=nonoverlap, cap_divisor=cap, max_batch_size=max_batch) == (
+        reference_train(counts, n, nonoverlap=nonoverlap, batched=True, cap_divisor=cap, max_batch_size=max_batch)
+    )
+
+
+def test_batched_wide_rounds_equal_reference():
+    # Enough distinct pairs that rounds rank hundreds of pairs (the numpy pool path, not the heap).
+    rng = random.Random(7)
+    counts = random_corpus(rng, bytes(range(33, 127)), 3000, 10)
+    n = 600
+    merges = engine_merges(counts, n)
+    assert merges == reference_train(counts, n, batched=True)
+    assert len(merges) == n
+
+
+def test_ties_break_on_bytes_not_order():
+    # Every pair occurs once: the lexicographically greatest pair must win, whatever the chunk order.
+    counts = {b"za": 1, b"ab": 1, b"zb": 1, b"ba": 1}
+    assert engine_merges(counts, 1, max_batch_size=1) == [(ord("z"), ord("b"))]
+    assert engine_merges(dict(reversed(list(counts.items()))), 1, max_batch_size=1) == [(ord("z"), ord("b"))]
+
+
+def test_long_runs_of_one_byte():
+    counts = {b"a" * 1000: 3, b"a" * 7: 5, b"ba" * 50: 2}
+    for nonoverlap in (False, True):
+        assert engine_merges(counts, 30, max_batch_size=1, nonoverlap=nonoverlap) == reference_train(
+            counts, 30, nonoverlap=nonoverlap
+        )
+        assert engine_merges(counts, 30, nonoverlap=nonoverlap) == reference_train(
+            counts, 30, nonoverlap=nonoverlap, batched=True
+        )
+
+
+def test_stops_early_when_no_pair_is_left():
+    items = {b"ab": 2, b"cd": 1}
+    table = build_table(list(items), list(items.values()), 300)
+    result = learn_merges(table, [bytes([b]) for b in range(256)], 10, max_batch_size=1)
+    assert result.merges == [(97, 98), (99, 100)]
+    assert result.stopped_early
+
+
+def test_table_tokens_equal_encoding_of_each_chunk():
+    # After training, the table holds every chunk's encoding: the tokenizer must reproduce it.
+    rng = random.Random(3)
+    counts = random_corpus(rng, b"abcde ", 300, 12)
+    items = sorted(counts.items())
+    table = build_table([c for c, _ in items], [n for _, n in items], 512)
+    vocab = [bytes([b]) for b in range(256)]
+    result = learn_merges(table, vocab, 200)
+    tok = parbpe.Tokenizer(pattern=".+", merges=[(a, b, 256 + r) for r, (a, b) in enumerate(result.merges)])
+    kept = [c for c, _ in items if len(c) > 1]
+    for k, chunk in enumerate(kept):
+        assert tok._encode_chunk(chunk.decode()) == table.chunk_tokens(k)
+
+
+TEXT_SAMPLES = [
+    "Hello world! Hello there, world. It's 2024: the year's 12345 tests.\n\n  Indented   code();\n",
+    "aaabdaaabac aaaaaa aaaa aaab   \t\r\n",
+    "Ünïcödé wörds, 中文字符和日本語のテキスト, русский текст, عربى 😀😀 emoji!!! ...\n",
+    "don't won't I'M YOU'RE they've we'll she'd <|endoftext|> after the special\n",
+]
+
+
+def _documents(seed: int) -> list[str]:
+    rng = random.Random(seed)
+    docs = []
+    for _ in range(30):
+        parts = [rng.choice(TEXT_SAMPLES)[rng.randint(0, 10):] for _ in range(rng.randint(1, 4))]
+        docs.append(("<|endoftext|>" if rng.random() < 0.3 else " ").join(parts))
+    return docs
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "gpt4", "gpt4o"])
+@pytest.mark.parametrize("specials", [(), ("<|endoftext|>",)])
+@pytest.mark.parametrize("pair_count", ["overlap", "nonoverlap"])
+@pytest.mark.parametrize("batched", [False, True])
+def test_train_on_text_equals_reference(tmp_path, pattern, specials, pair_count, batched):
+    docs = _documents(hash((pattern, specials, pair_count)) % 1000)
+    path = tmp_path / "corpus.jsonl"
+    import json
+
+    path.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs), encoding="utf-8")
+    n_merges = 80
+    vocab_size = 256 + n_merges + len(specials)
+    result = parbpe.train([str(path)], vocab_size=vocab_size, pattern=pattern, special_tokens=specials,
+                          pair_count=pair_count, max_batch_size=0 if batched else 1, workers=1)
+    counts = reference_counts(docs, PATTERNS[pattern], specials)
+    expected = reference_train(counts, n_merges, nonoverlap=pair_count == "nonoverlap", batched=batched)
+    got = [(a, b) for a, b, _ in result.tokenizer.merges]
+    assert got == expected
+    assert result.tokenizer.n_vocab == vocab_size
+    if specials:
+        assert result.tokenizer.special_tokens == {"<|endoftext|>": vocab_size - 1}
+
+
+def test_stop_list_tokens_leave_training():
+    docs = ["the cat and the dog and the bird " * 5, "the end"]
+    counts = reference_counts(docs, PATTERNS["gpt4"])
+    import tempfile, os
+
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "c.txt")
+        with open(p, "w") as f:
+            f.write(docs[0])
+        result = parbpe.train([p], vocab_size=256 + 2 + 10, stop_list_size=2, workers=1, max_batch_size=1)
+    tok = result.tokenizer
+    # " the" (5x... more) and " and" are the two most frequent multi-character chunks.
+    doc_counts = reference_counts([docs[0]], PATTERNS["gpt4"])
+    top = sorted(((n, c) for c, n in doc_counts.items() if len(c.decode()) > 1), reverse=True)[:2]
+    assert tok.stop_words == {top[0][1]: 256, top[1][1]: 257}
+    rest = {c: n for c, n in doc_counts.items() if c not in tok.stop_words}
+    base = [bytes([b]) for b in range(256)] + [top[0][1], top[1][1]]
+    assert [(a, b) for a, b, _ in tok.merges] == reference_train(rest, 10, base_vocab=base)
+    assert tok.encode_ordinary(" the") == [256]
+    assert counts  # the reference saw text
+
+
+def test_freq_cutoff_uses_global_counts(tmp_path):
+    # Chunks: "rare" once per file (3 in all), " common" 9 times, " alpha"/" beta"/" gamma" once.
+    for k, word in enumerate(["alpha", "beta", "gamma"]):
+        (tmp_path / f"f{k}.txt").write_text(f"rare common common common {word}")
+    result = parbpe.train([str(tmp_path)], vocab_size=300, freq_cutoff=3, workers=1)
+    assert result.stats["unique_chunks"] == 5
+    assert result.stats["training_chunks"] == 2  # "rare" survives: the cutoff sees global counts
+    assert result.stats["dropped_by_freq_cutoff"] == 3
+
+
+def test_token_dtype_switches_to_int32_for_large_vocabularies():
+    assert build_table([b"ab"], [1], 65536).tokens.dtype == np.uint16
+    assert build_table([b"ab"], [1], 65537).tokens.dtype == np.int32
