@@ -1,0 +1,109 @@
+"""Pair ranking and safe-batch selection against obvious Python versions."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from parbpe.batch import PairQueue, descending_key, safe_batch, search_width
+from parbpe.pairs import pack
+
+
+def test_descending_key_reverses_byte_order():
+    rng = random.Random(0)
+    tokens = [bytes(rng.choice(b"\x00ab\xff") for _ in range(rng.randint(1, 4))) for _ in range(300)]
+    tokens += [b"a", b"a\x00", b"a\x00\x00", b"\xff", b"\xff\xff"]
+    assert sorted(tokens, key=descending_key) == sorted(tokens, reverse=True)
+
+
+def _reference_ranking(counts: dict[int, int], vocab: list[bytes]) -> list[int]:
+    def key(k):
+        a, b = k >> 32, k & 0xFFFFFFFF
+        return (counts[k], vocab[a], a, vocab[b], b)
+
+    return sorted(counts, key=key, reverse=True)
+
+
+@pytest.mark.parametrize("n", [1, 3, 16, 17, 200, 5000])
+def test_ranked_equals_sorted_reference(n):
+    rng = random.Random(n)
+    vocab = [bytes([b]) for b in range(256)] + [b"ab", b"ab", b"a"]  # duplicate bytes on purpose
+    counts = {}
+    for _ in range(3000):
+        a, b = rng.randrange(len(vocab)), rng.randrange(len(vocab))
+        counts[int(pack(a, b))] = rng.choice([1, 2, 3, 5, 8, 100, rng.randint(1, 10**6)])
+    keys = np.array(sorted(counts), dtype=np.int64)
+    queue = PairQueue(keys, np.array([counts[k] for k in keys.tolist()], dtype=np.int64), vocab)
+    got_keys, got_counts = queue.ranked(n)
+    expected = _reference_ranking(counts, vocab)[:n]
+    assert got_keys.tolist() == expected
+    assert got_counts.tolist() == [counts[k] for k in expected]
+
+
+def test_ranking_follows_updates_and_new_tokens():
+    rng = random.Random(5)
+    vocab = [bytes([b]) for b in range(256)]
+    counts = {int(pack(a, b)): rng.randint(1, 50) for a in range(97, 110) for b in range(97, 110)}
+    keys = np.array(sorted(counts), dtype=np.int64)
+    queue = PairQueue(keys, np.array([counts[k] for k in keys.tolist()], dtype=np.int64), list(vocab))
+    for step in range(60):
+        # lower some existing pairs (never below zero), add pairs with a new token
+        lowered = rng.sample(sorted(counts), 10)
+        new_token = len(vocab)
+        vocab.append(vocab[rng.randrange(97, 110)] + vocab[rng.randrange(97, 110)])
+        queue.add_token(vocab[-1])
+        deltas = {k: -rng.randint(1, counts[k]) for k in lowered}
+        for _ in range(5):
+            k = int(pack(new_token, rng.randrange(97, 110))) if rng.random() < 0.5 else int(pack(rng.randrange(97, 110), new_token))
+            deltas[k] = rng.randint(1, 60)
+        for k, d in deltas.items():
+            counts[k] = counts.get(k, 0) + d
+            if counts[k] == 0:
+                del counts[k]
+        upd = sorted(deltas)
+        queue.update(np.array(upd, dtype=np.int64), np.array([deltas[k] for k in upd], dtype=np.int64))
+        n = rng.choice([1, 2, 16, 40, 300])
+        assert queue.ranked(n)[0].tolist() == _reference_ranking(counts, vocab)[:n], step
+
+
+def test_update_refuses_a_count_going_negative():
+    queue = PairQueue(np.array([int(pack(1, 2))]), np.array([3]), [bytes([b]) for b in range(256)])
+    with pytest.raises(AssertionError):
+        queue.update(np.array([int(pack(1, 2))]), np.array([-4]))
+
+
+def _reference_safe_batch(keys: list[int]) -> list[bool]:
+    seen_first, seen_second, out = set(), set(), []
+    for k in keys:
+        a, b = k >> 32, k & 0xFFFFFFFF
+        out.append(not (a in seen_second or b in seen_first))
+        seen_first.add(a)
+        seen_second.add(b)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_safe_batch_equals_sequential_walk(seed):
+    rng = random.Random(seed)
+    keys = list(dict.fromkeys(int(pack(rng.randrange(12), rng.randrange(12))) for _ in range(rng.randint(1, 60))))
+    assert safe_batch(np.array(keys, dtype=np.int64)).tolist() == _reference_safe_batch(keys)
+
+
+def test_safe_batch_examples():
+    k = lambda a, b: int(pack(a, b))  # noqa: E731
+    # (1,2) then (2,3): 2 was seen second -> skipped; (4,1): 1 seen first -> skipped; (5,6) fine.
+    assert safe_batch(np.array([k(1, 2), k(2, 3), k(4, 1), k(5, 6)])).tolist() == [True, False, False, True]
+    # A skipped pair still marks its tokens: (7,8) skipped marks 7 as first, so (9,7) is skipped.
+    assert safe_batch(np.array([k(1, 7), k(7, 8), k(9, 7)])).tolist() == [True, False, False]
+    # (x, x) first, then anything with x is skipped.
+    assert safe_batch(np.array([k(3, 3), k(3, 4), k(5, 3)])).tolist() == [True, False, False]
+
+
+def test_search_width_caps():
+    assert search_width(1000, 300, 2, 0) == 300  # vocabulary size caps
+    assert search_width(100, 300, 2, 0) == 50  # remaining // cap_divisor caps
+    assert search_width(100, 300, 2, 7) == 7  # max_batch_size caps
+    assert search_width(1, 300, 2, 0) == 1  # at least one
+    assert search_width(1000, 300, 2, 1) == 1  # serial

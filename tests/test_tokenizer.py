@@ -1,0 +1,166 @@
+"""Tokenizer: round trips, special tokens, save/load, GPT-2 files, exports loaded by peers."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+
+import pytest
+
+import parbpe
+from parbpe.tokenizer import Tokenizer, bytes_to_unicode, token_to_unicode
+
+CORPUS = (
+    "The quick brown fox jumps over the lazy dog. It's 2024, isn't it? Numbers: 1234567 3.14159\n"
+    "    def function(self, x):\n        return x ** 2  # comment\n\n"
+    "Ünïcödé: naïve café; 中文文本测试; 日本語のテキスト; русский язык; العربية 😀🎉 ✓✓✓\n"
+    "aaaaaaa bbbbbb ab ab ab abab!!! ??? ... --- ___ \t\t\r\n<|endoftext|>next document here\n"
+)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tok")
+    (d / "corpus.txt").write_text(CORPUS * 20, encoding="utf-8")
+    result = parbpe.train([str(d / "corpus.txt")], vocab_size=600, special_tokens=("<|endoftext|>",), workers=1)
+    out = d / "out"
+    result.tokenizer.save(str(out), config=None, stats=result.stats)
+    return result.tokenizer, out
+
+
+def random_unicode(rng: random.Random, n: int) -> str:
+    pools = [
+        (0x20, 0x7E), (0x00, 0x1F), (0x80, 0x2FF), (0x400, 0x4FF), (0x4E00, 0x4FFF), (0x3040, 0x30FF),
+        (0xD7F0, 0xD7FF), (0xE000, 0xE010), (0xFFF0, 0xFFFF), (0x1F600, 0x1F64F), (0x10FFF0, 0x10FFFF),
+    ]
+    out = []
+    for _ in range(n):
+        lo, hi = rng.choice(pools)
+        out.append(chr(rng.randint(lo, hi)))
+    return "".join(out)
+
+
+def test_round_trip_random_unicode(trained):
+    tok, _ = trained
+    rng = random.Random(0)
+    for _ in range(200):
+        text = random_unicode(rng, rng.randint(0, 200))
+        assert tok.decode(tok.encode_ordinary(text)) == text
+        assert tok.decode_bytes(tok.encode(text, disallowed_special=())) == text.encode("utf-8")
+
+
+def test_lone_surrogates_become_replacement_characters(trained):
+    tok, _ = trained
+    assert tok.decode(tok.encode_ordinary("a\ud800b")) == "a\ufffdb"
+
+
+def test_special_tokens_like_tiktoken(trained):
+    tok, _ = trained
+    eot = tok.special_tokens["<|endoftext|>"]
+    text = "hello<|endoftext|>world"
+    with pytest.raises(ValueError, match="allowed_special"):
+        tok.encode(text)
+    ids = tok.encode(text, allowed_special="all")
+    assert eot in ids and tok.decode(ids) == text
+    assert tok.encode(text, allowed_special={"<|endoftext|>"}) == ids
+    as_text = tok.encode(text, disallowed_special=())
+    assert eot not in as_text and as_text == tok.encode_ordinary(text)
+    with pytest.raises(ValueError, match="does not have"):
+        tok.encode(text, allowed_special={"<|nope|>"})
+
+
+def test_save_load_round_trip(trained):
+    tok, out = trained
+    loaded = Tokenizer.load(str(out))
+    assert loaded.merges == tok.merges and loaded.special_tokens == tok.special_tokens
+    assert loaded.encode(CORPUS, allowed_special="all") == tok.encode(CORPUS, allowed_special="all")
+    assert sorted(p.name for p in out.iterdir()) == [
+        "merges.txt", "parbpe.json", "stats.json", "tokenizer.json", "tokenizer.tiktoken", "vocab.json"
+    ]
+    assert not [p for p in out.iterdir() if p.name.startswith(".tmp")]
+
+
+def test_gpt2_files_load_back(trained, tmp_path):
+    tok, out = trained
+    for name in ("vocab.json", "merges.txt"):
+        (tmp_path / name).write_bytes((out / name).read_bytes())
+    loaded = Tokenizer.load(str(tmp_path))  # no parbpe.json: falls back to the GPT-2 files
+    loaded = Tokenizer.from_gpt2_files(str(tmp_path / "vocab.json"), str(tmp_path / "merges.txt"),
+                                       pattern=tok.pattern, special_tokens=["<|endoftext|>"])
+    assert loaded.encode(CORPUS, allowed_special="all") == tok.encode(CORPUS, allowed_special="all")
+
+
+def test_gpt2_files_with_gpt2_byte_order(trained, tmp_path):
+    # The real GPT-2 release numbers byte tokens in bytes_to_unicode order, not byte order.
+    tok, _ = trained
+    order = list(bytes_to_unicode())  # byte values in GPT-2 id order
+    new_id = {b: i for i, b in enumerate(order)}
+    remap = lambda t: new_id[t] if t < 256 else t  # noqa: E731
+    vocab = {token_to_unicode(bytes([b])): new_id[b] for b in range(256)}
+    merges_txt = ["#version: 0.2"]
+    for a, b, new in tok.merges:
+        vocab[token_to_unicode(tok.vocab[new])] = new
+        merges_txt.append(f"{token_to_unicode(tok.vocab[a])} {token_to_unicode(tok.vocab[b])}")
+    (tmp_path / "vocab.json").write_text(json.dumps(vocab))
+    (tmp_path / "merges.txt").write_text("\n".join(merges_txt) + "\n")
+    loaded = Tokenizer.from_gpt2_files(str(tmp_path / "vocab.json"), str(tmp_path / "merges.txt"), pattern=tok.pattern)
+    assert loaded.encode_ordinary(CORPUS) == [remap(t) for t in tok.encode_ordinary(CORPUS)]
+    assert loaded.decode(loaded.encode_ordinary(CORPUS)) == CORPUS
+
+
+def test_bad_ids_and_bad_files_are_clear_errors(trained, tmp_path):
+    tok, _ = trained
+    with pytest.raises(ValueError, match="not in the vocabulary"):
+        tok.decode([10**6])
+    (tmp_path / "parbpe.json").write_text("{not json")
+    with pytest.raises(ValueError, match="parbpe.json:1"):
+        Tokenizer.load(str(tmp_path))
+    with pytest.raises(FileNotFoundError):
+        Tokenizer.load(str(tmp_path / "missing"))
+
+
+def test_stop_list_is_not_exported_to_merge_only_formats(tmp_path):
+    (tmp_path / "c.txt").write_text("the cat and the dog and the bird " * 10)
+    result = parbpe.train([str(tmp_path / "c.txt")], vocab_size=280, stop_list_size=3, workers=1,
+                          out_dir=str(tmp_path / "out"))
+    files = result.files
+    assert files["parbpe.json"] == "written" and files["stats.json"] == "written"
+    for name in ("tokenizer.json", "vocab.json", "merges.txt", "tokenizer.tiktoken"):
+        assert files[name].startswith("not written: a stop list")
+        assert not (tmp_path / "out" / name).exists()
+    loaded = Tokenizer.load(str(tmp_path / "out"))
+    assert loaded.stop_words == result.tokenizer.stop_words
+    assert loaded.encode_ordinary(" the cat") == result.tokenizer.encode_ordinary(" the cat")
+    assert loaded.encode_ordinary(" the")[0] in loaded.stop_words.values()
+
+
+def _hf_and_tiktoken(out):
+    tokenizers = pytest.importorskip("tokenizers")
+    tiktoken = pytest.importorskip("tiktoken")
+    hf = tokenizers.Tokenizer.from_file(str(out / "tokenizer.json"))
+    ranks = {}
+    for line in (out / "tokenizer.tiktoken").read_text().splitlines():
+        b64, rank = line.split()
+        ranks[base64.b64decode(b64)] = int(rank)
+    data = json.loads((out / "parbpe.json").read_text())
+    tk = tiktoken.Encoding(name="parbpe-test", pat_str=data["pattern"], mergeable_ranks=ranks,
+                           special_tokens=data["special_tokens"])
+    return hf, tk
+
+
+def test_exports_encode_like_parbpe(trained):
+    tok, out = trained
+    hf, tk = _hf_and_tiktoken(out)
+    rng = random.Random(1)
+    texts = [CORPUS] + [random_unicode(rng, 300) for _ in range(50)] + [CORPUS[i:] for i in range(0, 300, 7)]
+    for text in texts:
+        ours = tok.encode_ordinary(text)
+        assert tk.encode_ordinary(text) == ours
+        # HF always recognises added (special) tokens, like encode(allowed_special="all").
+        with_specials = tok.encode(text, allowed_special="all")
+        assert hf.encode(text, add_special_tokens=False).ids == with_specials
+        assert hf.decode(with_specials, skip_special_tokens=False) == tok.decode(with_specials)
+    with_special = "a<|endoftext|>b"
+    assert hf.encode(with_special).ids == tok.encode(with_special, allowed_special="all")
+    assert tk.encode(with_special, allowed_special="all") == tok.encode(with_special, allowed_special="all")
