@@ -1,0 +1,41 @@
+"""Checks on the real data in ../shared/data (skipped where it is absent)."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+import parbpe
+from parbpe.config import TrainConfig
+from parbpe.read import plan, read_counts
+
+
+def test_fineweb_counts_file_reads(shared_data):
+    [unit] = plan([str(shared_data / "fineweb-edu-counts" / "fineweb-edu-1gb-cutoff10.csv")])
+    counts = read_counts(unit)
+    # 229,095 lines, but 709 quoted chunks span lines: 228,384 chunk rows, a header and a pattern row.
+    assert len(counts.chunks) == 228_384
+    assert counts.pattern == TrainConfig(pattern="gpt4").pattern
+    assert min(counts.counts) >= 10
+
+
+def test_exports_match_parbpe_on_heldout(shared_data, tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    tiktoken = pytest.importorskip("tiktoken")
+    shard = shared_data / "realmix" / "train-00003-of-00008.parquet"
+    out = tmp_path / "tok"
+    result = parbpe.train([str(shard)], vocab_size=4096, special_tokens=("<|endoftext|>",), out_dir=str(out))
+    tok = result.tokenizer
+    hf = tokenizers.Tokenizer.from_file(str(out / "tokenizer.json"))
+    ranks = {base64.b64decode(b): int(r) for b, r in (line.split() for line in (out / "tokenizer.tiktoken").open())}
+    tk = tiktoken.Encoding(name="t", pat_str=json.loads((out / "parbpe.json").read_text())["pattern"],
+                           mergeable_ranks=ranks, special_tokens=tok.special_tokens)
+    docs = pq.read_table(shared_data / "realmix" / "heldout.parquet", columns=["text"]).column(0).to_pylist()
+    for doc in docs:
+        ours = tok.encode(doc, allowed_special="all")
+        assert hf.encode(doc, add_special_tokens=False).ids == ours
+        assert tk.encode(doc, allowed_special="all") == ours
+        assert tok.decode(ours) == doc
