@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from itertools import repeat
 
 import numpy as np
 
@@ -44,10 +43,13 @@ class PairQueue:
 
     def __init__(self, keys: np.ndarray, counts: np.ndarray, vocab: list[bytes]) -> None:
         self.counts: dict[int, int] = dict(zip(keys.tolist(), counts.tolist()))
-        self._desc: list[bytes] = [descending_key(b) for b in vocab]
+        self._vocab = list(vocab)
+        self._desc: list[bytes | None] = [None] * len(vocab)  # heap tie keys, made when first needed
         self._heap: list[tuple[int, bytes, int, bytes, int, int]] = []
         self._heap_threshold = float("inf")
-        self._pool: list[np.ndarray] = []
+        # The pool: sorted keys and their current counts, kept up to date from the deltas.
+        self._pool_keys = np.zeros(0, dtype=np.int64)
+        self._pool_counts = np.zeros(0, dtype=np.int64)
         self._pool_threshold = float("inf")
         self._lex: list[tuple[bytes, int]] = sorted((b, i) for i, b in enumerate(vocab))
         self._lexrank = np.empty(len(vocab), dtype=np.int64)
@@ -56,16 +58,23 @@ class PairQueue:
 
     def add_token(self, token_bytes: bytes) -> None:
         """Register the bytes of the next token id (called once per merge, in id order)."""
-        token_id = len(self._desc)
-        self._desc.append(descending_key(token_bytes))
+        token_id = len(self._vocab)
+        self._vocab.append(token_bytes)
+        self._desc.append(None)
         self._lex_pending.append((token_bytes, token_id))
 
     def __len__(self) -> int:
         return len(self.counts)
 
+    def _tie_key(self, token: int) -> bytes:
+        key = self._desc[token]
+        if key is None:
+            key = self._desc[token] = descending_key(self._vocab[token])
+        return key
+
     def _entry(self, key: int, count: int) -> tuple[int, bytes, int, bytes, int, int]:
         first, second = key >> 32, key & 0xFFFFFFFF
-        return (-count, self._desc[first], -first, self._desc[second], -second, key)
+        return (-count, self._tie_key(first), -first, self._tie_key(second), -second, key)
 
     def update(self, keys: np.ndarray, deltas: np.ndarray) -> None:
         """Add count changes. Positive deltas are new pairs; negative ones lower existing pairs."""
@@ -83,9 +92,7 @@ class PairQueue:
         size = len(counts)
         counts.update(zip(new_keys.tolist(), new_counts.tolist()))
         assert len(counts) == size + len(new_keys), "an existing pair gained occurrences"
-        pooled = new_counts >= self._pool_threshold
-        if pooled.any():
-            self._pool.append(new_keys[pooled])
+        self._update_pool(keys[falling], deltas[falling], new_keys, new_counts)
         heaped = new_counts >= self._heap_threshold
         for key, count in zip(new_keys[heaped].tolist(), new_counts[heaped].tolist()):
             heapq.heappush(self._heap, self._entry(key, count))
@@ -157,7 +164,7 @@ class PairQueue:
             rank += np.searchsorted(at, rank, side="right")
             new_rank = at + np.arange(len(pending), dtype=np.int64)
             ids = np.array([i for _, i in pending], dtype=np.int64)
-            grown = np.empty(len(self._desc), dtype=np.int64)
+            grown = np.empty(len(self._vocab), dtype=np.int64)
             grown[: len(rank)] = rank
             grown[ids] = new_rank
             self._lexrank = grown
@@ -166,24 +173,39 @@ class PairQueue:
             self._lex_pending = []
         return self._lexrank
 
+    def _update_pool(self, fall_keys, fall_deltas, new_keys, new_counts) -> None:
+        """Apply count changes to the pool; new pairs join it when they reach its threshold."""
+        pool_keys, pool_counts = self._pool_keys, self._pool_counts
+        if len(pool_keys) and len(fall_keys):
+            at = np.searchsorted(pool_keys, fall_keys)
+            at[at == len(pool_keys)] = 0
+            inside = pool_keys[at] == fall_keys
+            pool_counts[at[inside]] += fall_deltas[inside]
+        joining = new_counts >= self._pool_threshold
+        if joining.any():
+            keys = np.concatenate([pool_keys, new_keys[joining]])
+            order = np.argsort(keys, kind="stable")
+            self._pool_keys = keys[order]
+            self._pool_counts = np.concatenate([pool_counts, new_counts[joining]])[order]
+
     def _ranked_wide(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         if not self.counts:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        keys = np.concatenate(self._pool) if self._pool else np.zeros(0, dtype=np.int64)
-        counts = np.fromiter(map(self.counts.get, keys.tolist(), repeat(0)), dtype=np.int64, count=len(keys))
-        live = counts >= self._pool_threshold
+        live = self._pool_counts >= self._pool_threshold
         n_live = int(live.sum())
         if n_live < n and n_live < len(self.counts):
             keys, counts, self._pool_threshold = self._top_region(max(2 * n, 4096))
+            order = np.argsort(keys)
+            keys, counts = keys[order], counts[order]
         else:
-            keys, counts = keys[live], counts[live]
+            keys, counts = self._pool_keys[live], self._pool_counts[live]
             if len(keys) > 4 * n + 4096:
                 # Raise the threshold: what leaves the pool is below it, like all outside it.
                 cut = len(keys) - (2 * n + 4096)
                 self._pool_threshold = int(np.partition(counts, cut)[cut])
                 keep = counts >= self._pool_threshold
                 keys, counts = keys[keep], counts[keep]
-        self._pool = [keys]
+        self._pool_keys, self._pool_counts = keys, counts
         if len(keys) > n:
             kth = np.partition(counts, len(keys) - n)[len(keys) - n]
             near = counts >= kth

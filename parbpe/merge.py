@@ -53,7 +53,7 @@ class PairIndex:
             order = np.argsort(merged_keys, kind="stable")
             self.blocks.append(_IndexBlock(merged_keys[order], merged_chunks[order]))
 
-    def chunks_with(self, keys: np.ndarray) -> np.ndarray:
+    def chunks_with(self, keys: np.ndarray, n_chunks: int) -> np.ndarray:
         """Sorted unique ids of the chunks that (may) hold any of the given pair keys."""
         found = []
         for block in self.blocks:
@@ -65,7 +65,10 @@ class PairIndex:
                 found.append(block.chunks[idx])
         if not found:
             return np.zeros(0, dtype=np.int64)
-        return np.unique(np.concatenate(found))
+        mask = np.zeros(n_chunks, dtype=bool)
+        for chunk_ids in found:
+            mask[chunk_ids] = True
+        return np.flatnonzero(mask)
 
 
 class MergeEngine:
@@ -96,7 +99,7 @@ class MergeEngine:
         order = np.argsort(batch_keys)
         batch_keys, new_ids = batch_keys[order], np.asarray(new_ids, dtype=np.int64)[order]
 
-        chunk_ids = self.index.chunks_with(batch_keys)
+        chunk_ids = self.index.chunks_with(batch_keys, t.n_chunks)
         if len(chunk_ids) == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         starts, lengths = t.starts[chunk_ids], t.lengths[chunk_ids]
@@ -127,6 +130,16 @@ class MergeEngine:
         lowest_new = int(new_ids.min())
         fresh = (new[after_pos] >= lowest_new) | (new[after_pos + 1] >= lowest_new)
         self.index.add(after_keys[fresh], chunk_ids[new_seg[after_pos[fresh]]])
+        if not self.nonoverlap:
+            # Only pairs that touch a merge site change; the rest cancel out, so leave them out.
+            # (With nonoverlap, a merge can shift the parity of a run further away: recount all.)
+            near = np.zeros(len(old) + 1, dtype=bool)
+            near[hits] = True
+            near[hits + 1] = True
+            near[np.maximum(hits - 1, 0)] = True
+            changed = near[pos]
+            before_keys, before_w = before_keys[changed], before_w[changed]
+            after_keys, after_w = after_keys[fresh], after_w[fresh]
         return aggregate(np.concatenate([before_keys, after_keys]), np.concatenate([-before_w, after_w]))
 
 

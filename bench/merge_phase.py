@@ -1,0 +1,66 @@
+"""Time the merge phase alone: read a counts input, build the chunk table, run the merge rounds.
+
+    python bench/merge_phase.py ../shared/data/fineweb-edu-counts/fineweb-edu-1gb-cutoff10.csv \
+        --vocab-size 50304 [--max-batch-size N] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from collections import Counter
+
+import numpy as np
+
+from parbpe.config import TrainConfig
+from parbpe.memory import PeakSampler
+from parbpe.merge import learn_merges
+from parbpe.read import plan
+from parbpe.reduce import add_counts_files, select_training_chunks
+from parbpe.table import build_table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("counts", nargs="+")
+    parser.add_argument("--vocab-size", type=int, default=50304)
+    parser.add_argument("--max-batch-size", type=int, default=0)
+    parser.add_argument("--cap-divisor", type=int, default=2)
+    parser.add_argument("--pair-count", default="overlap")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    config = TrainConfig(vocab_size=args.vocab_size, max_batch_size=args.max_batch_size,
+                         cap_divisor=args.cap_divisor, pair_count=args.pair_count, workers=1)
+    total: Counter[str] = Counter()
+    add_counts_files(total, plan(args.counts), config)
+    chunks = select_training_chunks(total, config)
+    times, merges_seen = [], None
+    for _ in range(args.repeat):
+        table = build_table(chunks.chunks, chunks.counts, config.vocab_size)
+        vocab = [bytes([b]) for b in range(256)]
+        with PeakSampler() as sampler:
+            t = time.perf_counter()
+            result = learn_merges(table, vocab, config.n_merges, max_batch_size=config.max_batch_size,
+                                  cap_divisor=config.cap_divisor, nonoverlap=config.pair_count == "nonoverlap")
+            times.append(time.perf_counter() - t)
+        if merges_seen is not None:
+            assert merges_seen == result.merges, "merges differ between repeats"
+        merges_seen = result.merges
+    sizes = np.array(result.batch_sizes)
+    print(json.dumps({
+        "input": args.counts, "chunks": len(chunks.chunks), "table_tokens": int(len(table.tokens)),
+        "vocab_size": args.vocab_size, "max_batch_size": args.max_batch_size, "merges": len(result.merges),
+        "rounds": len(sizes), "merges_per_round": {"min": int(sizes.min()), "mean": round(float(sizes.mean()), 1),
+                                                  "max": int(sizes.max())},
+        "merge_seconds": {"median": round(statistics.median(times), 3), "min": round(min(times), 3),
+                          "max": round(max(times), 3), "runs": [round(x, 3) for x in times]},
+        "peak_rss_mb": round(sampler.peak / 1e6, 1), "python": platform.python_version(),
+    }, indent=1))
+
+
+if __name__ == "__main__":
+    main()
