@@ -30,23 +30,26 @@ def main() -> None:
     parser.add_argument("--max-batch-size", type=int, default=0)
     parser.add_argument("--cap-divisor", type=int, default=2)
     parser.add_argument("--pair-count", default="overlap")
+    parser.add_argument("--special-tokens", nargs="*", default=[])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
     config = TrainConfig(vocab_size=args.vocab_size, max_batch_size=args.max_batch_size,
-                         cap_divisor=args.cap_divisor, pair_count=args.pair_count, workers=1)
+                         cap_divisor=args.cap_divisor, pair_count=args.pair_count, workers=1,
+                         special_tokens=tuple(args.special_tokens))
     total: Counter[str] = Counter()
     add_counts_files(total, plan(args.counts), config)
     chunks = select_training_chunks(total, config)
-    times, merges_seen = [], None
+    times, cpu_times, merges_seen = [], [], None
     for _ in range(args.repeat):
         table = build_table(chunks.chunks, chunks.counts, config.vocab_size)
         vocab = [bytes([b]) for b in range(256)]
         with PeakSampler() as sampler:
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), time.process_time()
             result = learn_merges(table, vocab, config.n_merges, max_batch_size=config.max_batch_size,
                                   cap_divisor=config.cap_divisor, nonoverlap=config.pair_count == "nonoverlap")
             times.append(time.perf_counter() - t)
+            cpu_times.append(time.process_time() - cpu)
         if merges_seen is not None:
             assert merges_seen == result.merges, "merges differ between repeats"
         merges_seen = result.merges
@@ -58,6 +61,7 @@ def main() -> None:
                                                   "max": int(sizes.max())},
         "merge_seconds": {"median": round(statistics.median(times), 3), "min": round(min(times), 3),
                           "max": round(max(times), 3), "runs": [round(x, 3) for x in times]},
+        "merge_cpu_seconds": [round(x, 3) for x in cpu_times],
         "peak_rss_mb": round(sampler.peak / 1e6, 1), "python": platform.python_version(),
     }, indent=1))
 

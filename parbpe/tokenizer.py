@@ -274,33 +274,24 @@ class Tokenizer:
 
     # -- files ---------------------------------------------------------------------------------
 
-    def save(self, directory: str, *, config: dict[str, Any] | None = None,
-             stats: dict[str, Any] | None = None) -> dict[str, str]:
+    def save(self, directory: str, *, config: dict[str, Any] | None = None) -> dict[str, str]:
         """Write every format to directory (each atomically); returns {file: "written" | reason}."""
         os.makedirs(directory, exist_ok=True)
         problems = self.export_problems()
         outcome: dict[str, str] = {}
-
-        def put(name: str, text: str) -> None:
+        writers = {
+            "parbpe.json": lambda: json.dumps(self.to_parbpe_json(config), indent=1),
+            "tokenizer.json": lambda: json.dumps(self.to_hf_json(), ensure_ascii=False),
+            "vocab.json": lambda: self.to_gpt2_files()[0],
+            "merges.txt": lambda: self.to_gpt2_files()[1],
+            "tokenizer.tiktoken": self.to_tiktoken,
+        }
+        for name, make_text in writers.items():
             if name in problems:
                 outcome[name] = f"not written: {problems[name]}"
-                return
-            write_atomically(os.path.join(directory, name), lambda tmp: _write_text(tmp, text))
+                continue
+            write_text_atomically(os.path.join(directory, name), make_text())
             outcome[name] = "written"
-
-        put("parbpe.json", json.dumps(self.to_parbpe_json(config), indent=1))
-        if "tokenizer.json" not in problems:
-            put("tokenizer.json", json.dumps(self.to_hf_json(), ensure_ascii=False))
-            vocab_text, merges_text = self.to_gpt2_files()
-            put("vocab.json", vocab_text)
-            put("merges.txt", merges_text)
-        else:
-            for name in ("tokenizer.json", "vocab.json", "merges.txt"):
-                put(name, "")
-        put("tokenizer.tiktoken", "" if "tokenizer.tiktoken" in problems else self.to_tiktoken())
-        if stats is not None:
-            stats = {**stats, "files": outcome | {"stats.json": "written"}}
-            put("stats.json", json.dumps(stats, indent=1))
         return outcome
 
     @classmethod
@@ -362,6 +353,11 @@ class Tokenizer:
         return cls(pattern=resolve_pattern(pattern), merges=merges, byte_ids=byte_ids, special_tokens=specials)
 
 
-def _write_text(path: str, text: str) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+def write_text_atomically(path: str, text: str) -> None:
+    """Write text to a temporary name beside path, then rename it into place."""
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+
+    write_atomically(path, write)

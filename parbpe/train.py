@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import platform
 import time
 from collections import Counter
@@ -18,7 +20,7 @@ from .progress import Progress
 from .read import default_corpus_files, plan
 from .reduce import add_counts_files, select_training_chunks
 from .table import build_table
-from .tokenizer import Tokenizer
+from .tokenizer import Tokenizer, write_text_atomically
 
 
 @dataclass
@@ -143,9 +145,11 @@ def train(
     files = None
     if out_dir is not None:
         t = time.perf_counter()
-        stats["seconds"]["write"] = 0.0
-        files = tokenizer.save(out_dir, config=config.to_dict(), stats=stats)
+        files = tokenizer.save(out_dir, config=config.to_dict())
         stats["seconds"]["write"] = round(time.perf_counter() - t, 3)
+        files["stats.json"] = "written"
+        stats["files"] = files
+        write_text_atomically(os.path.join(out_dir, "stats.json"), json.dumps(stats, indent=1))
     reporter.event("done", vocab_size=tokenizer.n_vocab, rounds=len(result.batch_sizes),
                    seconds=round(sum(times.values()), 2), peak_rss=format_size(sampler.peak))
     reporter.close()

@@ -25,7 +25,7 @@ def trained(tmp_path_factory):
     (d / "corpus.txt").write_text(CORPUS * 20, encoding="utf-8")
     result = parbpe.train([str(d / "corpus.txt")], vocab_size=600, special_tokens=("<|endoftext|>",), workers=1)
     out = d / "out"
-    result.tokenizer.save(str(out), config=None, stats=result.stats)
+    result.tokenizer.save(str(out))
     return result.tokenizer, out
 
 
@@ -76,7 +76,7 @@ def test_save_load_round_trip(trained):
     assert loaded.merges == tok.merges and loaded.special_tokens == tok.special_tokens
     assert loaded.encode(CORPUS, allowed_special="all") == tok.encode(CORPUS, allowed_special="all")
     assert sorted(p.name for p in out.iterdir()) == [
-        "merges.txt", "parbpe.json", "stats.json", "tokenizer.json", "tokenizer.tiktoken", "vocab.json"
+        "merges.txt", "parbpe.json", "tokenizer.json", "tokenizer.tiktoken", "vocab.json"
     ]
     assert not [p for p in out.iterdir() if p.name.startswith(".tmp")]
 
