@@ -6,7 +6,7 @@ that creates its newer token, and only destroyed after, so the index is append-o
 (pair, chunk) entries per round, merged log-structured so lookups search few blocks. Entries may
 go stale (the pair left that chunk, or was merged away); they cost a look, never a wrong result.
 
-The engine is what a merge worker runs on its slice of the table (see DESIGN.md, merge stage).
+An engine is what a merge worker runs on its slice of the table (see DESIGN.md, merge stage).
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .batch import PairQueue, safe_batch, search_width
-from .pairs import aggregate, gather, pack, pair_keys_and_weights, run_parity
+from .pairs import aggregate, gather, pack, pair_keys_and_weights, run_parity, sorted_unique
 from .table import ChunkTable
 
 
 @dataclass
 class _IndexBlock:
     keys: np.ndarray  # int64, sorted
-    chunks: np.ndarray  # int64, chunk ids, sorted within each key
+    values: np.ndarray  # int64: chunk ids or token positions
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -32,52 +32,65 @@ class _IndexBlock:
 
 @dataclass
 class PairIndex:
-    """pair key -> chunk ids, as a short list of sorted blocks (a log-structured merge of rounds)."""
+    """pair key -> where it occurs (chunk ids or positions), as a short list of sorted blocks:
+    one block per round, merged log-structured so that few blocks are ever searched."""
 
     blocks: list[_IndexBlock] = field(default_factory=list)
 
-    def add(self, keys: np.ndarray, chunks: np.ndarray) -> None:
-        """Add (key, chunk) entries of pairs new to the index; fold small blocks together."""
+    def add(self, keys: np.ndarray, values: np.ndarray) -> None:
+        """Add (key, value) entries of pairs new to the index; fold small blocks together."""
         if len(keys):
-            order = np.lexsort((chunks, keys))
-            keys, chunks = keys[order], chunks[order]
-            keep = np.ones(len(keys), dtype=bool)
-            keep[1:] = (keys[1:] != keys[:-1]) | (chunks[1:] != chunks[:-1])
-            self.blocks.append(_IndexBlock(keys[keep], chunks[keep]))
+            # Lookups never rely on the order of values within a key, nor on their being distinct.
+            order = np.argsort(keys)
+            self.blocks.append(_IndexBlock(keys[order], values[order]))
         while len(self.blocks) >= 2 and len(self.blocks[-2]) <= 2 * len(self.blocks[-1]):
             newer = self.blocks.pop()
             older = self.blocks.pop()
             merged_keys = np.concatenate([older.keys, newer.keys])
-            merged_chunks = np.concatenate([older.chunks, newer.chunks])
-            # Keys of different blocks are distinct, so a stable sort by key keeps chunks sorted.
+            merged_values = np.concatenate([older.values, newer.values])
+            # Two sorted runs: a stable (merge) sort joins them in linear time.
             order = np.argsort(merged_keys, kind="stable")
-            self.blocks.append(_IndexBlock(merged_keys[order], merged_chunks[order]))
+            self.blocks.append(_IndexBlock(merged_keys[order], merged_values[order]))
 
-    def chunks_with(self, keys: np.ndarray, n_chunks: int) -> np.ndarray:
-        """Sorted unique ids of the chunks that (may) hold any of the given pair keys."""
-        found = []
+    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """All entries of the given keys: (values, index into keys of the key each belongs to)."""
+        values, which = [], []
         for block in self.blocks:
             lo = np.searchsorted(block.keys, keys, side="left")
             hi = np.searchsorted(block.keys, keys, side="right")
             sizes = hi - lo
             if sizes.any():
-                idx, _ = gather(block.chunks, lo, sizes)
-                found.append(block.chunks[idx])
-        if not found:
-            return np.zeros(0, dtype=np.int64)
+                idx, seg = gather(block.values, lo, sizes)
+                values.append(block.values[idx])
+                which.append(seg)
+        if not values:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty
+        return np.concatenate(values), np.concatenate(which)
+
+    def chunks_with(self, keys: np.ndarray, n_chunks: int) -> np.ndarray:
+        """Sorted unique ids of the chunks that (may) hold any of the given pair keys."""
+        chunk_ids, _ = self.lookup(keys)
         mask = np.zeros(n_chunks, dtype=bool)
-        for chunk_ids in found:
-            mask[chunk_ids] = True
+        mask[chunk_ids] = True
         return np.flatnonzero(mask)
 
 
-class MergeEngine:
-    """Owns a chunk table (or a worker's slice of one) and applies merge batches to it."""
+class ChunkEngine:
+    """Applies merge batches by recounting the chunks they touch (exact for both pair counts).
+
+    Used for nonoverlap counting, where a merge can change the parity of a run of one token
+    further along the chunk; LinkedEngine is faster for overlap counting.
+    """
 
     def __init__(self, table: ChunkTable, nonoverlap: bool = False) -> None:
         self.table = table
         self.nonoverlap = nonoverlap
         self.index = PairIndex()
+
+    def chunk_tokens(self, c: int) -> list[int]:
+        """Current tokens of chunk c (for tests and debugging)."""
+        return self.table.chunk_tokens(c)
 
     def initial_pair_counts(self) -> tuple[np.ndarray, np.ndarray]:
         """Count every pair of the table once and build the index; returns (sorted keys, counts)."""
@@ -143,11 +156,106 @@ class MergeEngine:
         return aggregate(np.concatenate([before_keys, after_keys]), np.concatenate([-before_w, after_w]))
 
 
+class LinkedEngine:
+    """Applies merge batches at the positions where their pairs occur (overlap counting).
+
+    Each token position links to the next and previous live position of its chunk; a merge
+    rewrites the first position and unlinks the second, so nothing is ever moved. The index maps
+    pairs to positions, and a round costs in proportion to the occurrences of its pairs, not to
+    the length of the chunks that hold them.
+    """
+
+    REMOVED = -2  # next[p] of a position merged away; -1 marks the last position of a chunk
+
+    def __init__(self, table: ChunkTable) -> None:
+        self.table = table
+        t = table
+        n_tokens = len(t.tokens)
+        positions = np.arange(n_tokens, dtype=np.int64)
+        region_starts = t.starts[:-1]
+        self.next = positions + 1
+        self.prev = positions - 1
+        if len(t.counts):
+            self.next[t.starts[1:] - 1] = -1
+            self.prev[region_starts] = -1
+        self.chunk_of = np.repeat(np.arange(len(t.counts), dtype=np.int64), t.lengths)
+        self.index = PairIndex()
+
+    def _weights(self, positions: np.ndarray) -> np.ndarray:
+        return self.table.counts[self.chunk_of[positions]]
+
+    def _pairs_at(self, positions: np.ndarray) -> np.ndarray:
+        return pack(self.table.tokens[positions], self.table.tokens[self.next[positions]])
+
+    def initial_pair_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Count every pair of the table once and build the index; returns (sorted keys, counts)."""
+        starts = np.flatnonzero(self.next >= 0)
+        keys = self._pairs_at(starts)
+        self.index.add(keys, starts)
+        return aggregate(keys, self._weights(starts))
+
+    def chunk_tokens(self, c: int) -> list[int]:
+        """Current tokens of chunk c, following the links (for tests and debugging)."""
+        out, p = [], int(self.table.starts[c])
+        while p >= 0:
+            out.append(int(self.table.tokens[p]))
+            p = int(self.next[p])
+        return out
+
+    def apply(self, first: np.ndarray, second: np.ndarray, new_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Apply a safe batch of merges (first[k], second[k]) -> new_ids[k]; see ChunkEngine.apply."""
+        tokens, nxt, prv = self.table.tokens, self.next, self.prev
+        batch_keys = pack(first, second)
+        new_ids = np.asarray(new_ids, dtype=np.int64)
+
+        # Candidate positions from the index; keep those that still hold their pair.
+        cand, which = self.index.lookup(batch_keys)
+        after = nxt[cand]
+        live = after >= 0
+        cand, which, after = cand[live], which[live], after[live]
+        holds = pack(tokens[cand], tokens[after]) == batch_keys[which]
+        cand, which = cand[holds], which[holds]
+        order = np.argsort(cand)
+        cand, which = cand[order], which[order]
+
+        # In a run x x x ... of a pair (x, x), occurrences follow each other through the links:
+        # merge the 1st, 3rd, ... of each run, as a left-to-right merge does.
+        follows = np.zeros(len(cand), dtype=bool)
+        follows[1:] = (prv[cand[1:]] == cand[:-1]) & (which[1:] == which[:-1])
+        run_start = np.maximum.accumulate(np.where(follows, 0, np.arange(len(cand))))
+        take = ((np.arange(len(cand)) - run_start) & 1) == 0
+        hits, which = cand[take], which[take]
+        if len(hits) == 0:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty
+        partners = nxt[hits]
+        beyond = nxt[partners]
+
+        # Pairs before the merge that involve a merged position: left of, at, and right of it.
+        lefts = prv[hits]
+        before_pos = sorted_unique(np.concatenate([lefts[lefts >= 0], hits, partners[beyond >= 0]]))
+        before_keys, before_w = self._pairs_at(before_pos), self._weights(before_pos)
+
+        tokens[hits] = new_ids[which].astype(tokens.dtype)
+        nxt[hits] = beyond
+        linked = beyond >= 0
+        prv[beyond[linked]] = hits[linked]
+        nxt[partners] = self.REMOVED
+
+        # Pairs after the merge that involve a new token: they are all new, index them.
+        lefts = prv[hits]
+        after_pos = sorted_unique(np.concatenate([lefts[lefts >= 0], hits[linked]]))
+        after_keys, after_w = self._pairs_at(after_pos), self._weights(after_pos)
+        self.index.add(after_keys, after_pos)
+        return aggregate(np.concatenate([before_keys, after_keys]), np.concatenate([-before_w, after_w]))
+
+
 @dataclass
 class MergeResult:
     merges: list[tuple[int, int]]  # in rank order; merge k makes token first_id + k
     batch_sizes: list[int]
     stopped_early: bool  # no pair was left before the vocabulary was full
+    engine: ChunkEngine | LinkedEngine  # holds the final tokens of every chunk (chunk_tokens)
 
 
 def learn_merges(
@@ -158,6 +266,7 @@ def learn_merges(
     max_batch_size: int = 0,
     cap_divisor: int = 2,
     nonoverlap: bool = False,
+    engine: str = "auto",
     progress: Callable[[int, int], None] | None = None,
 ) -> MergeResult:
     """Run merge rounds on the table until n_merges merges are made or no pair is left.
@@ -165,9 +274,15 @@ def learn_merges(
     `vocab` holds the bytes of every token that exists before merging (the 256 bytes, then the
     stop-list tokens); it is extended in place with the new tokens. Each round ranks the top pairs,
     keeps BatchBPE's safe batch of them, applies it to the table and updates the pair counts.
+    engine: "linked" (overlap counting only), "chunk", or "auto" (linked where it applies).
     """
-    engine = MergeEngine(table, nonoverlap=nonoverlap)
-    queue = PairQueue(*engine.initial_pair_counts(), vocab)
+    if engine not in ("auto", "linked", "chunk"):
+        raise ValueError(f"engine must be 'auto', 'linked' or 'chunk', got {engine!r}")
+    if engine == "linked" and nonoverlap:
+        raise ValueError("the linked engine counts overlapping pairs only; use engine='chunk'")
+    use_chunk = nonoverlap or engine == "chunk"
+    runner = ChunkEngine(table, nonoverlap=nonoverlap) if use_chunk else LinkedEngine(table)
+    queue = PairQueue(*runner.initial_pair_counts(), vocab)
     merges: list[tuple[int, int]] = []
     batch_sizes: list[int] = []
     while len(merges) < n_merges:
@@ -184,7 +299,8 @@ def learn_merges(
             merges.append((a, b))
         batch_sizes.append(len(accepted))
         new_ids = np.arange(first_id, first_id + len(accepted), dtype=np.int64)
-        queue.update(*engine.apply(first, second, new_ids))
+        queue.update(*runner.apply(first, second, new_ids))
         if progress is not None:
             progress(len(merges), n_merges)
-    return MergeResult(merges=merges, batch_sizes=batch_sizes, stopped_early=len(merges) < n_merges)
+    return MergeResult(merges=merges, batch_sizes=batch_sizes, stopped_early=len(merges) < n_merges,
+                       engine=runner)

@@ -32,6 +32,14 @@ def gather(tokens: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple
     return idx, seg
 
 
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (sort and drop repeats; faster here than np.unique's hashing)."""
+    values = np.sort(values)
+    keep = np.ones(len(values), dtype=bool)
+    keep[1:] = values[1:] != values[:-1]
+    return values[keep]
+
+
 def run_parity(flags: np.ndarray) -> np.ndarray:
     """For a boolean array, True where the position is at an even offset within its run of Trues.
 
@@ -77,7 +85,7 @@ def aggregate(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.nda
     """Sum weights per key; return sorted unique keys and their non-zero sums."""
     if len(keys) == 0:
         return keys.astype(np.int64), weights.astype(np.int64)
-    order = np.argsort(keys, kind="stable")
+    order = np.argsort(keys)  # sums do not depend on the order within a key
     sorted_keys = keys[order]
     first = np.ones(len(sorted_keys), dtype=bool)
     first[1:] = sorted_keys[1:] != sorted_keys[:-1]

@@ -14,7 +14,15 @@ from parbpe.table import build_table
 from reference import reference_counts, reference_train
 
 
+ENGINES = ["linked", "chunk"]
+
+
 def engine_merges(counts: dict[bytes, int], n_merges: int, **kwargs) -> list[tuple[int, int]]:
+    """Merges of learn_merges; with overlap counting, both engines must give the same."""
+    if not kwargs.get("nonoverlap") and "engine" not in kwargs:
+        results = [engine_merges(counts, n_merges, engine=e, **kwargs) for e in ENGINES]
+        assert results[0] == results[1], "the linked and chunk engines disagree"
+        return results[0]
     items = sorted(counts.items())
     table = build_table([c for c, _ in items], [n for _, n in items], 256 + n_merges)
     vocab = [bytes([b]) for b in range(256)]
@@ -109,26 +117,28 @@ def test_long_runs_of_one_byte():
         )
 
 
-def test_stops_early_when_no_pair_is_left():
+@pytest.mark.parametrize("engine", ENGINES)
+def test_stops_early_when_no_pair_is_left(engine):
     items = {b"ab": 2, b"cd": 1}
     table = build_table(list(items), list(items.values()), 300)
-    result = learn_merges(table, [bytes([b]) for b in range(256)], 10, max_batch_size=1)
+    result = learn_merges(table, [bytes([b]) for b in range(256)], 10, max_batch_size=1, engine=engine)
     assert result.merges == [(97, 98), (99, 100)]
     assert result.stopped_early
 
 
-def test_table_tokens_equal_encoding_of_each_chunk():
+@pytest.mark.parametrize("engine", ENGINES)
+def test_table_tokens_equal_encoding_of_each_chunk(engine):
     # After training, the table holds every chunk's encoding: the tokenizer must reproduce it.
     rng = random.Random(3)
     counts = random_corpus(rng, b"abcde ", 300, 12)
     items = sorted(counts.items())
     table = build_table([c for c, _ in items], [n for _, n in items], 512)
     vocab = [bytes([b]) for b in range(256)]
-    result = learn_merges(table, vocab, 200)
+    result = learn_merges(table, vocab, 200, engine=engine)
     tok = parbpe.Tokenizer(pattern=".+", merges=[(a, b, 256 + r) for r, (a, b) in enumerate(result.merges)])
     kept = [c for c, _ in items if len(c) > 1]
     for k, chunk in enumerate(kept):
-        assert tok._encode_chunk(chunk.decode()) == table.chunk_tokens(k)
+        assert tok._encode_chunk(chunk.decode()) == result.engine.chunk_tokens(k)
 
 
 TEXT_SAMPLES = [
@@ -201,6 +211,12 @@ def test_freq_cutoff_uses_global_counts(tmp_path):
     assert result.stats["unique_chunks"] == 5
     assert result.stats["training_chunks"] == 2  # "rare" survives: the cutoff sees global counts
     assert result.stats["dropped_by_freq_cutoff"] == 3
+
+
+def test_linked_engine_refuses_nonoverlap():
+    table = build_table([b"ab"], [1], 300)
+    with pytest.raises(ValueError, match="overlapping pairs only"):
+        learn_merges(table, [bytes([b]) for b in range(256)], 1, nonoverlap=True, engine="linked")
 
 
 def test_token_dtype_switches_to_int32_for_large_vocabularies():
