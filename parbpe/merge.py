@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .batch import PairQueue, safe_batch, search_width
-from .pairs import aggregate, gather, pack, pair_keys_and_weights, run_parity, sorted_unique
+from .pairs import aggregate, aggregate_sorted, gather, pack, pair_keys_and_weights, run_parity
 from .table import ChunkTable
 
 
@@ -33,17 +33,20 @@ class _IndexBlock:
 @dataclass
 class PairIndex:
     """pair key -> where it occurs (chunk ids or positions), as a short list of sorted blocks:
-    one block per round, merged log-structured so that few blocks are ever searched."""
+    one block per round, and a block is folded into the one before it once it is as large (as in
+    a binary counter), so an entry is re-sorted O(log n) times and few blocks are ever searched."""
 
     blocks: list[_IndexBlock] = field(default_factory=list)
 
-    def add(self, keys: np.ndarray, values: np.ndarray) -> None:
+    def add(self, keys: np.ndarray, values: np.ndarray, presorted: bool = False) -> None:
         """Add (key, value) entries of pairs new to the index; fold small blocks together."""
         if len(keys):
             # Lookups never rely on the order of values within a key, nor on their being distinct.
-            order = np.argsort(keys)
-            self.blocks.append(_IndexBlock(keys[order], values[order]))
-        while len(self.blocks) >= 2 and len(self.blocks[-2]) <= 2 * len(self.blocks[-1]):
+            if not presorted:
+                order = np.argsort(keys)
+                keys, values = keys[order], values[order]
+            self.blocks.append(_IndexBlock(keys, values))
+        while len(self.blocks) >= 2 and len(self.blocks[-2]) <= len(self.blocks[-1]):
             newer = self.blocks.pop()
             older = self.blocks.pop()
             merged_keys = np.concatenate([older.keys, newer.keys])
@@ -171,28 +174,28 @@ class LinkedEngine:
         self.table = table
         t = table
         n_tokens = len(t.tokens)
-        positions = np.arange(n_tokens, dtype=np.int64)
-        region_starts = t.starts[:-1]
+        link_dtype = np.int32 if n_tokens < 2**31 - 1 else np.int64
+        positions = np.arange(n_tokens, dtype=link_dtype)
         self.next = positions + 1
         self.prev = positions - 1
         if len(t.counts):
             self.next[t.starts[1:] - 1] = -1
-            self.prev[region_starts] = -1
-        self.chunk_of = np.repeat(np.arange(len(t.counts), dtype=np.int64), t.lengths)
+            self.prev[t.starts[:-1]] = -1
+        self.weight = np.repeat(t.counts, t.lengths)  # each position carries its chunk's count
         self.index = PairIndex()
-
-    def _weights(self, positions: np.ndarray) -> np.ndarray:
-        return self.table.counts[self.chunk_of[positions]]
+        self._marked = np.zeros(n_tokens, dtype=bool)  # scratch, all False between rounds
 
     def _pairs_at(self, positions: np.ndarray) -> np.ndarray:
         return pack(self.table.tokens[positions], self.table.tokens[self.next[positions]])
 
     def initial_pair_counts(self) -> tuple[np.ndarray, np.ndarray]:
         """Count every pair of the table once and build the index; returns (sorted keys, counts)."""
-        starts = np.flatnonzero(self.next >= 0)
+        starts = np.flatnonzero(self.next >= 0).astype(np.int64)
         keys = self._pairs_at(starts)
-        self.index.add(keys, starts)
-        return aggregate(keys, self._weights(starts))
+        order = np.argsort(keys)  # one sort serves both the index and the counts
+        keys, starts = keys[order], starts[order]
+        self.index.add(keys, starts, presorted=True)
+        return aggregate_sorted(keys, self.weight[starts])
 
     def chunk_tokens(self, c: int) -> list[int]:
         """Current tokens of chunk c, following the links (for tests and debugging)."""
@@ -210,31 +213,41 @@ class LinkedEngine:
 
         # Candidate positions from the index; keep those that still hold their pair.
         cand, which = self.index.lookup(batch_keys)
-        after = nxt[cand]
+        after = nxt[cand].astype(np.int64)
         live = after >= 0
         cand, which, after = cand[live], which[live], after[live]
         holds = pack(tokens[cand], tokens[after]) == batch_keys[which]
         cand, which = cand[holds], which[holds]
-        order = np.argsort(cand)
-        cand, which = cand[order], which[order]
-
         # In a run x x x ... of a pair (x, x), occurrences follow each other through the links:
-        # merge the 1st, 3rd, ... of each run, as a left-to-right merge does.
-        follows = np.zeros(len(cand), dtype=bool)
-        follows[1:] = (prv[cand[1:]] == cand[:-1]) & (which[1:] == which[:-1])
-        run_start = np.maximum.accumulate(np.where(follows, 0, np.arange(len(cand))))
-        take = ((np.arange(len(cand)) - run_start) & 1) == 0
-        hits, which = cand[take], which[take]
+        # merge the 1st, 3rd, ... of each run, as a left-to-right merge does. Other pairs of a
+        # safe batch never overlap, so all their occurrences merge.
+        is_self = first[which] == second[which]
+        if is_self.any():
+            selfs, self_which = cand[is_self], which[is_self]
+            order = np.argsort(selfs)
+            selfs, self_which = selfs[order], self_which[order]
+            follows = np.zeros(len(selfs), dtype=bool)
+            follows[1:] = (prv[selfs[1:]] == selfs[:-1]) & (self_which[1:] == self_which[:-1])
+            run_start = np.maximum.accumulate(np.where(follows, 0, np.arange(len(selfs))))
+            take = ((np.arange(len(selfs)) - run_start) & 1) == 0
+            cand = np.concatenate([cand[~is_self], selfs[take]])
+            which = np.concatenate([which[~is_self], self_which[take]])
+        hits = cand
         if len(hits) == 0:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty
-        partners = nxt[hits]
-        beyond = nxt[partners]
+        partners = nxt[hits].astype(np.int64)
+        beyond = nxt[partners].astype(np.int64)
+        marked = self._marked
 
         # Pairs before the merge that involve a merged position: left of, at, and right of it.
-        lefts = prv[hits]
-        before_pos = sorted_unique(np.concatenate([lefts[lefts >= 0], hits, partners[beyond >= 0]]))
-        before_keys, before_w = self._pairs_at(before_pos), self._weights(before_pos)
+        # A left neighbour can be another hit's partner (a b a b): count that pair once.
+        lefts = prv[hits].astype(np.int64)
+        marked[partners] = True
+        lone_lefts = lefts[(lefts >= 0) & ~marked[np.maximum(lefts, 0)]]
+        marked[partners] = False
+        before_pos = np.concatenate([lone_lefts, hits, partners[beyond >= 0]])
+        before_keys, before_w = self._pairs_at(before_pos), self.weight[before_pos]
 
         tokens[hits] = new_ids[which].astype(tokens.dtype)
         nxt[hits] = beyond
@@ -243,9 +256,13 @@ class LinkedEngine:
         nxt[partners] = self.REMOVED
 
         # Pairs after the merge that involve a new token: they are all new, index them.
-        lefts = prv[hits]
-        after_pos = sorted_unique(np.concatenate([lefts[lefts >= 0], hits[linked]]))
-        after_keys, after_w = self._pairs_at(after_pos), self._weights(after_pos)
+        # A left neighbour can be another hit (ab ab): its pair is already the hit's right pair.
+        lefts = prv[hits].astype(np.int64)
+        marked[hits] = True
+        lone_lefts = lefts[(lefts >= 0) & ~marked[np.maximum(lefts, 0)]]
+        marked[hits] = False
+        after_pos = np.concatenate([lone_lefts, hits[linked]])
+        after_keys, after_w = self._pairs_at(after_pos), self.weight[after_pos]
         self.index.add(after_keys, after_pos)
         return aggregate(np.concatenate([before_keys, after_keys]), np.concatenate([-before_w, after_w]))
 

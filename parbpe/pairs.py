@@ -32,14 +32,6 @@ def gather(tokens: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple
     return idx, seg
 
 
-def sorted_unique(values: np.ndarray) -> np.ndarray:
-    """Sorted distinct values (sort and drop repeats; faster here than np.unique's hashing)."""
-    values = np.sort(values)
-    keep = np.ones(len(values), dtype=bool)
-    keep[1:] = values[1:] != values[:-1]
-    return values[keep]
-
-
 def run_parity(flags: np.ndarray) -> np.ndarray:
     """For a boolean array, True where the position is at an even offset within its run of Trues.
 
@@ -86,12 +78,18 @@ def aggregate(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.nda
     if len(keys) == 0:
         return keys.astype(np.int64), weights.astype(np.int64)
     order = np.argsort(keys)  # sums do not depend on the order within a key
-    sorted_keys = keys[order]
+    return aggregate_sorted(keys[order], np.asarray(weights, dtype=np.int64)[order])
+
+
+def aggregate_sorted(sorted_keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """aggregate() for keys already sorted (weights in the same order)."""
+    if len(sorted_keys) == 0:
+        return sorted_keys.astype(np.int64), np.asarray(weights, dtype=np.int64)
     first = np.ones(len(sorted_keys), dtype=bool)
     first[1:] = sorted_keys[1:] != sorted_keys[:-1]
     starts = np.flatnonzero(first)
     # int64 all the way: a pair seen billions of times must not lose precision.
-    sums = np.add.reduceat(np.asarray(weights, dtype=np.int64)[order], starts)
+    sums = np.add.reduceat(np.asarray(weights, dtype=np.int64), starts)
     uniq = sorted_keys[starts]
     nz = sums != 0
     return uniq[nz], sums[nz]
