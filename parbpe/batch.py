@@ -14,7 +14,6 @@ import heapq
 import numpy as np
 
 
-
 def descending_key(token: bytes) -> bytes:
     """A bytes key whose ascending order is the descending order of the tokens' bytes.
 

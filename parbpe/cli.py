@@ -39,8 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--vocab-size", type=int, default=32768, help="total tokens incl. specials (default 32768)")
     train.add_argument("--out", required=True, metavar="DIR", help="output directory")
     train.add_argument("--freq-cutoff", type=int, default=0, help="drop chunks seen fewer times than this")
-    train.add_argument("--stop-list-size", type=int, default=0, help="whole-chunk tokens for the N most frequent chunks")
-    train.add_argument("--max-batch-size", type=int, default=0, help="merges per round at most (0 = no limit, 1 = serial)")
+    train.add_argument("--stop-list-size", type=int, default=0,
+                       help="whole-chunk tokens for the N most frequent chunks")
+    train.add_argument("--max-batch-size", type=int, default=0,
+                       help="merges per round at most (0 = no limit, 1 = serial)")
     train.add_argument("--cap-divisor", type=int, default=2, help="BatchBPE: rank at most remaining/N pairs a round")
     train.add_argument("--pair-count", choices=["overlap", "nonoverlap"], default="overlap")
 

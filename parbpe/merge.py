@@ -1,12 +1,17 @@
-"""The merge engine: applies batches of merges to a chunk table in place and reports pair-count changes.
+"""The merge stage: engines that apply batches of merges in place, and the coordinator loop.
 
-Work per round is proportional to the chunks that hold a merged pair, not to the whole table: an
-index maps every pair to the chunks it occurs in. A pair's occurrences are all created in the round
-that creates its newer token, and only destroyed after, so the index is append-only: one block of
-(pair, chunk) entries per round, merged log-structured so lookups search few blocks. Entries may
-go stale (the pair left that chunk, or was merged away); they cost a look, never a wrong result.
+An engine owns a chunk table (or, with workers, a slice of one), applies each batch and returns the
+change in pair counts; `learn_merges` ranks pairs, picks safe batches and sums the changes.
 
-An engine is what a merge worker runs on its slice of the table (see DESIGN.md, merge stage).
+- LinkedEngine (overlap counting, the default): token positions are linked within their chunk, an
+  index maps each pair to the positions where it occurs, and a round costs in proportion to the
+  occurrences of its pairs.
+- ChunkEngine (both countings, used for nonoverlap): an index maps each pair to the chunks that
+  hold it, and a round recounts those chunks whole.
+
+Both indexes rely on one fact: all occurrences of a pair are created in the round that creates
+its newer token, and are only destroyed after. So an index is append-only (a block per round,
+merged log-structured); entries that went stale cost a look, never a wrong result.
 """
 
 from __future__ import annotations

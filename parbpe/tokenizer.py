@@ -265,7 +265,8 @@ class Tokenizer:
             "pattern": self.pattern,
             "pattern_name": pattern_name(self.pattern),
             "byte_ids": None if self.byte_ids == list(range(256)) else self.byte_ids,
-            "stop_words": [[base64.b64encode(t).decode(), i] for t, i in sorted(self.stop_words.items(), key=lambda x: x[1])],
+            "stop_words": [[base64.b64encode(t).decode(), i]
+                           for t, i in sorted(self.stop_words.items(), key=lambda x: x[1])],
             "special_tokens": self.special_tokens,
             "merges": [list(m) for m in self.merges],
             "vocab_size": self.n_vocab,

@@ -55,6 +55,9 @@ def train(
     reporter.event("config", message="training", **{k: v for k, v in config.to_dict().items() if k != "pattern"},
                    inputs=("the Python standard library's sources" if default_corpus else len(inputs)))
 
+    if config.memory_budget is not None:
+        reporter.event("warning", message="memory_budget is recorded but not enforced yet: counting keeps all "
+                       "chunk counts in memory (spilling to disk comes with data-parallel counting)")
     times: dict[str, float] = {}
     with PeakSampler() as sampler:
         # 1. plan: inputs -> sorted work units
@@ -82,7 +85,8 @@ def train(
         if not total:
             raise ValueError("the corpus is empty: no text chunk was found in the inputs")
         if read_stats.replaced_bytes:
-            reporter.event("warning", message=f"replaced {read_stats.replaced_bytes} invalid UTF-8 sequences with U+FFFD")
+            reporter.event("warning", message=f"replaced {read_stats.replaced_bytes} invalid UTF-8 sequences "
+                           "with U+FFFD")
         chunks = select_training_chunks(total, config)
         del total
         times["reduce"] = time.perf_counter() - t

@@ -60,7 +60,8 @@ def reference_train(
     base_vocab: list[bytes] | None = None,
 ) -> list[tuple[int, int]]:
     """Plain BPE: recount every pair each round, rank by (count, first bytes, second bytes),
-    highest first (ids after bytes, for tokens with equal bytes). Serial: merge the top pair. Batched: BatchBPE's walk over the top pairs."""
+    highest first (ids after bytes, for tokens with equal bytes). Serial: merge the top pair.
+    Batched: BatchBPE's walk over the top pairs."""
     vocab = list(base_vocab or [bytes([i]) for i in range(256)])
     words = {tuple(chunk): c for chunk, c in counts.items() if len(chunk) > 1}
     merges: list[tuple[int, int]] = []

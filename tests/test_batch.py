@@ -56,7 +56,8 @@ def test_ranking_follows_updates_and_new_tokens():
         queue.add_token(vocab[-1])
         deltas = {k: -rng.randint(1, counts[k]) for k in lowered}
         for _ in range(5):
-            k = int(pack(new_token, rng.randrange(97, 110))) if rng.random() < 0.5 else int(pack(rng.randrange(97, 110), new_token))
+            other = rng.randrange(97, 110)
+            k = int(pack(new_token, other)) if rng.random() < 0.5 else int(pack(other, new_token))
             deltas[k] = rng.randint(1, 60)
         for k, d in deltas.items():
             counts[k] = counts.get(k, 0) + d

@@ -10,6 +10,7 @@ import pytest
 
 from parbpe.cli import main
 
+
 def _text(seed: int) -> str:
     import random
 

@@ -14,7 +14,8 @@ def test_defaults_and_pattern_names():
     assert c.vocab_size == 32768 and c.cap_divisor == 2 and c.pair_count == "overlap"
     assert TrainConfig(pattern="gpt2").pattern == GPT2_PATTERN
     assert TrainConfig(pattern=r"\w+|\s+").to_dict()["pattern_name"] is None
-    assert TrainConfig.from_dict(TrainConfig(special_tokens=("<|x|>",)).to_dict()) == TrainConfig(special_tokens=("<|x|>",))
+    config = TrainConfig(special_tokens=("<|x|>",))
+    assert TrainConfig.from_dict(config.to_dict()) == config
 
 
 @pytest.mark.parametrize(

@@ -6,13 +6,12 @@ import random
 
 import numpy as np
 import pytest
+from reference import reference_counts, reference_train
 
 import parbpe
 from parbpe.merge import learn_merges
 from parbpe.patterns import PATTERNS
 from parbpe.table import build_table
-from reference import reference_counts, reference_train
-
 
 ENGINES = ["linked", "chunk"]
 
@@ -184,7 +183,8 @@ def test_train_on_text_equals_reference(tmp_path, pattern, specials, pair_count,
 def test_stop_list_tokens_leave_training():
     docs = ["the cat and the dog and the bird " * 5, "the end"]
     counts = reference_counts(docs, PATTERNS["gpt4"])
-    import tempfile, os
+    import os
+    import tempfile
 
     with tempfile.TemporaryDirectory() as d:
         p = os.path.join(d, "c.txt")

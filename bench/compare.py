@@ -1,0 +1,239 @@
+"""parbpe side by side with peer trainers on the same corpus and settings.
+
+    python bench/compare.py [--corpus GLOB ...] [--heldout FILE] [--vocab-size 32768] [--repeat 3]
+                            [--trainers parbpe,parbpe-w1,tokenizers,rustbpe,bpeasy] [--json OUT]
+
+Every trainer runs in its own process, interleaved (A B C A B C ...), on the same parquet text
+column, GPT-4 split pattern and the same number of merges (vocab_size less 256 bytes less one
+special token, <|endoftext|>). For each run: wall time from process start to exit, and peak RSS of
+the whole process tree, both sampled by psutil and as the kernel reports it (ru_maxrss of the
+process and of its largest child). From the first run of each trainer: bytes per token and tokens
+per word on held-out text, whether its merges equal those of the first trainer listed (same token
+bytes in the same rank order), and how many of its tokens the first trainer does not have.
+A peer that is not installed is reported as skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import glob
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*"""
+    r"""|\s*[\r\n]|\s+(?!\S)|\s+"""
+)
+SPECIAL = "<|endoftext|>"
+REALMIX = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "realmix")
+DEFAULT_CORPUS = os.path.join(REALMIX, "train-*.parquet")
+DEFAULT_HELDOUT = os.path.join(REALMIX, "heldout.parquet")
+TRAINERS = ("parbpe", "parbpe-w1", "tokenizers", "rustbpe", "bpeasy")
+PEER_MODULES = {"tokenizers": "tokenizers", "rustbpe": "rustbpe", "bpeasy": "bpeasy"}
+
+
+def iter_texts(files: list[str], batch_rows: int = 1024):
+    import pyarrow.parquet as pq
+
+    for path in files:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=["text"]):
+            yield from (t for t in batch.column(0).to_pylist() if t is not None)
+
+
+# -- one trainer, in a child process: writes ranks.json (token bytes in rank order) ----------------
+
+
+def run_one(name: str, files: list[str], vocab_size: int, out: str) -> None:
+    n_regular = vocab_size - 1  # bytes + merges; the special token comes last
+    if name.startswith("parbpe"):
+        import parbpe
+
+        workers = 1 if name == "parbpe-w1" else (os.cpu_count() or 1)
+        result = parbpe.train(files, vocab_size=vocab_size, special_tokens=(SPECIAL,), pattern="gpt4",
+                              workers=workers, out_dir=out)
+        vocab = result.tokenizer.vocab
+        ranks = [vocab[i] for i in range(n_regular)]
+    elif name == "tokenizers":
+        from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(PATTERN), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ])
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[SPECIAL], show_progress=False,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        tok.train_from_iterator(iter_texts(files), trainer=trainer)
+        tok.save(os.path.join(out, "tokenizer.json"))
+        from parbpe.tokenizer import unicode_to_token
+
+        by_id = {i: s for s, i in tok.get_vocab().items() if s != SPECIAL}
+        ranks = [unicode_to_token(by_id[i]) for i in sorted(by_id)]
+        # HF numbers tokens in its own order: bytes by its alphabet, then merges in rank order.
+        merges = json.loads(tok.to_str())["model"]["merges"]
+        byte_tokens = sorted(r for r in ranks if len(r) == 1)
+        merged = [unicode_to_token("".join(m.split(" ")) if isinstance(m, str) else "".join(m)) for m in merges]
+        ranks = byte_tokens + merged
+    elif name == "rustbpe":
+        import rustbpe
+
+        tok = rustbpe.Tokenizer()
+        tok.train_from_iterator(iter_texts(files), n_regular, pattern=PATTERN)
+        ranks = [b for b, _ in sorted(tok.get_mergeable_ranks(), key=lambda kv: kv[1])]
+        ranks = [bytes(b) for b in ranks]
+    elif name == "bpeasy":
+        import bpeasy
+
+        vocab = bpeasy.train_bpe(iter_texts(files), PATTERN, 128, n_regular)
+        ranks = [bytes(b) for b, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+    else:
+        raise SystemExit(f"unknown trainer {name}")
+    with open(os.path.join(out, "ranks.json"), "w") as f:
+        json.dump([base64.b64encode(r).decode() for r in ranks], f)
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    with open(os.path.join(out, "rusage.json"), "w") as f:
+        json.dump({"self_maxrss": own, "children_maxrss": kids}, f)
+
+
+# -- the parent: runs, samples, evaluates, prints the table ---------------------------------------
+
+
+def measure(name: str, files: list[str], vocab_size: int, out: str) -> dict:
+    import psutil
+
+    cmd = [sys.executable, __file__, "--run-one", name, "--vocab-size", str(vocab_size), "--out", out,
+           "--corpus", *files]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = 0
+    try:
+        ps = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            try:
+                tree = [ps, *ps.children(recursive=True)]
+                peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
+            except psutil.Error:
+                pass
+            time.sleep(0.05)
+    finally:
+        _, err = proc.communicate()
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"{name} failed (exit {proc.returncode}): {err.decode()[-2000:]}")
+    with open(os.path.join(out, "rusage.json")) as f:
+        rusage = json.load(f)
+    return {"wall": wall, "peak_sampled": peak, "peak_kernel": max(rusage["self_maxrss"], rusage["children_maxrss"])}
+
+
+def heldout_quality(name: str, out: str, heldout: str) -> dict:
+    """Bytes per token and tokens per word on held-out text (special strings encoded as text)."""
+    texts = list(iter_texts([heldout]))
+    if name == "tokenizers":
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(os.path.join(out, "tokenizer.json"))
+        n_tokens = sum(len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False))
+    else:
+        import tiktoken
+
+        with open(os.path.join(out, "ranks.json")) as f:
+            ranks = {base64.b64decode(r): i for i, r in enumerate(json.load(f))}
+        enc = tiktoken.Encoding(name=name, pat_str=PATTERN, mergeable_ranks=ranks, special_tokens={})
+        n_tokens = sum(len(ids) for ids in enc.encode_ordinary_batch(texts))
+    n_bytes = sum(len(t.encode("utf-8")) for t in texts)
+    n_words = sum(len(t.split()) for t in texts)
+    return {"heldout_tokens": n_tokens, "bytes_per_token": n_bytes / n_tokens, "tokens_per_word": n_tokens / n_words}
+
+
+def available(name: str) -> bool:
+    module = PEER_MODULES.get(name)
+    if module is None:
+        return True
+    try:
+        __import__(module)
+        return True
+    except ImportError:
+        return False
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", nargs="+", default=[DEFAULT_CORPUS])
+    parser.add_argument("--heldout", default=DEFAULT_HELDOUT)
+    parser.add_argument("--vocab-size", type=int, default=32768)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--trainers", default=",".join(TRAINERS))
+    parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--run-one", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    files = sorted(f for pattern in args.corpus for f in glob.glob(pattern))
+    if not files:
+        raise SystemExit(f"no corpus files match {args.corpus}")
+    if args.run_one:
+        run_one(args.run_one, files, args.vocab_size, args.out)
+        return
+
+    names = [n.strip() for n in args.trainers.split(",") if n.strip()]
+    skipped = [n for n in names if not available(n)]
+    names = [n for n in names if n not in skipped]
+    runs: dict[str, list[dict]] = {n: [] for n in names}
+    quality: dict[str, dict] = {}
+    ranks: dict[str, list[str]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for rep in range(args.repeat):
+            for name in names:
+                out = os.path.join(tmp, f"{name}-{rep}")
+                os.makedirs(out)
+                runs[name].append(measure(name, files, args.vocab_size, out))
+                print(f"# run {rep + 1}/{args.repeat} {name}: {runs[name][-1]['wall']:.1f} s", file=sys.stderr)
+                if rep == 0:
+                    if os.path.exists(args.heldout):
+                        quality[name] = heldout_quality(name, out, args.heldout)
+                    with open(os.path.join(out, "ranks.json")) as f:
+                        ranks[name] = json.load(f)
+    reference = names[0] if names else None
+    corpus_mb = sum(os.path.getsize(f) for f in files) / 1e6
+    rows = []
+    base = statistics.median(r["wall"] for r in runs[reference]) if reference else 1.0
+    for name in names:
+        walls = [r["wall"] for r in runs[name]]
+        med = statistics.median(walls)
+        rows.append({
+            "trainer": name, "median_s": med, "min_s": min(walls), "max_s": max(walls), "ratio_to_first": med / base,
+            "peak_rss_sampled_mb": max(r["peak_sampled"] for r in runs[name]) / 1e6,
+            "peak_rss_kernel_mb": max(r["peak_kernel"] for r in runs[name]) / 1e6,
+            **quality.get(name, {}),
+            "merges_equal_first": ranks[name] == ranks[reference],
+            "tokens_not_in_first": len(set(ranks[name]) - set(ranks[reference])),
+        })
+    header = (f"{'trainer':12s} {'median s':>9s} {'min':>7s} {'max':>7s} {'x first':>8s} {'RSS MB':>8s} "
+              f"{'kern MB':>8s} {'B/token':>8s} {'tok/word':>8s} {'same merges':>11s} {'other tokens':>12s}")
+    print(f"corpus: {len(files)} files, {corpus_mb:.1f} MB on disk; vocab {args.vocab_size}; "
+          f"{args.repeat} interleaved runs; {platform.python_version()}, {os.cpu_count()} cores")
+    print(header)
+    for r in rows:
+        print(f"{r['trainer']:12s} {r['median_s']:9.1f} {r['min_s']:7.1f} {r['max_s']:7.1f} {r['ratio_to_first']:8.2f} "
+              f"{r['peak_rss_sampled_mb']:8.0f} {r['peak_rss_kernel_mb']:8.0f} {r.get('bytes_per_token', 0):8.4f} "
+              f"{r.get('tokens_per_word', 0):8.4f} {str(r['merges_equal_first']):>11s} {r['tokens_not_in_first']:12d}")
+    for name in skipped:
+        print(f"{name:12s} skipped: not installed (pip install '.[bench]')")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": rows, "skipped": skipped, "files": files, "vocab_size": args.vocab_size,
+                       "repeat": args.repeat, "python": platform.python_version(), "cores": os.cpu_count()}, f,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    main()

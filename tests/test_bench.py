@@ -1,0 +1,55 @@
+"""The benchmark scripts run on tiny inputs and print well-formed results (peers optional)."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def _corpus(path: Path, seed: int, n_docs: int = 60) -> None:
+    rng = random.Random(seed)
+    words = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 7))) for _ in range(80)]
+    texts = [" ".join(rng.choice(words) for _ in range(120)) for _ in range(n_docs)]
+    pq.write_table(pa.table({"text": texts}), path)
+
+
+def test_compare_runs_and_reports_missing_peers_as_skipped(tmp_path):
+    _corpus(tmp_path / "train.parquet", 0)
+    _corpus(tmp_path / "heldout.parquet", 1, n_docs=10)
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "compare.py"), "--corpus", str(tmp_path / "train.parquet"),
+         "--heldout", str(tmp_path / "heldout.parquet"), "--vocab-size", "300", "--repeat", "2",
+         "--trainers", "parbpe-w1,parbpe,rustbpe,bpeasy", "--json", str(tmp_path / "r.json")],
+        capture_output=True, text=True, timeout=600, check=True,
+    ).stdout
+    result = json.loads((tmp_path / "r.json").read_text())
+    rows = {r["trainer"]: r for r in result["rows"]}
+    assert rows["parbpe-w1"]["ratio_to_first"] == 1.0
+    assert rows["parbpe"]["merges_equal_first"] is True  # worker count never changes the result
+    for name in ("rustbpe", "bpeasy"):
+        assert name in rows or name in result["skipped"]
+        if name in result["skipped"]:
+            assert f"{name:12s} skipped: not installed" in out
+    for row in rows.values():
+        assert row["median_s"] > 0 and row["peak_rss_sampled_mb"] > 0 and row["bytes_per_token"] > 1
+
+
+def test_merge_phase_bench_on_a_counts_file(tmp_path):
+    rng = random.Random(2)
+    words = ["".join(rng.choice("abcdef") for _ in range(6)) for _ in range(300)]
+    lines = ["str,int"] + [f"{w},{rng.randint(10, 99)}" for w in words]
+    (tmp_path / "c.csv").write_text("\n".join(lines) + "\n")
+    out = subprocess.run([sys.executable, str(BENCH / "merge_phase.py"), str(tmp_path / "c.csv"),
+                          "--vocab-size", "400", "--repeat", "2"], capture_output=True, text=True, check=True,
+                         timeout=300).stdout
+    report = json.loads(out)
+    assert report["merges"] == 144 and report["rounds"] >= 1
+    assert len(report["merge_seconds"]["runs"]) == 2
