@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import random
 
 import pytest
@@ -79,6 +80,9 @@ def test_save_load_round_trip(trained):
         "merges.txt", "parbpe.json", "tokenizer.json", "tokenizer.tiktoken", "vocab.json"
     ]
     assert not [p for p in out.iterdir() if p.name.startswith(".tmp")]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert all((p.stat().st_mode & 0o777) == (0o666 & ~umask) for p in out.iterdir())
 
 
 def test_gpt2_files_load_back(trained, tmp_path):
