@@ -82,6 +82,13 @@ class TrainConfig:
         data["pattern_name"] = pattern_name(self.pattern)
         return data
 
+    def result_settings(self) -> dict[str, Any]:
+        """to_dict() without the settings that never change the result (workers, memory budget):
+        what parbpe.json records, so output files are identical whatever the worker count."""
+        data = self.to_dict()
+        del data["workers"], data["memory_budget"]
+        return data
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         """Inverse of to_dict (unknown keys are ignored, so older files still load)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import os
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 
@@ -23,11 +22,12 @@ def _splitter(pattern: str, special_tokens: tuple[str, ...]) -> Splitter:
     return Splitter(pattern, special_tokens)
 
 
-def count_unit(unit: WorkUnit, pattern: str, special_tokens: tuple[str, ...], text_column: str):
-    """Chunk counts of one work unit: (Counter of chunk strings, ReadStats)."""
+def count_unit(unit: WorkUnit, pattern: str, special_tokens: tuple[str, ...], text_column: str,
+               counter: Counter[str] | None = None, stats: ReadStats | None = None):
+    """Chunk counts of one work unit, added into counter (a new one by default): (counter, stats)."""
     splitter = _splitter(pattern, special_tokens)
-    counter: Counter[str] = Counter()
-    stats = ReadStats()
+    counter = Counter() if counter is None else counter
+    stats = ReadStats() if stats is None else stats
     findall = splitter.chunks
     for document in iter_documents(unit, text_column, stats):
         for piece, is_special in splitter.segments(document):
@@ -36,12 +36,31 @@ def count_unit(unit: WorkUnit, pattern: str, special_tokens: tuple[str, ...], te
     return counter, stats
 
 
-def _count_unit_job(args: tuple[WorkUnit, str, tuple[str, ...], str]):
-    unit = args[0]
-    try:
-        return count_unit(*args)
-    except Exception as exc:  # re-raised in the parent, naming the worker and its unit
-        raise RuntimeError(f"worker {os.getpid()} failed on {unit.describe()}: {exc}") from exc
+# Set in each worker by the pool initializer: shared counters of units and bytes done.
+_shared_progress = None
+
+
+def _init_worker(progress) -> None:
+    global _shared_progress
+    _shared_progress = progress
+
+
+def _count_shard_job(args: tuple[list[WorkUnit], str, tuple[str, ...], str]):
+    """One worker's shard: all its units into one Counter, returned once (little to pickle)."""
+    units, pattern, special_tokens, text_column = args
+    counter: Counter[str] = Counter()
+    stats = ReadStats()
+    for unit in units:
+        before = stats.bytes
+        try:
+            count_unit(unit, pattern, special_tokens, text_column, counter, stats)
+        except Exception as exc:  # re-raised in the parent, naming the worker and its unit
+            raise RuntimeError(f"worker {os.getpid()} failed on {unit.describe()}: {exc}") from exc
+        if _shared_progress is not None:
+            with _shared_progress.get_lock():
+                _shared_progress[0] += 1
+                _shared_progress[1] += stats.bytes - before
+    return counter, stats
 
 
 def default_start_method() -> str:
@@ -56,55 +75,60 @@ def count_units(
     config: TrainConfig,
     *,
     start_method: str | None = None,
-    on_unit_done: Callable[[WorkUnit, ReadStats], None] | None = None,
+    on_progress: Callable[[int, int, int], None] | None = None,
 ) -> tuple[Counter[str], ReadStats]:
-    """Sum of count_unit over text work units, with config.workers processes."""
-    total: Counter[str] = Counter()
-    stats = ReadStats()
-    jobs = [(u, config.pattern, config.special_tokens, config.text_column) for u in units]
-    workers = min(config.workers, len(jobs))
+    """Sum of count_unit over text work units, with config.workers processes.
+
+    Worker r takes units[r::workers] (deterministic sharding) and returns one Counter; partial
+    counts add up, so the result never depends on which worker finishes first.
+    on_progress(units_done, total_units, bytes_done) is called as units finish.
+    """
+    jobs_units = list(units)
+    workers = min(config.workers, len(jobs_units))
     if workers <= 1:
-        for job in jobs:
-            counter, unit_stats = count_unit(*job)
-            total.update(counter)
-            stats += unit_stats
-            if on_unit_done:
-                on_unit_done(job[0], stats)
-        return total, stats
+        counter: Counter[str] = Counter()
+        stats = ReadStats()
+        for done, unit in enumerate(jobs_units, start=1):
+            count_unit(unit, config.pattern, config.special_tokens, config.text_column, counter, stats)
+            if on_progress:
+                on_progress(done, len(jobs_units), stats.bytes)
+        return counter, stats
 
     import multiprocess
 
     context = multiprocess.get_context(start_method or default_start_method())
-    with context.Pool(workers) as pool:
+    progress = context.Array("q", [0, 0])
+    shards = [(jobs_units[r::workers], config.pattern, config.special_tokens, config.text_column)
+              for r in range(workers)]
+    with context.Pool(workers, initializer=_init_worker, initargs=(progress,)) as pool:
         try:
-            results = pool.imap_unordered(_count_unit_job, jobs)
-            for done, (counter, unit_stats) in enumerate(_with_death_check(results, pool), start=1):
-                total.update(counter)
-                stats += unit_stats
-                if on_unit_done:
-                    on_unit_done(jobs[done - 1][0], stats)
+            pending = pool.map_async(_count_shard_job, shards)
+            results = _wait(pending, pool,
+                            lambda: on_progress and on_progress(progress[0], len(jobs_units), progress[1]))
         finally:
             pool.terminate()
+    total, stats = results[0]
+    for counter, shard_stats in results[1:]:
+        total.update(counter)
+        stats += shard_stats
+    if on_progress:
+        on_progress(len(jobs_units), len(jobs_units), stats.bytes)
     return total, stats
 
 
-def _with_death_check(results, pool, poll: float = 1.0):
-    """Yield pool results; a worker killed by the kernel becomes a clear error, never a hang."""
-    pids = {p.pid for p in pool._pool}
+def _wait(pending, pool, tick: Callable[[], object], poll: float = 0.5):
+    """Wait for an async pool result; a worker killed by the kernel becomes a clear error, not a hang."""
     while True:
         try:
-            yield results.next(timeout=poll)
-        except StopIteration:
-            return
+            return pending.get(timeout=poll)
         except Exception as exc:
             if type(exc).__name__ != "TimeoutError":
                 raise
-            dead = [p for p in pool._pool if p.exitcode is not None and p.exitcode < 0]
-            current = {p.pid for p in pool._pool}
-            if dead or current - pids:
-                codes = ", ".join(f"pid {p.pid} exit {p.exitcode}" for p in dead) or "a worker was replaced"
-                raise RuntimeError(
-                    f"a counting worker died ({codes}); it was probably killed for running out of "
-                    "memory: lower --workers or --memory-budget, or free memory"
-                ) from None
-            time.sleep(0)
+        tick()
+        dead = [p for p in pool._pool if p.exitcode is not None and p.exitcode != 0]
+        if dead:
+            codes = ", ".join(f"pid {p.pid} exit {p.exitcode}" for p in dead)
+            raise RuntimeError(
+                f"a counting worker died ({codes}); it was probably killed for running out of "
+                "memory: lower --workers or --memory-budget, or free memory"
+            )

@@ -14,7 +14,7 @@ from typing import Any
 from . import __version__
 from .config import TrainConfig
 from .count import count_units
-from .memory import PeakSampler, format_size
+from .memory import PeakSampler, format_size, tree_rss
 from .merge import learn_merges
 from .progress import Progress
 from .read import default_corpus_files, plan
@@ -70,13 +70,12 @@ def train(
         # 2. count: each text unit -> partial chunk counts, summed
         t = time.perf_counter()
 
-        def unit_done(_unit, stats_so_far, _done=[0]):
-            _done[0] += 1
-            elapsed = time.perf_counter() - t
-            reporter.update("count", _done[0], len(text_units), force=_done[0] == len(text_units),
-                            MB=stats_so_far.bytes / 1e6, MB_s=stats_so_far.bytes / 1e6 / max(elapsed, 1e-9))
+        def count_progress(done: int, total_units: int, done_bytes: int) -> None:
+            elapsed = max(time.perf_counter() - t, 1e-9)
+            reporter.update("count", done, total_units, force=done == total_units, MB=done_bytes / 1e6,
+                            MB_s=done_bytes / 1e6 / elapsed, rss_MB=tree_rss() / 1e6)
 
-        total, read_stats = count_units(text_units, config, start_method=start_method, on_unit_done=unit_done)
+        total, read_stats = count_units(text_units, config, start_method=start_method, on_progress=count_progress)
         times["count"] = time.perf_counter() - t
 
         # 3. reduce: add counts files, then freq_cutoff and the stop list on the global counts
@@ -149,7 +148,7 @@ def train(
     files = None
     if out_dir is not None:
         t = time.perf_counter()
-        files = tokenizer.save(out_dir, config=config.to_dict())
+        files = tokenizer.save(out_dir, config=config.result_settings())
         stats["seconds"]["write"] = round(time.perf_counter() - t, 3)
         files["stats.json"] = "written"
         stats["files"] = files
