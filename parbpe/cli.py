@@ -94,8 +94,9 @@ def _run(args: argparse.Namespace) -> int:
         result = train(args.inputs, config, out_dir=args.out, progress=Progress(args.progress),
                        start_method=args.start_method)
         s = result.stats
+        source = f"{s['bytes_read'] / 1e6:.1f} MB of text" if s["bytes_read"] else "counts files"
         print(f"Trained {s['vocab_size']} tokens ({s['merges']} merges in {s['rounds']} rounds) from "
-              f"{s['bytes_read'] / 1e6:.1f} MB, {s['unique_chunks']:,} unique chunks, "
+              f"{source}, {s['unique_chunks']:,} unique chunks, "
               f"in {sum(s['seconds'].values()):.1f} s; peak RSS {format_size(s['peak_rss_bytes'])}.")
         print(f"Wrote to {args.out}:")
         for name, outcome in (result.files or {}).items():

@@ -1,8 +1,9 @@
 """Counting: from work units to chunk counts (the map side of the count stage).
 
 `count_unit` is a pure function from one work unit to its partial counts, so it can run in any
-process (or, later, on any machine). `count_units` runs it over a plan, in-process for one worker
-and on a `multiprocess` pool otherwise; partial counts add up, so finishing order never matters.
+process (or, later, on any machine). `count_units` runs it over a plan: in-process for one worker,
+otherwise on a `multiprocess` pool where worker r takes units[r::workers] and returns one Counter.
+Partial counts add up, so the order in which workers finish never matters.
 """
 
 from __future__ import annotations
@@ -117,7 +118,12 @@ def count_units(
 
 
 def _wait(pending, pool, tick: Callable[[], object], poll: float = 0.5):
-    """Wait for an async pool result; a worker killed by the kernel becomes a clear error, not a hang."""
+    """Wait for an async pool result; a worker killed by the kernel becomes a clear error, not a hang.
+
+    The pool silently replaces a dead worker (and its task is lost), so a change in the set of
+    worker pids is the sign: workers of a running map never exit on their own.
+    """
+    pids = {p.pid for p in pool._pool}
     while True:
         try:
             return pending.get(timeout=poll)
@@ -125,9 +131,10 @@ def _wait(pending, pool, tick: Callable[[], object], poll: float = 0.5):
             if type(exc).__name__ != "TimeoutError":
                 raise
         tick()
-        dead = [p for p in pool._pool if p.exitcode is not None and p.exitcode != 0]
-        if dead:
-            codes = ", ".join(f"pid {p.pid} exit {p.exitcode}" for p in dead)
+        workers = list(pool._pool)
+        dead = [p for p in workers if p.exitcode is not None]
+        if dead or {p.pid for p in workers} != pids:
+            codes = ", ".join(f"pid {p.pid} exit {p.exitcode}" for p in dead) or "a worker vanished"
             raise RuntimeError(
                 f"a counting worker died ({codes}); it was probably killed for running out of "
                 "memory: lower --workers or --memory-budget, or free memory"

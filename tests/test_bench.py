@@ -53,3 +53,23 @@ def test_merge_phase_bench_on_a_counts_file(tmp_path):
     report = json.loads(out)
     assert report["merges"] == 144 and report["rounds"] >= 1
     assert len(report["merge_seconds"]["runs"]) == 2
+
+
+def test_batching_bench_on_a_counts_file(tmp_path):
+    rng = random.Random(3)
+    words = ["".join(rng.choice("abcdefgh") for _ in range(rng.randint(3, 9))) for _ in range(400)]
+    lines = ["str,int"] + [f"{w},{rng.randint(10, 500)}" for w in words]
+    (tmp_path / "c.csv").write_text("\n".join(lines) + "\n")
+    _corpus(tmp_path / "heldout.parquet", 4, n_docs=5)
+    subprocess.run([sys.executable, str(BENCH / "batching.py"), "--counts", str(tmp_path / "c.csv"),
+                    "--heldout", str(tmp_path / "heldout.parquet"), "--vocab-sizes", "300", "400",
+                    "--json", str(tmp_path / "b.json")], capture_output=True, text=True, check=True, timeout=300)
+    result = json.loads((tmp_path / "b.json").read_text())
+    rows = result["rows"]
+    assert [r["setting"] for r in rows[:7]] == ["serial", "cap_divisor=2", "cap_divisor=4", "cap_divisor=8",
+                                                 "max_batch_size=50", "max_batch_size=200", "max_batch_size=1000"]
+    serial = rows[0]
+    assert serial["merges_differing_from_serial"] == 0 and serial["merges_per_round_max"] == 1
+    assert serial["rounds"] == 300 - 256
+    assert all(r["bytes_per_token"] > 1 for r in rows)
+    assert set(result["curves"]) == {r["setting"] for r in rows[:7]}

@@ -59,3 +59,15 @@ def test_worker_error_names_the_unit(tmp_path):
     pq.write_table(pa.table({"body": ["no text column"]}), tmp_path / "b.parquet")
     with pytest.raises(RuntimeError, match=r"worker \d+ failed on .*b.parquet \(row group 0\).*no column 'text'"):
         count_units(plan([str(tmp_path)]), TrainConfig(workers=2))
+
+
+def test_a_killed_worker_is_a_clear_error_not_a_hang(corpus, monkeypatch):
+    import os
+    import signal
+
+    import parbpe.count as count_module
+
+    # With fork, the workers inherit this stand-in: each kills itself as the kernel's OOM killer would.
+    monkeypatch.setattr(count_module, "count_unit", lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL))
+    with pytest.raises(RuntimeError, match="probably killed for running out of memory"):
+        count_units(plan([str(corpus)]), TrainConfig(workers=2), start_method="fork")
