@@ -31,11 +31,6 @@ def format_size(n: float) -> str:
     return f"{n:.1f} TB"
 
 
-def default_budget() -> int:
-    """A safe share of the RAM the machine has available now: 60%."""
-    return int(psutil.virtual_memory().available * 0.6)
-
-
 def tree_rss(pid: int | None = None) -> int:
     """Resident memory of a process and all its descendants, in bytes."""
     try:

@@ -93,9 +93,3 @@ def aggregate_sorted(sorted_keys: np.ndarray, weights: np.ndarray) -> tuple[np.n
     uniq = sorted_keys[starts]
     nz = sums != 0
     return uniq[nz], sums[nz]
-
-
-def count_pairs(tokens: np.ndarray, seg: np.ndarray, seg_counts: np.ndarray, nonoverlap: bool):
-    """Global pair counts of a ragged array: (sorted keys, counts)."""
-    keys, weights, _ = pair_keys_and_weights(tokens, seg, seg_counts, nonoverlap)
-    return aggregate(keys, weights)

@@ -91,9 +91,3 @@ class Splitter:
     def chunks(self, text: str) -> list[str]:
         """The pattern's chunks of ordinary text (no special-token handling)."""
         return self._chunk_re.findall(text)
-
-    def training_chunks(self, text: str) -> Iterator[str]:
-        """All chunks of a document that take part in training: special tokens are dropped."""
-        for piece, is_special in self.segments(text):
-            if not is_special:
-                yield from self._chunk_re.findall(piece)
