@@ -8,6 +8,7 @@ exactly what training did to that chunk, batched or not: a safe batch's merges n
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 from collections.abc import Collection, Iterable, Sequence
@@ -212,8 +213,6 @@ class Tokenizer:
     def to_hf_json(self) -> dict[str, Any]:
         """The `tokenizers` library's tokenizer.json (BPE model, Split + ByteLevel pre-tokenizer)."""
         specials = self.special_tokens
-        vocab = {token_to_unicode(t): i for i, t in sorted(self.vocab.items()) if i not in specials.values()}
-        vocab.update(specials)
         return {
             "version": "1.0",
             "truncation": None,
@@ -236,20 +235,26 @@ class Tokenizer:
             "model": {
                 "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
                 "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                "vocab": vocab,
-                "merges": [f"{token_to_unicode(self.vocab[a])} {token_to_unicode(self.vocab[b])}"
-                           for a, b, _ in self.merges],
+                "vocab": self._unicode_vocab(),
+                "merges": self._merge_lines(),
             },
         }
 
+    def _unicode_vocab(self) -> dict[str, int]:
+        """Token strings in GPT-2's byte-to-unicode form (specials as they are) -> ids."""
+        specials = set(self.special_tokens.values())
+        vocab = {token_to_unicode(t): i for i, t in sorted(self.vocab.items()) if i not in specials}
+        vocab.update(self.special_tokens)
+        return vocab
+
+    def _merge_lines(self) -> list[str]:
+        """Merges in rank order as "first second" in GPT-2's byte-to-unicode form."""
+        return [f"{token_to_unicode(self.vocab[a])} {token_to_unicode(self.vocab[b])}" for a, b, _ in self.merges]
+
     def to_gpt2_files(self) -> tuple[str, str]:
         """(vocab.json text, merges.txt text) in the GPT-2 release format."""
-        vocab = {token_to_unicode(t): i for i, t in sorted(self.vocab.items()) if i not in self.special_tokens.values()}
-        vocab.update(self.special_tokens)
-        merges = ["#version: 0.2"] + [
-            f"{token_to_unicode(self.vocab[a])} {token_to_unicode(self.vocab[b])}" for a, b, _ in self.merges
-        ]
-        return json.dumps(vocab, ensure_ascii=False), "\n".join(merges) + "\n"
+        merges = ["#version: 0.2", *self._merge_lines()]
+        return json.dumps(self._unicode_vocab(), ensure_ascii=False), "\n".join(merges) + "\n"
 
     def to_tiktoken(self) -> str:
         """tiktoken's rank file: base64 of each token's bytes and its rank (= id), specials excluded."""
@@ -280,11 +285,12 @@ class Tokenizer:
         os.makedirs(directory, exist_ok=True)
         problems = self.export_problems()
         outcome: dict[str, str] = {}
+        gpt2_files = functools.cache(self.to_gpt2_files)  # vocab.json and merges.txt come from one call
         writers = {
             "parbpe.json": lambda: json.dumps(self.to_parbpe_json(config), indent=1),
             "tokenizer.json": lambda: json.dumps(self.to_hf_json(), ensure_ascii=False),
-            "vocab.json": lambda: self.to_gpt2_files()[0],
-            "merges.txt": lambda: self.to_gpt2_files()[1],
+            "vocab.json": lambda: gpt2_files()[0],
+            "merges.txt": lambda: gpt2_files()[1],
             "tokenizer.tiktoken": self.to_tiktoken,
         }
         for name, make_text in writers.items():
