@@ -18,13 +18,12 @@ import argparse
 import json
 import os
 import time
-from collections import Counter
 
 from parbpe.config import TrainConfig
 from parbpe.evaluate import evaluate
 from parbpe.merge import learn_merges
 from parbpe.read import plan
-from parbpe.reduce import add_counts_files, select_training_chunks
+from parbpe.reduce import load_counts_files, select_training_chunks
 from parbpe.table import build_table
 from parbpe.tokenizer import Tokenizer
 
@@ -60,9 +59,7 @@ def main() -> None:
     curves = {}
     for vocab_size in args.vocab_sizes:
         config = TrainConfig(vocab_size=vocab_size, special_tokens=tuple(args.special_tokens), workers=1)
-        total: Counter[str] = Counter()
-        add_counts_files(total, plan(args.counts), config)
-        chunks = select_training_chunks(total, config)
+        chunks = select_training_chunks(load_counts_files(plan(args.counts), config), config)
         serial_merges = None
         for name, cap, max_batch in SETTINGS:
             result, seconds, tok = train_one(chunks, config, cap, max_batch)

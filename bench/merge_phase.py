@@ -11,7 +11,6 @@ import json
 import platform
 import statistics
 import time
-from collections import Counter
 
 import numpy as np
 
@@ -19,7 +18,7 @@ from parbpe.config import TrainConfig
 from parbpe.memory import PeakSampler
 from parbpe.merge import learn_merges
 from parbpe.read import plan
-from parbpe.reduce import add_counts_files, select_training_chunks
+from parbpe.reduce import load_counts_files, select_training_chunks
 from parbpe.table import build_table
 
 
@@ -37,9 +36,7 @@ def main() -> None:
     config = TrainConfig(vocab_size=args.vocab_size, max_batch_size=args.max_batch_size,
                          cap_divisor=args.cap_divisor, pair_count=args.pair_count, workers=1,
                          special_tokens=tuple(args.special_tokens))
-    total: Counter[str] = Counter()
-    add_counts_files(total, plan(args.counts), config)
-    chunks = select_training_chunks(total, config)
+    chunks = select_training_chunks(load_counts_files(plan(args.counts), config), config)
     times, cpu_times, merges_seen = [], [], None
     for _ in range(args.repeat):
         table = build_table(chunks.chunks, chunks.counts, config.vocab_size)

@@ -31,8 +31,9 @@ class TrainConfig:
     cap_divisor: int = 2
     pair_count: str = "overlap"
     workers: int = field(default_factory=lambda: os.cpu_count() or 1)
-    memory_budget: int | None = None
+    memory_budget: int | None = None  # bytes for the whole process tree; None: half the available RAM
     text_column: str = "text"
+    tmp_dir: str | None = None  # where counting spills its runs; None: the system's temporary directory
 
     def __post_init__(self) -> None:
         # Normalise first (the dataclass is frozen, so go through object.__setattr__).
@@ -83,10 +84,10 @@ class TrainConfig:
         return data
 
     def result_settings(self) -> dict[str, Any]:
-        """to_dict() without the settings that never change the result (workers, memory budget):
-        what parbpe.json records, so output files are identical whatever the worker count."""
+        """to_dict() without the settings that never change the result (workers, memory budget,
+        tmp_dir): what parbpe.json records, so output files are identical whatever the machine."""
         data = self.to_dict()
-        del data["workers"], data["memory_budget"]
+        del data["workers"], data["memory_budget"], data["tmp_dir"]
         return data
 
     @classmethod

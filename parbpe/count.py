@@ -1,9 +1,10 @@
-"""Counting: from work units to chunk counts (the map side of the count stage).
+"""Counting: from work units to run files of chunk counts (the map side of the count stage).
 
-`count_unit` is a pure function from one work unit to its partial counts, so it can run in any
-process (or, later, on any machine). `count_units` runs it over a plan: in-process for one worker,
-otherwise on a `multiprocess` pool where worker r takes units[r::workers] and returns one Counter.
-Partial counts add up, so the order in which workers finish never matters.
+Each worker process owns a ShardCounter: worker r takes units[r::workers], counts their chunks
+(with the exact piece shortcut of pieces.py where it is proven, the plain pattern otherwise), and
+writes its counts to a run file whenever they pass its share of the memory budget (a spill), and
+once at the end. Only file names and small stats travel between processes, never text or counts.
+Partial counts add up, so the order in which workers finish never matters. reduce.py sums runs.
 """
 
 from __future__ import annotations
@@ -12,10 +13,19 @@ import functools
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .config import TrainConfig
 from .patterns import Splitter
-from .read import ReadStats, WorkUnit, iter_documents
+from .pieces import MARK, PieceCounter, counter_table, sum_tables, supports
+from .pool import default_start_method, parallel
+from .read import ReadStats, WorkUnit, iter_text_batches
+from .reduce import counts_file_table, write_run
+
+_PLAIN_ENTRY_BYTES = 120  # estimated memory of one entry of a Counter[str] (object, int, hash slot)
 
 
 @functools.lru_cache(maxsize=8)
@@ -23,21 +33,107 @@ def _splitter(pattern: str, special_tokens: tuple[str, ...]) -> Splitter:
     return Splitter(pattern, special_tokens)
 
 
-def count_unit(unit: WorkUnit, pattern: str, special_tokens: tuple[str, ...], text_column: str,
-               counter: Counter[str] | None = None, stats: ReadStats | None = None):
-    """Chunk counts of one work unit, added into counter (a new one by default): (counter, stats)."""
-    splitter = _splitter(pattern, special_tokens)
-    counter = Counter() if counter is None else counter
-    stats = ReadStats() if stats is None else stats
-    findall = splitter.chunks
-    for document in iter_documents(unit, text_column, stats):
-        for piece, is_special in splitter.segments(document):
-            if not is_special:
-                counter.update(findall(piece))
-    return counter, stats
+class ShardCounter:
+    """One worker's counts, written to run files in run_dir (named after `name`).
+
+    data_limit bounds the bytes of counts held in memory; passing it writes a run (a spill).
+    use_pieces=False forces the plain path (tests compare both).
+    """
+
+    def __init__(self, config: TrainConfig, run_dir: str, name: str, data_limit: int | None = None,
+                 use_pieces: bool = True) -> None:
+        self.config = config
+        self.run_dir = run_dir
+        self.name = name
+        self.data_limit = data_limit
+        self.splitter = _splitter(config.pattern, config.special_tokens)
+        self.pieces = (PieceCounter(config.pattern, self.splitter.chunks)
+                       if use_pieces and supports(config.pattern) else None)
+        self.plain: Counter[str] = Counter()
+        self.counted: list[pa.Table] = []  # counts files, already counts
+        self.runs: list[str] = []
+        self.spills = 0
+        self.stats = ReadStats()
+
+    @property
+    def nbytes(self) -> int:
+        held = len(self.plain) * _PLAIN_ENTRY_BYTES + sum(t.nbytes for t in self.counted)
+        return held + (self.pieces.nbytes if self.pieces is not None else 0)
+
+    def add_unit(self, unit: WorkUnit) -> None:
+        if unit.kind.startswith("counts"):
+            self.counted.append(counts_file_table(unit, self.config))
+            self._check_limit()
+            return
+        for texts in iter_text_batches(unit, self.config.text_column, self.stats):
+            self.add_texts(texts)
+            self._check_limit()
+
+    def add_texts(self, texts: pa.Array) -> None:
+        """Count the chunks of a string array of documents."""
+        if self.pieces is None:
+            self._add_plain(texts.to_pylist())
+            return
+        odd = pc.match_substring(texts, MARK)  # the marker, or a special token: the plain path
+        for special in self.config.special_tokens:
+            odd = pc.or_(odd, pc.match_substring(texts, special))
+        if pc.any(odd).as_py():
+            self._add_plain(texts.filter(odd).to_pylist())
+            texts = texts.filter(pc.invert(odd))
+        if len(texts):
+            self.pieces.add(texts)
+
+    def _add_plain(self, documents: list[str]) -> None:
+        findall = self.splitter.chunks
+        for document in documents:
+            for piece, is_special in self.splitter.segments(document):
+                if not is_special:
+                    self.plain.update(findall(piece))
+
+    def _check_limit(self) -> None:
+        if self.data_limit is not None and self.nbytes > self.data_limit:
+            self.write_run()
+            self.spills += 1
+
+    def write_run(self) -> None:
+        """Write what is held to a new run file and start again empty."""
+        parts = list(self.counted)
+        if self.pieces is not None and self.pieces:
+            parts.append(self.pieces.chunk_counts())
+        if self.plain:
+            parts.append(counter_table(self.plain))
+        table = sum_tables(parts)
+        del parts
+        self.plain, self.counted = Counter(), []
+        path = os.path.join(self.run_dir, f"{self.name}-run{len(self.runs):05d}.arrow")
+        write_run(path, table)
+        self.runs.append(path)
+        del table
+        pa.default_memory_pool().release_unused()  # give freed buffers back to the OS
+
+    def finish(self) -> list[str]:
+        """Write the last run (always at least one per counter) and return all run files."""
+        if not self.runs or self.nbytes or (self.pieces is not None and self.pieces):
+            self.write_run()
+        return self.runs
 
 
-# Set in each worker by the pool initializer: shared counters of units and bytes done.
+def count_unit(unit: WorkUnit, shard: ShardCounter) -> None:
+    """Count one work unit into a shard (the step a worker repeats)."""
+    shard.add_unit(unit)
+
+
+@dataclass
+class CountResult:
+    runs: list[str]
+    stats: ReadStats
+    spills: int = 0
+    per_worker_spills: list[int] = field(default_factory=list)
+    budget: int | None = None  # set by the caller that chose data_limit
+    data_limit: int | None = None
+
+
+# Set in each worker by the pool initializer: shared counters of units, bytes and spills done.
 _shared_progress = None
 
 
@@ -46,96 +142,67 @@ def _init_worker(progress) -> None:
     _shared_progress = progress
 
 
-def _count_shard_job(args: tuple[list[WorkUnit], str, tuple[str, ...], str]):
-    """One worker's shard: all its units into one Counter, returned once (little to pickle)."""
-    units, pattern, special_tokens, text_column = args
-    counter: Counter[str] = Counter()
-    stats = ReadStats()
+def _count_shard_job(args: tuple[int, list[WorkUnit], TrainConfig, str, int | None]):
+    """One worker's shard: all its units into run files; returns (runs, spills, stats)."""
+    rank, units, config, run_dir, data_limit = args
+    shard = ShardCounter(config, run_dir, f"w{rank}", data_limit)
     for unit in units:
-        before = stats.bytes
+        before, spills = shard.stats.bytes, shard.spills
         try:
-            count_unit(unit, pattern, special_tokens, text_column, counter, stats)
+            count_unit(unit, shard)
         except Exception as exc:  # re-raised in the parent, naming the worker and its unit
-            raise RuntimeError(f"worker {os.getpid()} failed on {unit.describe()}: {exc}") from exc
+            raise RuntimeError(f"worker {rank} (pid {os.getpid()}) failed on {unit.describe()}: {exc}") from exc
         if _shared_progress is not None:
             with _shared_progress.get_lock():
                 _shared_progress[0] += 1
-                _shared_progress[1] += stats.bytes - before
-    return counter, stats
+                _shared_progress[1] += shard.stats.bytes - before
+                _shared_progress[2] += shard.spills - spills
+    return shard.finish(), shard.spills, shard.stats
 
 
-def default_start_method() -> str:
-    """fork where the platform has it (fast, nothing to re-import), else spawn."""
-    import multiprocess
-
-    return "fork" if "fork" in multiprocess.get_all_start_methods() else "spawn"
-
-
-def count_units(
+def count_to_runs(
     units: Sequence[WorkUnit],
     config: TrainConfig,
+    run_dir: str,
     *,
+    data_limit: int | None = None,
     start_method: str | None = None,
-    on_progress: Callable[[int, int, int], None] | None = None,
-) -> tuple[Counter[str], ReadStats]:
-    """Sum of count_unit over text work units, with config.workers processes.
+    on_progress: Callable[[int, int, int, int], None] | None = None,
+) -> CountResult:
+    """Count work units (text and counts files) into run files in run_dir, with config.workers processes.
 
-    Worker r takes units[r::workers] (deterministic sharding) and returns one Counter; partial
-    counts add up, so the result never depends on which worker finishes first.
-    on_progress(units_done, total_units, bytes_done) is called as units finish.
+    Worker r takes units[r::workers] (deterministic sharding). data_limit is each worker's bound on
+    counts held in memory. on_progress(units_done, total_units, bytes_done, spills) is called as
+    units finish.
     """
-    jobs_units = list(units)
-    workers = min(config.workers, len(jobs_units))
-    if workers <= 1:
-        counter: Counter[str] = Counter()
-        stats = ReadStats()
-        for done, unit in enumerate(jobs_units, start=1):
-            count_unit(unit, config.pattern, config.special_tokens, config.text_column, counter, stats)
+    units = list(units)
+    workers = max(1, min(config.workers, len(units)))
+    if workers == 1:
+        shard = ShardCounter(config, run_dir, "w0", data_limit)
+        for done, unit in enumerate(units, start=1):
+            count_unit(unit, shard)
             if on_progress:
-                on_progress(done, len(jobs_units), stats.bytes)
-        return counter, stats
+                on_progress(done, len(units), shard.stats.bytes, shard.spills)
+        return CountResult(shard.finish(), shard.stats, shard.spills, [shard.spills])
 
     import multiprocess
 
     context = multiprocess.get_context(start_method or default_start_method())
-    progress = context.Array("q", [0, 0])
-    shards = [(jobs_units[r::workers], config.pattern, config.special_tokens, config.text_column)
-              for r in range(workers)]
-    with context.Pool(workers, initializer=_init_worker, initargs=(progress,)) as pool:
-        try:
-            pending = pool.map_async(_count_shard_job, shards)
-            results = _wait(pending, pool,
-                            lambda: on_progress and on_progress(progress[0], len(jobs_units), progress[1]))
-        finally:
-            pool.terminate()
-    total, stats = results[0]
-    for counter, shard_stats in results[1:]:
-        total.update(counter)
+    progress = context.Array("q", [0, 0, 0])
+    jobs = [(r, units[r::workers], config, run_dir, data_limit) for r in range(workers)]
+
+    def tick() -> None:
+        if on_progress:
+            on_progress(progress[0], len(units), progress[1], progress[2])
+
+    results = list(parallel(_count_shard_job, jobs, workers, context, tick,
+                            initializer=_init_worker, initargs=(progress,)))
+    stats = ReadStats()
+    runs: list[str] = []
+    for shard_runs, _, shard_stats in results:
+        runs += shard_runs
         stats += shard_stats
+    spills = [s for _, s, _ in results]
     if on_progress:
-        on_progress(len(jobs_units), len(jobs_units), stats.bytes)
-    return total, stats
-
-
-def _wait(pending, pool, tick: Callable[[], object], poll: float = 0.5):
-    """Wait for an async pool result; a worker killed by the kernel becomes a clear error, not a hang.
-
-    The pool silently replaces a dead worker (and its task is lost), so a change in the set of
-    worker pids is the sign: workers of a running map never exit on their own.
-    """
-    pids = {p.pid for p in pool._pool}
-    while True:
-        try:
-            return pending.get(timeout=poll)
-        except Exception as exc:
-            if type(exc).__name__ != "TimeoutError":
-                raise
-        tick()
-        workers = list(pool._pool)
-        dead = [p for p in workers if p.exitcode is not None]
-        if dead or {p.pid for p in workers} != pids:
-            codes = ", ".join(f"pid {p.pid} exit {p.exitcode}" for p in dead) or "a worker vanished"
-            raise RuntimeError(
-                f"a counting worker died ({codes}); it was probably killed for running out of "
-                "memory: lower --workers or --memory-budget, or free memory"
-            )
+        on_progress(len(units), len(units), stats.bytes, sum(spills))
+    return CountResult(runs, stats, sum(spills), spills)

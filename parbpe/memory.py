@@ -31,6 +31,34 @@ def format_size(n: float) -> str:
     return f"{n:.1f} TB"
 
 
+MIN_WORKER_DATA = 16 * 10**6  # a worker that may hold less than this would spill all the time
+
+
+def default_budget() -> int:
+    """Half of the memory psutil reports as available now: safe beside other programs."""
+    return psutil.virtual_memory().available // 2
+
+
+def worker_data_limit(budget: int, workers: int, base_rss: int, unit_bytes: int) -> int:
+    """Bytes of counts one counting worker may hold before it spills, so the tree stays under budget.
+
+    Each of the workers + 1 processes starts at about base_rss. A worker's share of the rest covers
+    reading its largest unit (about 4x its text: the text, its marked copy and pieces) and three
+    times the counts it holds (converting pieces to chunks and writing a run need two more copies).
+    """
+    share = (budget - (workers + 1) * base_rss) // workers
+    limit = (share - 4 * unit_bytes) // 3
+    if limit < MIN_WORKER_DATA:
+        need = (workers + 1) * base_rss + workers * (4 * unit_bytes + 3 * MIN_WORKER_DATA)
+        raise ValueError(
+            f"memory budget {format_size(budget)} is too small for {workers} worker(s): each process starts "
+            f"at about {format_size(base_rss)} and a worker must hold its largest work unit "
+            f"({format_size(unit_bytes)} of text) plus some counts; use at least {format_size(need)} "
+            "(--memory-budget) or fewer workers"
+        )
+    return limit
+
+
 def tree_rss(pid: int | None = None) -> int:
     """Resident memory of a process and all its descendants, in bytes."""
     try:

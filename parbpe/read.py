@@ -1,13 +1,16 @@
 """Planning inputs into work units, and streaming the text of one work unit.
 
-Inputs are paths, globs or directories. Text inputs become work units (one parquet row group, or
-one text/jsonl file); counts files (parbpe's parquet, BatchBPE's CSV) are read whole as counts.
-Units are sorted so the plan, and everything computed from it, is deterministic.
+Inputs are paths, globs or directories. Text inputs become work units: one parquet row group, or
+a byte range of an uncompressed text/jsonl file (cut where no split pattern can match across, so
+the counts equal those of the whole file), or a whole compressed file. Counts files (parbpe's
+parquet, BatchBPE's CSV) are one unit each. Units are sorted so the plan, and everything computed
+from it, is deterministic. Text is streamed as pyarrow string arrays of documents.
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import glob
 import json
 import os
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 COUNTS_MAGIC = b"parbpe.counts"  # parquet key-value metadata marking a parbpe counts file
@@ -25,18 +29,31 @@ TEXT_SUFFIXES = (".txt", ".text", ".md", ".rst", ".py")
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 COMPRESSIONS = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
 READ_BLOCK = 8 << 20  # bytes of a text file decoded at a time
+RANGE_BYTES = 64 << 20  # uncompressed text/jsonl files larger than this become several units
+BATCH_BYTES = 8 << 20  # documents of a jsonl file handed on together
 
 
 @dataclass(frozen=True, order=True)
 class WorkUnit:
-    """One piece of input: a parquet row group, a whole text or jsonl file, or a counts file."""
+    """One piece of input: a parquet row group, a byte range of a text or jsonl file, or a counts file.
+
+    A byte range [start, end) is nominal: the unit reads from the first cut at or after start to
+    the first cut at or after end (see snap_text, snap_line), so neighbouring units tile the file.
+    end == -1 means the end of the file.
+    """
 
     path: str
     kind: str  # "parquet", "text", "jsonl", "counts-parquet", "counts-csv"
     row_group: int = -1
+    start: int = 0
+    end: int = -1
 
     def describe(self) -> str:
-        return f"{self.path} (row group {self.row_group})" if self.row_group >= 0 else self.path
+        if self.row_group >= 0:
+            return f"{self.path} (row group {self.row_group})"
+        if self.start or self.end != -1:
+            return f"{self.path} (bytes {self.start}-{self.end if self.end != -1 else 'end'})"
+        return self.path
 
 
 @dataclass
@@ -94,8 +111,9 @@ def expand_inputs(inputs: Sequence[str]) -> list[str]:
     return sorted(files)
 
 
-def plan(inputs: Sequence[str]) -> list[WorkUnit]:
-    """Expand inputs into sorted work units (one per parquet row group, one per other file)."""
+def plan(inputs: Sequence[str], range_bytes: int = RANGE_BYTES) -> list[WorkUnit]:
+    """Expand inputs into sorted work units: one per parquet row group, byte ranges of about
+    range_bytes for uncompressed text and jsonl files, one per other file."""
     units = []
     for path in expand_inputs(inputs):
         kind = _kind_of(path)
@@ -114,6 +132,11 @@ def plan(inputs: Sequence[str]) -> list[WorkUnit]:
                 units.append(WorkUnit(path, "counts-parquet"))
             else:
                 units.extend(WorkUnit(path, "parquet", rg) for rg in range(pf.metadata.num_row_groups))
+        elif kind in ("text", "jsonl") and _compression(path) is None:
+            size = os.path.getsize(path)
+            starts = range(0, max(size, 1), range_bytes)
+            units.extend(WorkUnit(path, kind, start=a, end=a + range_bytes if a + range_bytes < size else -1)
+                         for a in starts)
         else:
             units.append(WorkUnit(path, kind))
     return sorted(units)
@@ -143,25 +166,59 @@ def replace_surrogates(text: str, stats: ReadStats | None = None) -> str:
         return fixed
 
 
+def _compression(path: str) -> str | None:
+    return next((c for s, c in COMPRESSIONS.items() if path.lower().endswith(s)), None)
+
+
 def _open_binary(path: str) -> pa.NativeFile:
-    compression = next((c for s, c in COMPRESSIONS.items() if path.lower().endswith(s)), None)
-    return pa.input_stream(path, compression=compression)
+    return pa.input_stream(path, compression=_compression(path))
 
 
-def iter_documents(unit: WorkUnit, text_column: str, stats: ReadStats) -> Iterator[str]:
-    """Stream the documents of a text work unit; never holds a whole file's text at once
-    (except a text file's pieces between safe cuts, see iter_text_pieces)."""
+def iter_text_batches(unit: WorkUnit, text_column: str, stats: ReadStats) -> Iterator[pa.Array]:
+    """Stream the documents of a text work unit as pyarrow string arrays; never holds a whole
+    file's text at once (a text file comes in pieces between safe cuts, see iter_text_pieces)."""
     if unit.kind == "parquet":
-        yield from _parquet_documents(unit, text_column, stats)
+        yield from _parquet_batches(unit, text_column, stats)
     elif unit.kind == "jsonl":
-        yield from _jsonl_documents(unit, text_column, stats)
+        batch: list[str] = []
+        size = 0
+        for text in _jsonl_documents(unit, text_column, stats):
+            batch.append(text)
+            size += len(text)
+            if size >= BATCH_BYTES:
+                yield pa.array(batch, pa.large_string())
+                batch, size = [], 0
+        if batch:
+            yield pa.array(batch, pa.large_string())
     elif unit.kind == "text":
-        yield from iter_text_pieces(unit.path, stats)
+        for piece in iter_text_pieces(unit.path, stats, start=unit.start, end=unit.end):
+            yield pa.array([piece], pa.large_string())
     else:
         raise ValueError(f"{unit.describe()} is a counts file, not text")
 
 
-def _parquet_documents(unit: WorkUnit, text_column: str, stats: ReadStats) -> Iterator[str]:
+def iter_documents(unit: WorkUnit, text_column: str, stats: ReadStats) -> Iterator[str]:
+    """The documents of a text work unit as Python strings (see iter_text_batches)."""
+    for texts in iter_text_batches(unit, text_column, stats):
+        yield from texts.to_pylist()
+
+
+def unit_text_bytes(unit: WorkUnit) -> int:
+    """The most text bytes reading this unit holds at once (for the memory budget's floor)."""
+    if unit.kind == "parquet":
+        try:
+            meta = pq.ParquetFile(unit.path).metadata
+            return max(meta.row_group(unit.row_group).total_byte_size, 1)
+        except (pa.ArrowInvalid, OSError):
+            return 1
+    if unit.kind == "text":
+        return 2 * READ_BLOCK
+    if unit.kind == "jsonl":
+        return 2 * BATCH_BYTES
+    return os.path.getsize(unit.path)  # a counts file is read whole
+
+
+def _parquet_batches(unit: WorkUnit, text_column: str, stats: ReadStats) -> Iterator[pa.Array]:
     try:
         pf = pq.ParquetFile(unit.path)
     except (pa.ArrowInvalid, OSError) as exc:
@@ -176,47 +233,120 @@ def _parquet_documents(unit: WorkUnit, text_column: str, stats: ReadStats) -> It
     if not (pa.types.is_string(column_type) or pa.types.is_large_string(column_type)):
         raise ValueError(f"{unit.path}: column {text_column!r} holds {column_type}, not text")
     try:
-        for batch in pf.iter_batches(batch_size=1024, columns=[text_column], row_groups=[unit.row_group]):
-            for text in batch.column(0).to_pylist():
-                if text is None:
-                    continue
-                stats.documents += 1
-                stats.bytes += len(text.encode("utf-8")) if not text.isascii() else len(text)
-                yield text
+        for batch in pf.iter_batches(batch_size=1024, columns=[text_column], row_groups=[unit.row_group],
+                                     use_threads=False):
+            texts = batch.column(0)
+            if texts.null_count:
+                texts = texts.drop_null()
+            stats.documents += len(texts)
+            stats.bytes += pc.sum(pc.binary_length(texts)).as_py() or 0
+            yield texts
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
         raise ValueError(f"{unit.describe()}: corrupt or unreadable parquet data ({exc})") from None
 
 
 def _jsonl_documents(unit: WorkUnit, text_column: str, stats: ReadStats) -> Iterator[str]:
     with _open_binary(unit.path) as stream:
-        for line_no, line in enumerate(_binary_lines(stream), start=1):
+        start, end = _range(unit, stream, snap_line)
+        lines = _binary_lines(stream, end - start) if end >= 0 else _binary_lines(stream)
+        where = functools.partial(_line_of, unit.path, start)
+        for line_no, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
                 record = json.loads(_decode(line, stats))
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{unit.path}:{line_no}: not valid JSON ({exc.msg})") from None
+                raise ValueError(f"{where(line_no)}: not valid JSON ({exc.msg})") from None
             if not isinstance(record, dict) or text_column not in record:
                 keys = list(record) if isinstance(record, dict) else type(record).__name__
                 raise ValueError(
-                    f"{unit.path}:{line_no}: no field {text_column!r} (found {keys}); "
+                    f"{where(line_no)}: no field {text_column!r} (found {keys}); "
                     "choose one with --text-column"
                 )
             text = record[text_column]
             if text is None:
                 continue
             if not isinstance(text, str):
-                raise ValueError(f"{unit.path}:{line_no}: field {text_column!r} is not a string")
+                raise ValueError(f"{where(line_no)}: field {text_column!r} is not a string")
             text = replace_surrogates(text, stats)
             stats.documents += 1
             stats.bytes += len(line)
             yield text
 
 
-def _binary_lines(stream: pa.NativeFile) -> Iterator[bytes]:
+def _range(unit: WorkUnit, stream: pa.NativeFile, snap) -> tuple[int, int]:
+    """The snapped [start, end) of a byte-range unit, with stream positioned at start (end -1: to EOF)."""
+    if unit.start == 0 and unit.end == -1:
+        return 0, -1
+    with open(unit.path, "rb") as f:
+        start = snap(f, unit.start)
+        end = snap(f, unit.end) if unit.end != -1 else -1
+    stream.seek(start)
+    return start, end
+
+
+def _line_of(path: str, start: int, line_in_range: int) -> str:
+    """path:line for an error on a line of a byte range (counts the lines before it only then)."""
+    return f"{path}:{line_in_range + (_count_newlines(path, start) if start else 0)}"
+
+
+def _count_newlines(path: str, upto: int) -> int:
+    """Newlines in the first upto bytes of a file."""
+    count = 0
+    with open(path, "rb") as f:
+        while upto > 0:
+            block = f.read(min(READ_BLOCK, upto))
+            if not block:
+                break
+            count += block.count(b"\n")
+            upto -= len(block)
+    return count
+
+
+def snap_line(f, position: int) -> int:
+    """The first line start at or after position (the file size if none)."""
+    if position <= 0:
+        return 0
+    f.seek(position - 1)
+    offset = position - 1
+    while True:
+        block = f.read(1 << 20)
+        if not block:
+            return offset
+        i = block.find(b"\n")
+        if i != -1:
+            return offset + i + 1
+        offset += len(block)
+
+
+def snap_text(f, position: int) -> int:
+    """The first safe cut (see _is_safe_cut) at or after position (the file size if none)."""
+    if position <= 0:
+        return 0
+    base = max(position - 2, 0)  # data[i] is byte base + i; a cut before data[i] needs data[i-2:i+1]
+    f.seek(base)
+    data = f.read(1 << 20)
+    first = position - base  # the first candidate i
+    while True:
+        j = data.find(b"\n", max(first - 1, 1))
+        while j != -1 and j + 1 < len(data):
+            if _is_safe_cut(data, j + 1):
+                return base + j + 1
+            j = data.find(b"\n", j + 1)
+        more = f.read(1 << 20)
+        if not more:
+            return base + len(data)
+        base += len(data) - 2
+        data = data[-2:] + more
+        first = 2
+
+
+def _binary_lines(stream: pa.NativeFile, limit: int = -1) -> Iterator[bytes]:
     rest = b""
     while True:
-        block = stream.read(READ_BLOCK)
+        block = stream.read(READ_BLOCK if limit < 0 else min(READ_BLOCK, limit))
+        if limit >= 0:
+            limit -= len(block)
         if not block:
             break
         lines = (rest + block).split(b"\n")
@@ -251,14 +381,21 @@ def find_last_safe_cut(data: bytes, start: int = 2) -> int:
     return -1
 
 
-def iter_text_pieces(path: str, stats: ReadStats, block: int = READ_BLOCK) -> Iterator[str]:
-    """A text file as one document, yielded in pieces cut only at safe places (see _is_safe_cut),
-    so that chunk counts equal those of the whole file while memory stays near one block."""
-    stats.documents += 1
+def iter_text_pieces(path: str, stats: ReadStats, block: int = READ_BLOCK, start: int = 0,
+                     end: int = -1) -> Iterator[str]:
+    """A text file (or its byte range) as one document, yielded in pieces cut only at safe places
+    (see _is_safe_cut), so that chunk counts equal those of the whole file while memory stays near
+    one block. The range [start, end) is snapped to safe cuts like a work unit's."""
+    if start == 0:
+        stats.documents += 1
     with _open_binary(path) as stream:
+        start, end = _range(WorkUnit(path, "text", start=start, end=end), stream, snap_text)
+        remaining = end - start if end >= 0 else -1
         buffer = b""
         while True:
-            data = stream.read(block)
+            data = stream.read(block if remaining < 0 else min(block, remaining))
+            if remaining >= 0:
+                remaining -= len(data)
             if not data:
                 break
             buffer += data

@@ -5,20 +5,22 @@ from __future__ import annotations
 import json
 import os
 import platform
+import tempfile
 import time
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow.compute as pc
+
 from . import __version__
 from .config import TrainConfig
-from .count import count_units
-from .memory import PeakSampler, format_size, tree_rss
+from .count import CountResult, count_to_runs
+from .memory import PeakSampler, default_budget, format_size, tree_rss, worker_data_limit
 from .merge import learn_merges
 from .progress import Progress
-from .read import default_corpus_files, plan
-from .reduce import add_counts_files, select_training_chunks
+from .read import WorkUnit, default_corpus_files, plan, unit_text_bytes
+from .reduce import combine_selections, reduce_runs, write_counts_file
 from .table import build_table
 from .tokenizer import Tokenizer, write_text_atomically
 
@@ -37,12 +39,15 @@ def train(
     out_dir: str | None = None,
     progress: Progress | str = "none",
     start_method: str | None = None,
+    data_limit: int | None = None,
     **overrides: Any,
 ) -> TrainResult:
     """Train a tokenizer on inputs (paths, globs, directories; None = the built-in default corpus).
 
     Settings come from config, or from keyword arguments (parbpe.train(files, vocab_size=8192)).
     With out_dir, every output file is written there. Returns the tokenizer and the run's stats.
+    data_limit (bytes of counts a counting worker holds before it spills) overrides the share the
+    memory budget gives; it is for tests and experiments.
     """
     if config is None:
         config = TrainConfig(**overrides)
@@ -55,42 +60,30 @@ def train(
     reporter.event("config", message="training", **{k: v for k, v in config.to_dict().items() if k != "pattern"},
                    inputs=("the Python standard library's sources" if default_corpus else len(inputs)))
 
-    if config.memory_budget is not None:
-        reporter.event("warning", message="memory_budget is recorded but not enforced yet: counting keeps all "
-                       "chunk counts in memory (spilling to disk comes with data-parallel counting)")
     times: dict[str, float] = {}
     with PeakSampler() as sampler:
         # 1. plan: inputs -> sorted work units
         t = time.perf_counter()
         units = plan(inputs)
-        text_units = [u for u in units if not u.kind.startswith("counts")]
-        counts_units = [u for u in units if u.kind.startswith("counts")]
         times["plan"] = time.perf_counter() - t
 
-        # 2. count: each text unit -> partial chunk counts, summed
-        t = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="parbpe-", dir=config.tmp_dir) as run_dir:
+            # 2. count: work units -> run files of chunk counts (spilling under the memory budget)
+            t = time.perf_counter()
+            counted = count_stage(units, config, run_dir, reporter, start_method, data_limit)
+            times["count"] = time.perf_counter() - t
 
-        def count_progress(done: int, total_units: int, done_bytes: int) -> None:
-            elapsed = max(time.perf_counter() - t, 1e-9)
-            reporter.update("count", done, total_units, force=done == total_units, MB=done_bytes / 1e6,
-                            MB_s=done_bytes / 1e6 / elapsed, rss_MB=tree_rss() / 1e6)
-
-        total, read_stats = count_units(text_units, config, start_method=start_method, on_progress=count_progress)
-        times["count"] = time.perf_counter() - t
-
-        # 3. reduce: add counts files, then freq_cutoff and the stop list on the global counts
-        t = time.perf_counter()
-        add_counts_files(total, counts_units, config)
-        if not total:
-            raise ValueError("the corpus is empty: no text chunk was found in the inputs")
-        if read_stats.replaced_bytes:
-            reporter.event("warning", message=f"replaced {read_stats.replaced_bytes} invalid UTF-8 sequences "
-                           "with U+FFFD")
-        chunks = select_training_chunks(total, config)
-        del total
-        times["reduce"] = time.perf_counter() - t
-        reporter.event("counted", unique_chunks=chunks.unique_chunks, chunks=chunks.total_chunks,
-                       training_chunks=len(chunks.chunks), MB=read_stats.bytes / 1e6)
+            # 3. reduce: runs -> global counts per partition, then freq_cutoff and the stop list
+            t = time.perf_counter()
+            selections = list(reduce_runs(counted.runs, config.workers, start_method, config=config,
+                                          on_progress=lambda d, n: reporter.update("reduce", d, n, force=d == n)))
+            chunks = combine_selections(selections, config)
+            del selections
+            if not chunks.unique_chunks:
+                raise ValueError("the corpus is empty: no text chunk was found in the inputs")
+            times["reduce"] = time.perf_counter() - t
+            reporter.event("counted", unique_chunks=chunks.unique_chunks, chunks=chunks.total_chunks,
+                           training_chunks=len(chunks.chunks), MB=counted.stats.bytes / 1e6, spills=counted.spills)
 
         # 4. table: chunk counts -> numpy arrays
         t = time.perf_counter()
@@ -127,9 +120,12 @@ def train(
         "config": config.to_dict(),
         "default_corpus": default_corpus,
         "work_units": len(units),
-        "documents": read_stats.documents,
-        "bytes_read": read_stats.bytes,
-        "replaced_utf8_sequences": read_stats.replaced_bytes,
+        "documents": counted.stats.documents,
+        "bytes_read": counted.stats.bytes,
+        "replaced_utf8_sequences": counted.stats.replaced_bytes,
+        "memory_budget": counted.budget,
+        "worker_data_limit": counted.data_limit,
+        "spills": counted.spills,
         "chunks": chunks.total_chunks,
         "unique_chunks": chunks.unique_chunks,
         "training_chunks": len(chunks.chunks),
@@ -159,25 +155,64 @@ def train(
     return TrainResult(tokenizer=tokenizer, stats=stats, files=files)
 
 
+def count_stage(units: list[WorkUnit], config: TrainConfig, run_dir: str, reporter: Progress,
+                start_method: str | None = None, data_limit: int | None = None) -> CountResult:
+    """Stage 2: count every unit into run files, with the workers' memory shares set from the budget."""
+    if not units:
+        raise ValueError("the corpus is empty: no input to read")
+    budget = config.memory_budget or default_budget()
+    workers = max(1, min(config.workers, len(units)))
+    if data_limit is None:
+        data_limit = worker_data_limit(budget, workers, tree_rss(), max(unit_text_bytes(u) for u in units))
+    t = time.perf_counter()
+
+    def on_progress(done: int, total_units: int, done_bytes: int, spills: int) -> None:
+        elapsed = max(time.perf_counter() - t, 1e-9)
+        reporter.update("count", done, total_units, force=done == total_units, MB=done_bytes / 1e6,
+                        MB_s=done_bytes / 1e6 / elapsed, rss_MB=tree_rss() / 1e6, spills=spills)
+
+    counted = count_to_runs(units, config, run_dir, data_limit=data_limit, start_method=start_method,
+                            on_progress=on_progress)
+    counted.budget, counted.data_limit = budget, data_limit
+    if counted.stats.replaced_bytes:
+        reporter.event("warning", message=f"replaced {counted.stats.replaced_bytes} invalid UTF-8 sequences "
+                       "with U+FFFD")
+    return counted
+
+
 def count_to_file(inputs: Sequence[str] | None, out_path: str, config: TrainConfig, *,
                   freq_cutoff: int = 0, progress: Progress | str = "none",
-                  start_method: str | None = None) -> dict[str, Any]:
-    """Count chunks of inputs and write them as a counts file (stages 1-3 without cutoff/stop list)."""
-    from .reduce import write_counts_file
-
+                  start_method: str | None = None, data_limit: int | None = None) -> dict[str, Any]:
+    """Count chunks of inputs and write them as a counts file (stages 1-3 without cutoff/stop list).
+    Rows are grouped by hash partition and sorted by chunk bytes within each (see reduce.py)."""
     reporter = progress if isinstance(progress, Progress) else Progress(progress)
     inputs = list(inputs) if inputs else default_corpus_files()
-    t = time.perf_counter()
-    units = plan(inputs)
-    total: Counter[str]
-    total, read_stats = count_units([u for u in units if not u.kind.startswith("counts")], config,
-                                    start_method=start_method)
-    add_counts_files(total, [u for u in units if u.kind.startswith("counts")], config)
-    if not total:
-        raise ValueError("the corpus is empty: no text chunk was found in the inputs")
-    rows = write_counts_file(out_path, total, config, freq_cutoff=freq_cutoff)
-    summary = {"out": out_path, "unique_chunks": len(total), "rows_written": rows,
-               "chunks": sum(total.values()), "bytes_read": read_stats.bytes,
-               "seconds": round(time.perf_counter() - t, 3)}
-    reporter.event("counted", **summary)
+    times: dict[str, float] = {}
+    with PeakSampler() as sampler, tempfile.TemporaryDirectory(prefix="parbpe-", dir=config.tmp_dir) as run_dir:
+        t = time.perf_counter()
+        units = plan(inputs)
+        times["plan"] = time.perf_counter() - t
+        t = time.perf_counter()
+        counted = count_stage(units, config, run_dir, reporter, start_method, data_limit)
+        times["count"] = time.perf_counter() - t
+        t = time.perf_counter()
+        totals = {"unique": 0, "chunks": 0}
+
+        def partitions():
+            for table in reduce_runs(counted.runs, config.workers, start_method,
+                                     on_progress=lambda d, n: reporter.update("reduce", d, n, force=d == n)):
+                totals["unique"] += table.num_rows
+                totals["chunks"] += pc.sum(table.column("count")).as_py() or 0
+                yield table
+            if not totals["unique"]:
+                raise ValueError("the corpus is empty: no text chunk was found in the inputs")
+
+        rows = write_counts_file(out_path, partitions(), config, freq_cutoff=freq_cutoff)
+        times["reduce"] = time.perf_counter() - t
+    summary = {"out": out_path, "unique_chunks": totals["unique"], "rows_written": rows,
+               "chunks": totals["chunks"], "documents": counted.stats.documents, "bytes_read": counted.stats.bytes,
+               "replaced_utf8_sequences": counted.stats.replaced_bytes, "work_units": len(units),
+               "spills": counted.spills, "memory_budget": counted.budget, "worker_data_limit": counted.data_limit,
+               "seconds": {k: round(v, 3) for k, v in times.items()}, "peak_rss_bytes": sampler.peak}
+    reporter.event("counted", **{k: v for k, v in summary.items() if k != "seconds"})
     return summary

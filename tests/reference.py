@@ -91,3 +91,15 @@ def reference_train(
             merges.append((a, b))
             words = apply_merge(words, (a, b), new)
     return merges
+
+
+def count_with(units, config, run_dir, **kwargs):
+    """Chunk counts of units through parbpe's count and reduce stages: (plain dict, CountResult)."""
+    from parbpe.count import count_to_runs
+    from parbpe.reduce import reduce_runs
+
+    result = count_to_runs(units, config, str(run_dir), **kwargs)
+    counts: dict[str, int] = {}
+    for table in reduce_runs(result.runs, config.workers):
+        counts.update(zip(table.column("chunk").to_pylist(), table.column("count").to_pylist()))
+    return counts, result

@@ -1,19 +1,26 @@
-"""Counting in worker processes gives exactly the in-process counts."""
+"""Counting in worker processes, with and without spills, gives exactly the in-process counts."""
 
 from __future__ import annotations
 
+import os
 import random
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from reference import count_with, reference_counts
 
 import parbpe
 from parbpe.config import TrainConfig
-from parbpe.count import count_units
 from parbpe.read import plan
 
-WORDS = ["alpha", "beta", "gamma", "delta", "épsilon", "ζήτα", "中文", "😀", "1234", "don't", "  ", "\n"]
+WORDS = ["alpha", "beta", "gamma", "delta", "épsilon", "ζήτα", "中文", "😀", "1234", "don't", "  ", "\n", "x.y",
+         "end.", "(paren)"]
+SPECIAL = "<|endoftext|>"
+
+
+def _texts(rng: random.Random, n: int) -> list[str]:
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 60))) for _ in range(n)]
 
 
 @pytest.fixture(scope="module")
@@ -21,48 +28,86 @@ def corpus(tmp_path_factory):
     d = tmp_path_factory.mktemp("corpus")
     rng = random.Random(0)
     for k in range(3):
-        texts = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 60))) for _ in range(40)]
-        texts[0] = texts[0] + "<|endoftext|>" + texts[1]
+        texts = _texts(rng, 40)
+        texts[0] = texts[0] + SPECIAL + texts[1]
         pq.write_table(pa.table({"text": texts}), d / f"part-{k}.parquet", row_group_size=7)
     (d / "notes.txt").write_text("\n".join(rng.choice(WORDS) for _ in range(500)))
     return d
 
 
-@pytest.mark.parametrize("workers", [2, 3, 4])
+def _corpus_documents(corpus) -> list[str]:
+    docs = [t for k in range(3) for t in pq.read_table(corpus / f"part-{k}.parquet").column("text").to_pylist()]
+    return docs + [(corpus / "notes.txt").read_text()]
+
+
+def test_counts_equal_the_reference(corpus, tmp_path):
+    config = TrainConfig(special_tokens=(SPECIAL,), workers=1)
+    counts, _ = count_with(plan([str(corpus)]), config, tmp_path)
+    expected = reference_counts(_corpus_documents(corpus), config.pattern, (SPECIAL,))
+    assert {c.encode(): n for c, n in counts.items()} == dict(expected)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 4])
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
-def test_parallel_counts_equal_serial(corpus, workers, start_method):
+@pytest.mark.parametrize("spill", [False, True])
+def test_counts_identical_for_any_workers_start_method_and_spills(corpus, tmp_path, workers, start_method, spill):
     units = plan([str(corpus)])
     assert len(units) > 10
-    config = TrainConfig(special_tokens=("<|endoftext|>",), workers=1)
-    serial, serial_stats = count_units(units, config)
+    os.makedirs(tmp_path / "serial")
+    serial, _ = count_with(units, TrainConfig(special_tokens=(SPECIAL,), workers=1), tmp_path / "serial",
+                           data_limit=None)
     seen = []
-    parallel, stats = count_units(units, TrainConfig(special_tokens=("<|endoftext|>",), workers=workers),
-                                  start_method=start_method, on_progress=lambda *a: seen.append(a))
-    assert parallel == serial
-    assert (stats.documents, stats.bytes) == (serial_stats.documents, serial_stats.bytes)
-    assert seen[-1] == (len(units), len(units), stats.bytes)
+    run_dir = tmp_path / "runs"
+    run_dir.mkdir()
+    counts, result = count_with(units, TrainConfig(special_tokens=(SPECIAL,), workers=workers), run_dir,
+                                start_method=start_method, data_limit=1 if spill else None,
+                                on_progress=lambda *a: seen.append(a))
+    assert counts == serial
+    assert seen[-1][:3] == (len(units), len(units), result.stats.bytes)
+    if spill:  # a limit of one byte spills after every batch: many runs, same counts
+        assert result.spills >= len(units) - workers
+        assert result.spills <= len(result.runs) <= result.spills + workers
+    else:
+        assert result.spills == 0 and len(result.runs) == workers
 
 
-def test_training_output_is_identical_for_any_worker_count(corpus, tmp_path):
+@pytest.fixture
+def run_dir(tmp_path):
+    d = tmp_path / "runs"
+    d.mkdir()
+    return d
+
+
+def test_training_output_is_identical_for_any_worker_count_and_budget(corpus, tmp_path):
     outputs = []
-    for workers in (1, 3):
-        out = tmp_path / f"w{workers}"
-        parbpe.train([str(corpus)], vocab_size=300, special_tokens=("<|endoftext|>",), workers=workers,
-                     out_dir=str(out))
+    for workers, data_limit in ((1, None), (3, None), (2, 1)):
+        out = tmp_path / f"w{workers}-{data_limit}"
+        result = parbpe.train([str(corpus)], vocab_size=300, special_tokens=(SPECIAL,), workers=workers,
+                              out_dir=str(out), data_limit=data_limit)
+        assert (result.stats["spills"] > 0) == (data_limit is not None)
         outputs.append({name: (out / name).read_bytes() for name in ("parbpe.json", "tokenizer.json",
                                                                      "merges.txt", "tokenizer.tiktoken")})
-    assert outputs[0] == outputs[1]
+    assert outputs[0] == outputs[1] == outputs[2]
 
 
-def test_worker_error_names_the_unit(tmp_path):
+def test_counts_file_is_identical_with_spills(corpus, tmp_path):
+    files = []
+    for workers, data_limit in ((1, None), (2, 1)):
+        path = tmp_path / f"counts-{workers}.parquet"
+        parbpe.count_to_file([str(corpus)], str(path), TrainConfig(workers=workers), data_limit=data_limit)
+        files.append(path.read_bytes())
+    assert files[0] == files[1]
+
+
+def test_worker_error_names_the_unit(tmp_path, run_dir):
     pq.write_table(pa.table({"text": ["fine text"] * 3}), tmp_path / "a.parquet")
     pq.write_table(pa.table({"body": ["no text column"]}), tmp_path / "b.parquet")
-    with pytest.raises(RuntimeError, match=r"worker \d+ failed on .*b.parquet \(row group 0\).*no column 'text'"):
-        count_units(plan([str(tmp_path)]), TrainConfig(workers=2))
+    with pytest.raises(RuntimeError, match=r"worker \d .*failed on .*b.parquet \(row group 0\).*no column 'text'"):
+        count_with(plan([str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")]), TrainConfig(workers=2),
+                   run_dir)
 
 
-def test_a_killed_worker_is_a_clear_error_not_a_hang(corpus, monkeypatch):
-    import os
+def test_a_killed_worker_is_a_clear_error_not_a_hang(corpus, monkeypatch, run_dir):
     import signal
 
     import parbpe.count as count_module
@@ -70,4 +115,22 @@ def test_a_killed_worker_is_a_clear_error_not_a_hang(corpus, monkeypatch):
     # With fork, the workers inherit this stand-in: each kills itself as the kernel's OOM killer would.
     monkeypatch.setattr(count_module, "count_unit", lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL))
     with pytest.raises(RuntimeError, match="probably killed for running out of memory"):
-        count_units(plan([str(corpus)]), TrainConfig(workers=2), start_method="fork")
+        count_with(plan([str(corpus)]), TrainConfig(workers=2), run_dir, start_method="fork")
+
+
+def test_budget_too_small_for_one_unit_is_a_clear_error(corpus, tmp_path):
+    with pytest.raises(ValueError, match=r"memory budget 50.0 MB is too small for 2 worker\(s\).*use at least"):
+        parbpe.train([str(corpus)], vocab_size=300, workers=2, memory_budget="50MB", tmp_dir=str(tmp_path))
+    assert list(tmp_path.iterdir()) == []  # nothing left behind
+
+
+def test_spill_files_are_removed_on_error(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    pq.write_table(pa.table({"text": ["good text here"] * 50}), corpus / "a.parquet", row_group_size=5)
+    (corpus / "z.jsonl").write_text('{"text": "fine"}\nnot json\n')
+    spill_dir = tmp_path / "spills"
+    spill_dir.mkdir()
+    with pytest.raises(ValueError, match=r"z.jsonl:2: not valid JSON"):
+        parbpe.train([str(corpus)], vocab_size=300, workers=1, tmp_dir=str(spill_dir), data_limit=1)
+    assert list(spill_dir.iterdir()) == []

@@ -11,13 +11,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import regex
+from reference import count_with, reference_counts
 
 import parbpe
 from parbpe.config import TrainConfig
-from parbpe.count import count_units
 from parbpe.patterns import PATTERNS
+from parbpe.pieces import counter_table
 from parbpe.read import ReadStats, _is_safe_cut, default_corpus_files, iter_text_pieces, plan, read_counts
-from parbpe.reduce import add_counts_files, write_counts_file
+from parbpe.reduce import load_counts_files, split_partitions, write_counts_file
 
 ALPHABET = (
     list("abcXYZ019") + [" ", " ", "  ", "\n", "\n", "\r\n", "\t", "\x0b", "\x0c", "\x85", "\xa0", "\u3000"]
@@ -85,9 +86,9 @@ def test_parquet_counts_match_reference(tmp_path):
     texts = ["Hello world", "Hello there", None, "world world<|endoftext|>Hello"]
     _write_parquet(tmp_path / "t.parquet", texts)
     config = TrainConfig(vocab_size=300, special_tokens=("<|endoftext|>",), workers=1)
-    counts, stats = count_units(plan([str(tmp_path)]), config)
-    assert counts == Counter({"Hello": 3, " world": 2, " there": 1, "world": 1})
-    assert stats.documents == 3
+    counts, result = count_with(plan([str(tmp_path / "t.parquet")]), config, tmp_path)
+    assert counts == {"Hello": 3, " world": 2, " there": 1, "world": 1}
+    assert result.stats.documents == 3
 
 
 def test_missing_text_column_lists_the_columns(tmp_path):
@@ -128,23 +129,23 @@ def test_jsonl_plain_and_compressed(tmp_path, suffix):
             out.write(raw)
     else:
         path.write_bytes(raw)
-    counts, stats = count_units(plan([str(path)]), TrainConfig(vocab_size=300, workers=1))
-    assert counts == Counter({"Hello": 1, " world": 1, "héllo": 1, " wörld": 1, " 😀": 1})
-    assert stats.documents == 2
+    counts, result = count_with(plan([str(path)]), TrainConfig(vocab_size=300, workers=1), tmp_path)
+    assert counts == {"Hello": 1, " world": 1, "héllo": 1, " wörld": 1, " 😀": 1}
+    assert result.stats.documents == 2
 
 
 def test_jsonl_missing_field_names_file_and_line(tmp_path):
     path = tmp_path / "d.jsonl"
     path.write_text('{"text": "a"}\n{"body": "b"}\n')
     with pytest.raises(ValueError, match=r"d.jsonl:2: no field 'text'"):
-        count_units(plan([str(path)]), TrainConfig(vocab_size=300, workers=1))
+        count_with(plan([str(path)]), TrainConfig(vocab_size=300, workers=1), tmp_path)
 
 
 def test_invalid_utf8_is_replaced_and_counted(tmp_path):
     path = tmp_path / "bad.txt"
     path.write_bytes(b"good text \xff\xfe bad \xc3 end")
-    counts, stats = count_units(plan([str(path)]), TrainConfig(vocab_size=300, workers=1))
-    assert stats.replaced_bytes == 3
+    counts, result = count_with(plan([str(path)]), TrainConfig(vocab_size=300, workers=1), tmp_path)
+    assert result.stats.replaced_bytes == 3
     assert sum(counts.values()) > 0
     result = parbpe.train([str(path)], vocab_size=260, workers=1)
     assert result.stats["replaced_utf8_sequences"] == 3
@@ -154,19 +155,18 @@ def test_counts_file_round_trip_and_adding_up(tmp_path):
     config = TrainConfig(vocab_size=300, workers=1)
     total = Counter({"hello": 3, " wörld": 2})
     path = tmp_path / "c.parquet"
-    write_counts_file(str(path), total, config)
+    write_counts_file(str(path), split_partitions(counter_table(total)), config)
     [unit] = plan([str(path)])
     assert unit.kind == "counts-parquet"
     back = read_counts(unit)
     assert dict(zip(back.chunks, back.counts)) == {"hello".encode(): 3, " wörld".encode(): 2}
-    summed: Counter[str] = Counter({"hello": 1})
-    add_counts_files(summed, [unit, unit], config)
-    assert summed == Counter({"hello": 7, " wörld": 4})
+    summed = load_counts_files([unit, unit], config)
+    assert dict(zip(*summed.to_pydict().values())) == {"hello": 6, " wörld": 4}
 
 
 def test_counts_file_with_another_pattern_is_refused(tmp_path):
     path = tmp_path / "c.parquet"
-    write_counts_file(str(path), Counter({"a b": 1}), TrainConfig(vocab_size=300, pattern="gpt2"))
+    write_counts_file(str(path), [counter_table(Counter({"a b": 1}))], TrainConfig(vocab_size=300, pattern="gpt2"))
     with pytest.raises(ValueError, match="pattern"):
         parbpe.train([str(path)], vocab_size=300, pattern="gpt4", workers=1)
 
@@ -196,3 +196,45 @@ def test_default_corpus_is_the_standard_library():
     assert len(files) > 100
     assert any(f.endswith("/json/decoder.py") for f in files)
     assert not any("/test/" in f or "site-packages" in f for f in files)
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "gpt4", "gpt4o"])
+def test_text_file_byte_ranges_count_like_the_whole_file(tmp_path, pattern):
+    rng = random.Random(3)
+    text = "\n".join(random_text(rng, rng.randint(0, 120)) for _ in range(3000))
+    path = tmp_path / "big.txt"
+    path.write_text(text, encoding="utf-8")
+    units = plan([str(path)], range_bytes=7000)
+    assert len(units) > 20 and all(u.kind == "text" for u in units)
+    config = TrainConfig(pattern=pattern, workers=1)
+    pieces = [p for u in units for p in iter_text_pieces(u.path, ReadStats(), block=1000, start=u.start, end=u.end)]
+    assert "".join(pieces) == text  # the ranges tile the file exactly
+    counts, result = count_with(units, config, tmp_path)
+    assert counts == dict(Counter(regex.compile(config.pattern).findall(text)))
+    assert result.stats.bytes == len(text.encode()) and result.stats.documents == 1
+
+
+def test_jsonl_byte_ranges_give_every_line_once(tmp_path):
+    docs = [{"text": f"document {i} says héllo {'x' * (i % 50)}"} for i in range(2000)]
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    units = plan([str(path)], range_bytes=5000)
+    assert len(units) > 10
+    counts, result = count_with(units, TrainConfig(workers=2), tmp_path)
+    assert result.stats.documents == 2000
+    expected = reference_counts([d["text"] for d in docs], TrainConfig().pattern)
+    assert {c.encode(): n for c, n in counts.items()} == dict(expected)
+
+
+def test_jsonl_error_in_a_later_range_names_the_true_line(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"text": "fine"}\n' * 999 + "oops\n" + '{"text": "fine"}\n' * 10)
+    units = plan([str(path)], range_bytes=1000)
+    with pytest.raises(ValueError, match=r"d.jsonl:1000: not valid JSON"):
+        count_with(units, TrainConfig(workers=1), tmp_path)
+
+
+def test_compressed_files_are_one_unit(tmp_path):
+    path = tmp_path / "a.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"text": "x"}\n' * 1000))
+    assert len(plan([str(path)], range_bytes=100)) == 1

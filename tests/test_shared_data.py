@@ -39,3 +39,22 @@ def test_exports_match_parbpe_on_heldout(shared_data, tmp_path):
         assert hf.encode(doc, add_special_tokens=False).ids == ours
         assert tk.encode(doc, allowed_special="all") == ours
         assert tok.decode(ours) == doc
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "gpt4", "gpt4o"])
+def test_piece_shortcut_is_exact_on_real_text(shared_data, pattern, tmp_path):
+    from collections import Counter
+
+    import pyarrow as pa
+    import regex
+
+    from parbpe.count import ShardCounter
+
+    texts = pq.read_table(shared_data / "realmix" / "heldout.parquet", columns=["text"]).column(0)
+    config = TrainConfig(pattern=pattern, workers=1)
+    shard = ShardCounter(config, str(tmp_path), "t")
+    shard.add_texts(texts.combine_chunks().cast(pa.large_string()))
+    table = shard.pieces.chunk_counts()
+    fast = Counter(dict(zip(table.column("chunk").to_pylist(), table.column("count").to_pylist()))) + shard.plain
+    compiled = regex.compile(config.pattern)
+    assert fast == Counter(c for text in texts.to_pylist() for c in compiled.findall(text))

@@ -1,0 +1,76 @@
+"""The piece shortcut gives exactly the counts of applying the pattern to whole documents."""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections import Counter
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+import regex
+from test_read import ALPHABET, random_text
+
+from parbpe.config import TrainConfig
+from parbpe.count import ShardCounter
+from parbpe.patterns import PATTERNS
+from parbpe.pieces import WHITESPACE_CLASS, cut_pieces, supports
+
+# Heavier on what the cuts look at: spaces after all kinds of characters, letters next to punctuation.
+CUT_ALPHABET = ALPHABET + [" ", " ", " a", "a ", "a.", "Z,", "b'", ". ", "\n ", "\t ", "\u3000 ", "  x", "A-", "x@",
+                           "Ab", "aB", "ABc", "\u0301 ", "1 ", "12345", " 1", "'s ", "e\u0301."]
+
+
+def _plain(texts: list[str], pattern: str) -> Counter[str]:
+    compiled = regex.compile(pattern)
+    return Counter(chunk for text in texts for chunk in compiled.findall(text))
+
+
+def _fast(texts: list[str], config: TrainConfig, tmp_path) -> Counter[str]:
+    shard = ShardCounter(config, str(tmp_path), "t")
+    assert shard.pieces is not None
+    shard.add_texts(pa.array(texts, pa.large_string()))
+    table = shard.pieces.chunk_counts()
+    return Counter(dict(zip(table.column("chunk").to_pylist(), table.column("count").to_pylist()))) + shard.plain
+
+
+def test_whitespace_class_is_exactly_regex_whitespace():
+    chars = [chr(c) for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF]
+    re2 = pc.match_substring_regex(pa.array(chars), f"^[{WHITESPACE_CLASS}]$").to_pylist()
+    assert {c for c, m in zip(chars, re2) if m} == set(regex.findall(r"\s", "".join(chars)))
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "gpt4", "gpt4o"])
+@pytest.mark.parametrize("seed", range(12))
+def test_random_unicode_counts_equal_plain(pattern, seed, tmp_path):
+    rng = random.Random(seed)
+    texts = ["".join(rng.choice(CUT_ALPHABET) for _ in range(rng.randint(0, 400))) for _ in range(60)]
+    texts += [random_text(rng, 300) for _ in range(20)]
+    config = TrainConfig(pattern=pattern, workers=1)
+    assert _fast(texts, config, tmp_path) == _plain(texts, config.pattern)
+
+
+def test_pieces_put_together_are_the_text():
+    rng = random.Random(5)
+    texts = ["".join(rng.choice([c for c in CUT_ALPHABET if "\x00" not in c]) for _ in range(200)) for _ in range(30)]
+    pieces = cut_pieces(pa.array(texts)).to_pylist()
+    assert "".join(pieces) == "".join(texts)
+    assert len(pieces) > 30 * 20  # it did cut
+
+
+def test_specials_and_marker_take_the_plain_path(tmp_path):
+    texts = ["a b<|endoftext|>c d", "x\x00 y", "plain words here"]
+    config = TrainConfig(special_tokens=("<|endoftext|>",), workers=1)
+    shard = ShardCounter(config, str(tmp_path), "t")
+    shard.add_texts(pa.array(texts, pa.large_string()))
+    assert shard.plain == Counter(["a", " b", "c", " d", "x", "\x00", " y"])
+    assert _fast(texts, config, tmp_path) == Counter(["a", " b", "c", " d", "x", "\x00", " y", "plain", " words",
+                                                      " here"])
+
+
+def test_custom_patterns_take_the_plain_path(tmp_path):
+    assert not supports(r"\w+|\s+")
+    config = TrainConfig(pattern=r"\w+|[^\w]", workers=1)
+    assert ShardCounter(config, str(tmp_path), "t").pieces is None
+    assert all(supports(PATTERNS[name]) for name in ("gpt2", "gpt4", "gpt4o"))
