@@ -32,6 +32,7 @@ def format_size(n: float) -> str:
 
 
 MIN_WORKER_DATA = 16 * 10**6  # a worker that may hold less than this would spill all the time
+MAX_WORKER_DATA = 10**9  # runs stay far below pyarrow's 2 GB limit of one string array
 
 
 def default_budget() -> int:
@@ -56,7 +57,7 @@ def worker_data_limit(budget: int, workers: int, base_rss: int, unit_bytes: int)
             f"({format_size(unit_bytes)} of text) plus some counts; use at least {format_size(need)} "
             "(--memory-budget) or fewer workers"
         )
-    return limit
+    return min(limit, MAX_WORKER_DATA)
 
 
 def tree_rss(pid: int | None = None) -> int:

@@ -38,7 +38,9 @@ _ONE_CHUNK = {
     "gpt4o": r"^ ?(?:[A-Z]*[a-z]+|[A-Z]+)$",
 }
 
-SCHEMA = pa.schema([("chunk", pa.large_string()), ("count", pa.int64())])
+# string, not large_string: pyarrow groups 32-bit-offset strings about 3x faster. Tables stay far
+# below 2 GB of text each (a worker's held counts are capped by MAX_WORKER_DATA in memory.py).
+SCHEMA = pa.schema([("chunk", pa.string()), ("count", pa.int64())])
 _CONVERT_BATCH = 200_000  # distinct pieces run through the pattern per batch (bounds the Python lists)
 
 
@@ -60,13 +62,12 @@ def cut_pieces(texts: pa.Array) -> pa.Array:
 
 def count_table(values: pa.Array, counts: pa.Array | None = None) -> pa.Table:
     """Sum counts per distinct value (each value counts once if counts is None)."""
-    values = values.cast(pa.large_string())
+    values = values.cast(pa.string())
     if counts is None:
-        table = pa.table({"chunk": values})
-        grouped = table.group_by("chunk", use_threads=False).aggregate([("chunk", "count")])
-    else:
-        table = pa.table({"chunk": values, "count": counts.cast(pa.int64())})
-        grouped = table.group_by("chunk", use_threads=False).aggregate([("count", "sum")])
+        found = pc.value_counts(values)
+        return pa.table([found.field(0), found.field(1)], schema=SCHEMA)
+    table = pa.table({"chunk": values, "count": counts.cast(pa.int64())})
+    grouped = table.group_by("chunk", use_threads=False).aggregate([("count", "sum")])
     return pa.table([grouped.column(0), grouped.column(1)], schema=SCHEMA)
 
 
@@ -82,7 +83,7 @@ def sum_tables(tables: list[pa.Table]) -> pa.Table:
 
 
 def counter_table(counter: Counter[str]) -> pa.Table:
-    return pa.table({"chunk": pa.array(list(counter.keys()), pa.large_string()),
+    return pa.table({"chunk": pa.array(list(counter.keys()), pa.string()),
                      "count": pa.array(list(counter.values()), pa.int64())}, schema=SCHEMA)
 
 
@@ -135,5 +136,5 @@ class PieceCounter:
                 found = findall(piece)
                 chunks += found
                 counts += [n] * len(found)
-            parts.append(count_table(pa.array(chunks, pa.large_string()), pa.array(counts, pa.int64())))
+            parts.append(count_table(pa.array(chunks, pa.string()), pa.array(counts, pa.int64())))
         return sum_tables(parts)

@@ -186,13 +186,13 @@ def iter_text_batches(unit: WorkUnit, text_column: str, stats: ReadStats) -> Ite
             batch.append(text)
             size += len(text)
             if size >= BATCH_BYTES:
-                yield pa.array(batch, pa.large_string())
+                yield pa.array(batch, pa.string())
                 batch, size = [], 0
         if batch:
-            yield pa.array(batch, pa.large_string())
+            yield pa.array(batch, pa.string())
     elif unit.kind == "text":
         for piece in iter_text_pieces(unit.path, stats, start=unit.start, end=unit.end):
-            yield pa.array([piece], pa.large_string())
+            yield pa.array([piece], pa.string())
     else:
         raise ValueError(f"{unit.describe()} is a counts file, not text")
 

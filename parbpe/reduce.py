@@ -77,7 +77,7 @@ def write_run(path: str, table: pa.Table, n_partitions: int = N_PARTITIONS) -> N
     bounds = np.searchsorted(pids[order], np.arange(n_partitions + 1))
     batches = table.take(pa.array(order)).combine_chunks().to_batches()
     batch = batches[0] if batches else pa.RecordBatch.from_arrays(
-        [pa.array([], pa.large_string()), pa.array([], pa.int64())], schema=SCHEMA)
+        [pa.array([], pa.string()), pa.array([], pa.int64())], schema=SCHEMA)
     with pa.OSFile(path, "wb") as sink, ipc.new_file(sink, SCHEMA) as writer:
         for p in range(n_partitions):
             writer.write_batch(batch.slice(int(bounds[p]), int(bounds[p + 1] - bounds[p])))
@@ -222,7 +222,7 @@ def counts_file_table(unit: WorkUnit, config: TrainConfig) -> pa.Table:
             f"run uses {list(config.special_tokens)}; pass the same --special-tokens"
         )
     try:
-        chunks = pa.array(counts.chunks, pa.large_binary()).cast(pa.large_string())
+        chunks = pa.array(counts.chunks, pa.large_binary()).cast(pa.string())
     except pa.ArrowInvalid:
         raise ValueError(f"{unit.path}: a chunk is not valid UTF-8; the counts file is damaged") from None
     return sum_tables([pa.table({"chunk": chunks, "count": pa.array(counts.counts, pa.int64())}, schema=SCHEMA)])
