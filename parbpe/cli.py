@@ -24,7 +24,10 @@ def _add_corpus_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--text-column", default="text", help="parquet column / jsonl field with the text")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
     p.add_argument("--memory-budget", type=parse_size, default=None, metavar="SIZE",
-                   help="RAM limit for the process tree, e.g. 2GB")
+                   help="RAM limit for the process tree while counting, e.g. 2GB; counts past a worker's "
+                        "share spill to --tmp-dir (default: half the available RAM)")
+    p.add_argument("--tmp-dir", default=None, metavar="DIR",
+                   help="directory for spilled counts, removed at the end (default: the system's temp dir)")
     p.add_argument("--start-method", choices=["fork", "spawn", "forkserver"], default=None,
                    help="how worker processes start (default: fork where available)")
     p.add_argument("--progress", choices=MODES, default="bar", help="progress on stderr (default bar)")
@@ -50,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_corpus_options(count)
     count.add_argument("--out", required=True, metavar="FILE", help="counts file to write (.parquet)")
     count.add_argument("--freq-cutoff", type=int, default=0, help="leave out chunks seen fewer times than this")
+    count.add_argument("--stats", metavar="FILE", help="also write the run's stats (times, bytes, spills, peak RSS) "
+                       "as JSON")
 
     encode = sub.add_parser("encode", help="encode text with a trained tokenizer")
     encode.add_argument("--tokenizer", required=True, metavar="DIR")
@@ -67,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _config(args: argparse.Namespace, **extra) -> TrainConfig:
     return TrainConfig(pattern=args.pattern, special_tokens=tuple(args.special_tokens), workers=args.workers,
-                       memory_budget=args.memory_budget, text_column=args.text_column, **extra)
+                       memory_budget=args.memory_budget, text_column=args.text_column, tmp_dir=args.tmp_dir,
+                       **extra)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,8 +112,15 @@ def _run(args: argparse.Namespace) -> int:
         config = _config(args)
         summary = count_to_file(args.inputs, args.out, config, freq_cutoff=args.freq_cutoff,
                                 progress=Progress(args.progress), start_method=args.start_method)
+        seconds = sum(summary["seconds"].values())
         print(f"Wrote {summary['rows_written']:,} chunk counts ({summary['chunks']:,} chunks, "
-              f"{summary['bytes_read'] / 1e6:.1f} MB read) to {summary['out']}")
+              f"{summary['bytes_read'] / 1e6:.1f} MB read) to {summary['out']} in {seconds:.1f} s "
+              f"({summary['bytes_read'] / 1e6 / max(seconds, 1e-9):.1f} MB/s); {summary['spills']} spills, "
+              f"peak RSS {format_size(summary['peak_rss_bytes'])}.")
+        if args.stats:
+            from .tokenizer import write_text_atomically
+
+            write_text_atomically(args.stats, json.dumps(summary, indent=1))
         return 0
     if args.command == "encode":
         tok = Tokenizer.load(args.tokenizer)

@@ -73,3 +73,40 @@ def test_batching_bench_on_a_counts_file(tmp_path):
     assert serial["rounds"] == 300 - 256
     assert all(r["bytes_per_token"] > 1 for r in rows)
     assert set(result["curves"]) == {r["setting"] for r in rows[:7]}
+
+
+def _make_corpus(tmp_path: Path, name: str, seed: int, size: str = "300KB") -> Path:
+    out = tmp_path / name
+    subprocess.run([sys.executable, str(BENCH / "make_corpus.py"), "--size", size, "--out", str(out), "--seed",
+                    str(seed), "--source", str(tmp_path / "source"), "--shard-size", "120KB", "--workers", "2"],
+                   check=True, capture_output=True, text=True)
+    return out
+
+
+def test_make_corpus_is_deterministic_with_fineweb_schema_and_grows_vocabulary(tmp_path):
+    (tmp_path / "source").mkdir()
+    rng = random.Random(0)
+    paragraphs = ["\n\n".join(" ".join(rng.choice(["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran"])
+                                       for _ in range(40)) for _ in range(5)) for _ in range(50)]
+    pq.write_table(pa.table({"text": paragraphs}), tmp_path / "source" / "train-0.parquet")
+    a = _make_corpus(tmp_path, "a", seed=1)
+    b = _make_corpus(tmp_path, "b", seed=1)
+    c = _make_corpus(tmp_path, "c", seed=2)
+    files = sorted(p.name for p in a.glob("*.parquet"))
+    assert len(files) == 3
+    texts = {name: [pq.read_table(d / f, columns=["text"]).column(0).to_pylist() for f in files]
+             for name, d in (("a", a), ("b", b), ("c", c))}
+    assert texts["a"] == texts["b"] and texts["a"] != texts["c"]
+    table = pq.read_table(a / files[0])
+    assert table.column_names == ["text", "id", "dump", "url", "file_path", "language", "language_score",
+                                  "token_count", "score", "int_score"]
+    total = sum(len(t.encode()) for shard in texts["a"] for t in shard)
+    assert 300_000 <= total < 330_000
+    # Rare words: far more distinct words than the nine of the source, still growing in the last shard.
+    seen: set[str] = set()
+    new_per_shard = []
+    for shard in texts["a"]:
+        words = {w for t in shard for w in t.split()}
+        new_per_shard.append(len(words - seen))
+        seen |= words
+    assert new_per_shard[0] > 100 and new_per_shard[1] > 0.2 * new_per_shard[0]

@@ -46,7 +46,14 @@ def test_train_writes_all_files_and_reports(corpus, tmp_path, capsys):
 
 def test_count_then_train_then_encode_and_eval(corpus, tmp_path, capsys):
     counts = tmp_path / "counts.parquet"
-    assert main(["count", str(corpus), "--out", str(counts), "--workers", "1", "--progress", "none"]) == 0
+    spill_dir = tmp_path / "spills"
+    spill_dir.mkdir()
+    assert main(["count", str(corpus), "--out", str(counts), "--workers", "2", "--progress", "none",
+                 "--stats", str(tmp_path / "count.json"), "--tmp-dir", str(spill_dir)]) == 0
+    assert "chunk counts" in capsys.readouterr().out and list(spill_dir.iterdir()) == []
+    count_stats = json.loads((tmp_path / "count.json").read_text())
+    assert count_stats["bytes_read"] > 0 and count_stats["spills"] == 0 and count_stats["peak_rss_bytes"] > 0
+    assert set(count_stats["seconds"]) == {"plan", "count", "reduce"}
     out = tmp_path / "tok"
     assert main(["train", str(counts), "--vocab-size", "290", "--out", str(out), "--progress", "none"]) == 0
     capsys.readouterr()
