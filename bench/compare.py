@@ -21,12 +21,11 @@ import glob
 import json
 import os
 import platform
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
+
+from harness import run_sampled, write_rusage
 
 PATTERN = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*"""
@@ -51,14 +50,14 @@ def iter_texts(files: list[str], batch_rows: int = 1024):
 # -- one trainer, in a child process: writes ranks.json (token bytes in rank order) ----------------
 
 
-def run_one(name: str, files: list[str], vocab_size: int, out: str) -> None:
+def run_one(name: str, files: list[str], vocab_size: int, out: str, memory_budget: str | None = None) -> None:
     n_regular = vocab_size - 1  # bytes + merges; the special token comes last
     if name.startswith("parbpe"):
         import parbpe
 
         workers = 1 if name == "parbpe-w1" else (os.cpu_count() or 1)
         result = parbpe.train(files, vocab_size=vocab_size, special_tokens=(SPECIAL,), pattern="gpt4",
-                              workers=workers, out_dir=out)
+                              workers=workers, out_dir=out, memory_budget=memory_budget)
         vocab = result.tokenizer.vocab
         ranks = [vocab[i] for i in range(n_regular)]
     elif name == "tokenizers":
@@ -99,40 +98,20 @@ def run_one(name: str, files: list[str], vocab_size: int, out: str) -> None:
         raise SystemExit(f"unknown trainer {name}")
     with open(os.path.join(out, "ranks.json"), "w") as f:
         json.dump([base64.b64encode(r).decode() for r in ranks], f)
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    with open(os.path.join(out, "rusage.json"), "w") as f:
-        json.dump({"self_maxrss": own, "children_maxrss": kids}, f)
+    write_rusage(os.path.join(out, "rusage.json"))
 
 
 # -- the parent: runs, samples, evaluates, prints the table ---------------------------------------
 
 
-def measure(name: str, files: list[str], vocab_size: int, out: str) -> dict:
-    import psutil
-
+def measure(name: str, files: list[str], vocab_size: int, out: str, memory_budget: str | None = None) -> dict:
     cmd = [sys.executable, __file__, "--run-one", name, "--vocab-size", str(vocab_size), "--out", out,
            "--corpus", *files]
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak = 0
-    try:
-        ps = psutil.Process(proc.pid)
-        while proc.poll() is None:
-            try:
-                tree = [ps, *ps.children(recursive=True)]
-                peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
-            except psutil.Error:
-                pass
-            time.sleep(0.05)
-    finally:
-        _, err = proc.communicate()
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise RuntimeError(f"{name} failed (exit {proc.returncode}): {err.decode()[-2000:]}")
-    with open(os.path.join(out, "rusage.json")) as f:
-        rusage = json.load(f)
-    return {"wall": wall, "peak_sampled": peak, "peak_kernel": max(rusage["self_maxrss"], rusage["children_maxrss"])}
+    if memory_budget:
+        cmd += ["--memory-budget", memory_budget]
+    result = run_sampled(cmd, os.path.join(out, "rusage.json"))
+    result["peak_kernel"] = result.pop("peak_kernel_process")
+    return result
 
 
 def heldout_quality(name: str, out: str, heldout: str) -> dict:
@@ -174,6 +153,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--trainers", default=",".join(TRAINERS))
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--memory-budget", help="parbpe's --memory-budget (default: its own default)")
     parser.add_argument("--run-one", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -181,7 +161,7 @@ def main() -> None:
     if not files:
         raise SystemExit(f"no corpus files match {args.corpus}")
     if args.run_one:
-        run_one(args.run_one, files, args.vocab_size, args.out)
+        run_one(args.run_one, files, args.vocab_size, args.out, args.memory_budget)
         return
 
     names = [n.strip() for n in args.trainers.split(",") if n.strip()]
@@ -195,7 +175,8 @@ def main() -> None:
             for name in names:
                 out = os.path.join(tmp, f"{name}-{rep}")
                 os.makedirs(out)
-                runs[name].append(measure(name, files, args.vocab_size, out))
+                budget = args.memory_budget if name.startswith("parbpe") else None
+                runs[name].append(measure(name, files, args.vocab_size, out, budget))
                 print(f"# run {rep + 1}/{args.repeat} {name}: {runs[name][-1]['wall']:.1f} s", file=sys.stderr)
                 if rep == 0:
                     if os.path.exists(args.heldout):

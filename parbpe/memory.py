@@ -32,6 +32,7 @@ def format_size(n: float) -> str:
 
 
 MIN_WORKER_DATA = 16 * 10**6  # a worker that may hold less than this would spill all the time
+HELD_FACTOR = 6  # peak memory of a worker per byte of counts it holds
 MAX_WORKER_DATA = 10**9  # runs stay far below pyarrow's 2 GB limit of one string array
 
 
@@ -44,13 +45,15 @@ def worker_data_limit(budget: int, workers: int, base_rss: int, unit_bytes: int)
     """Bytes of counts one counting worker may hold before it spills, so the tree stays under budget.
 
     Each of the workers + 1 processes starts at about base_rss. A worker's share of the rest covers
-    reading its largest unit (about 4x its text: the text, its marked copy and pieces) and three
-    times the counts it holds (converting pieces to chunks and writing a run need two more copies).
+    reading its largest unit (about 4x its text: the text, its marked copy and pieces) and
+    HELD_FACTOR times the counts it holds: grouping (compacting pieces, converting them to chunks,
+    writing a run) briefly needs hash tables and copies several times the size of what it groups
+    (measured: peaks of 4.5-5x the held bytes).
     """
     share = (budget - (workers + 1) * base_rss) // workers
-    limit = (share - 4 * unit_bytes) // 3
+    limit = (share - 4 * unit_bytes) // HELD_FACTOR
     if limit < MIN_WORKER_DATA:
-        need = (workers + 1) * base_rss + workers * (4 * unit_bytes + 3 * MIN_WORKER_DATA)
+        need = (workers + 1) * base_rss + workers * (4 * unit_bytes + HELD_FACTOR * MIN_WORKER_DATA)
         raise ValueError(
             f"memory budget {format_size(budget)} is too small for {workers} worker(s): each process starts "
             f"at about {format_size(base_rss)} and a worker must hold its largest work unit "

@@ -111,6 +111,7 @@ class PieceCounter:
     def _compact(self) -> None:
         self._compacted = sum_tables([self._compacted, *self._pending])
         self._pending, self._pending_rows = [], 0
+        pa.default_memory_pool().release_unused()  # the grouping's hash tables go back to the OS
 
     @property
     def nbytes(self) -> int:

@@ -110,3 +110,16 @@ def test_make_corpus_is_deterministic_with_fineweb_schema_and_grows_vocabulary(t
         new_per_shard.append(len(words - seen))
         seen |= words
     assert new_per_shard[0] > 100 and new_per_shard[1] > 0.2 * new_per_shard[0]
+
+
+def test_memory_bench_runs_budgets_and_compares_outputs(tmp_path):
+    _corpus(tmp_path / "train.parquet", 0)
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "memory.py"), "--corpus", str(tmp_path / "train.parquet"),
+         "--budgets", "none,1GB", "--workers", "2", "--json", str(tmp_path / "m.json")],
+        check=True, capture_output=True, text=True)
+    assert "same output" in out.stdout
+    rows = json.loads((tmp_path / "m.json").read_text())["rows"]
+    assert [r["budget"] for r in rows] == ["none", "1GB"]
+    assert all(r["equal_to_first"] and r["peak_rss_sampled_mb"] > 0 and r["unique_chunks"] > 0 for r in rows)
+    assert rows[1]["budget_bytes"] == 10**9

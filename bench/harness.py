@@ -1,0 +1,50 @@
+"""Measuring a benchmark run in its own process: wall time and peak RSS of its whole process tree.
+
+The parent samples the tree's RSS with psutil every 50 ms; the child reports what the kernel saw
+(ru_maxrss of itself and of its largest child) with write_rusage, since the parent's own
+RUSAGE_CHILDREN keeps the maximum over every run it has made.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import time
+
+
+def write_rusage(path: str) -> None:
+    """In the child, at the end: the kernel's peak RSS of this process and of its largest child."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    with open(path, "w") as f:
+        json.dump({"self_maxrss": own, "children_maxrss": kids}, f)
+
+
+def run_sampled(cmd: list[str], rusage_path: str, interval: float = 0.05) -> dict:
+    """Run cmd; return wall seconds, the sampled peak RSS of its tree and the kernel's peak (bytes)."""
+    import psutil
+
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = 0
+    try:
+        ps = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            try:
+                tree = [ps, *ps.children(recursive=True)]
+                peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
+            except psutil.Error:
+                pass
+            time.sleep(interval)
+    finally:
+        _, err = proc.communicate()
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:4])} ... failed (exit {proc.returncode}): {err.decode()[-2000:]}")
+    with open(rusage_path) as f:
+        rusage = json.load(f)
+    os.unlink(rusage_path)
+    return {"wall": wall, "peak_sampled": peak,
+            "peak_kernel_process": max(rusage["self_maxrss"], rusage["children_maxrss"])}
