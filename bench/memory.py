@@ -78,7 +78,8 @@ def main() -> None:
             reference = reference or digest
             os.unlink(out)
             row = {
-                "budget": budget, "budget_bytes": stats["memory_budget"], "worker_data_limit": stats["worker_data_limit"],
+                "budget": budget, "budget_bytes": stats["memory_budget"],
+                "worker_data_limit": stats["worker_data_limit"],
                 "wall_s": measured["wall"], "peak_rss_sampled_mb": measured["peak_sampled"] / 1e6,
                 "peak_rss_kernel_process_mb": measured["peak_kernel_process"] / 1e6,
                 "peak_rss_parbpe_sampled_mb": stats["peak_rss_bytes"] / 1e6, "spills": stats["spills"],
