@@ -238,3 +238,18 @@ def test_compressed_files_are_one_unit(tmp_path):
     path = tmp_path / "a.jsonl.gz"
     path.write_bytes(gzip.compress(b'{"text": "x"}\n' * 1000))
     assert len(plan([str(path)], range_bytes=100)) == 1
+
+
+def test_corrupt_row_group_names_the_file_and_row_group(tmp_path):
+    rng = random.Random(1)
+    texts = ["".join(rng.choice("abcdefgh ") for _ in range(2000)) for _ in range(40)]
+    path = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"text": texts}), path, row_group_size=20, compression="none")
+    meta = pq.ParquetFile(path).metadata
+    column = meta.row_group(1).column(0)
+    data = bytearray(path.read_bytes())
+    start = column.data_page_offset + 40
+    data[start:start + 3000] = bytes(3000)  # zero the middle of row group 1's data page
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"c.parquet \(row group 1\): corrupt or unreadable parquet data"):
+        parbpe.train([str(path)], vocab_size=300, workers=1)
