@@ -123,3 +123,16 @@ def test_memory_bench_runs_budgets_and_compares_outputs(tmp_path):
     assert [r["budget"] for r in rows] == ["none", "1GB"]
     assert all(r["equal_to_first"] and r["peak_rss_sampled_mb"] > 0 and r["unique_chunks"] > 0 for r in rows)
     assert rows[1]["budget_bytes"] == 10**9
+
+
+def test_scaling_bench_counts_prefixes_of_a_generated_corpus(tmp_path):
+    (tmp_path / "source").mkdir()
+    _corpus(tmp_path / "source" / "train-0.parquet", 0)
+    corpus = _make_corpus(tmp_path, "gen", seed=0, size="300KB")
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "scaling.py"), "--corpus", str(corpus), "--sizes", "100KB,300KB",
+         "--workers", "1,2", "--json", str(tmp_path / "s.json")], check=True, capture_output=True, text=True)
+    assert "unique chunks" in out.stdout
+    rows = json.loads((tmp_path / "s.json").read_text())["rows"]
+    assert [(r["files"], r["workers"]) for r in rows] == [(1, 1), (1, 2), (3, 1), (3, 2)]
+    assert rows[0]["unique_chunks"] == rows[1]["unique_chunks"] < rows[2]["unique_chunks"] == rows[3]["unique_chunks"]
