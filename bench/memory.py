@@ -126,6 +126,8 @@ def plot(rows: list[dict], path: str) -> None:
     ax2 = ax.twinx()
     ax2.plot(x, [r["wall_s"] for r in bounded], "s--", color="tab:red", label="wall time (s)")
     ax2.set_ylabel("seconds")
+    ax2.set_ylim(0, max(r["wall_s"] for r in bounded) * 1.2)
+    ax.set_ylim(0, max(x) * 1.1)
     fig.legend(loc="upper left", bbox_to_anchor=(0.12, 0.88))
     ax.set_title("parbpe count under memory budgets")
     fig.tight_layout()
