@@ -1,7 +1,7 @@
 """Time the merge phase alone: read a counts input, build the chunk table, run the merge rounds.
 
     python bench/merge_phase.py ../shared/data/fineweb-edu-counts/fineweb-edu-1gb-cutoff10.csv \
-        --vocab-size 50304 [--max-batch-size N] [--repeat 3]
+        --vocab-size 50304 [--max-batch-size N] [--batching batchbpe|exact] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -29,12 +29,13 @@ def main() -> None:
     parser.add_argument("--max-batch-size", type=int, default=0)
     parser.add_argument("--cap-divisor", type=int, default=2)
     parser.add_argument("--pair-count", default="overlap")
+    parser.add_argument("--batching", default="batchbpe", choices=["batchbpe", "exact"])
     parser.add_argument("--special-tokens", nargs="*", default=[])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
     config = TrainConfig(vocab_size=args.vocab_size, max_batch_size=args.max_batch_size,
-                         cap_divisor=args.cap_divisor, pair_count=args.pair_count, workers=1,
+                         cap_divisor=args.cap_divisor, pair_count=args.pair_count, workers=1, batching=args.batching,
                          special_tokens=tuple(args.special_tokens))
     chunks = select_training_chunks(load_counts_files(plan(args.counts), config), config)
     times, cpu_times, merges_seen = [], [], None
@@ -44,7 +45,8 @@ def main() -> None:
         with PeakSampler() as sampler:
             t, cpu = time.perf_counter(), time.process_time()
             result = learn_merges(table, vocab, config.n_merges, max_batch_size=config.max_batch_size,
-                                  cap_divisor=config.cap_divisor, nonoverlap=config.pair_count == "nonoverlap")
+                                  cap_divisor=config.cap_divisor, nonoverlap=config.pair_count == "nonoverlap",
+                                  batching=config.batching)
             times.append(time.perf_counter() - t)
             cpu_times.append(time.process_time() - cpu)
         if merges_seen is not None:
@@ -53,7 +55,8 @@ def main() -> None:
     sizes = np.array(result.batch_sizes)
     print(json.dumps({
         "input": args.counts, "chunks": len(chunks.chunks), "table_tokens": int(len(table.tokens)),
-        "vocab_size": args.vocab_size, "max_batch_size": args.max_batch_size, "merges": len(result.merges),
+        "vocab_size": args.vocab_size, "max_batch_size": args.max_batch_size, "batching": args.batching,
+        "merges": len(result.merges),
         "rounds": len(sizes), "merges_per_round": {"min": int(sizes.min()), "mean": round(float(sizes.mean()), 1),
                                                   "max": int(sizes.max())},
         "merge_seconds": {"median": round(statistics.median(times), 3), "min": round(min(times), 3),

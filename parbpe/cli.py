@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="merges per round at most (0 = no limit, 1 = serial)")
     train.add_argument("--cap-divisor", type=int, default=2, help="BatchBPE: rank at most remaining/N pairs a round")
     train.add_argument("--pair-count", choices=["overlap", "nonoverlap"], default="overlap")
+    train.add_argument("--batching", choices=["batchbpe", "exact"], default="batchbpe",
+                       help="batchbpe: BatchBPE's safe batches (default); exact: the merges of serial BPE, "
+                            "in the same order, many per round")
 
     count = sub.add_parser("count", help="count chunks and write a counts file (a valid training input)")
     _add_corpus_options(count)
@@ -96,7 +99,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "train":
         config = _config(args, vocab_size=args.vocab_size, freq_cutoff=args.freq_cutoff,
                          stop_list_size=args.stop_list_size, max_batch_size=args.max_batch_size,
-                         cap_divisor=args.cap_divisor, pair_count=args.pair_count)
+                         cap_divisor=args.cap_divisor, pair_count=args.pair_count, batching=args.batching)
         result = train(args.inputs, config, out_dir=args.out, progress=Progress(args.progress),
                        start_method=args.start_method)
         s = result.stats

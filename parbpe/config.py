@@ -10,6 +10,7 @@ from typing import Any
 from .memory import parse_size
 from .patterns import pattern_name, resolve_pattern
 
+BATCHING_MODES = ("batchbpe", "exact")
 PAIR_COUNT_MODES = ("overlap", "nonoverlap")
 
 
@@ -30,6 +31,7 @@ class TrainConfig:
     max_batch_size: int = 0
     cap_divisor: int = 2
     pair_count: str = "overlap"
+    batching: str = "batchbpe"  # or "exact": serial BPE's merges, many per round
     workers: int = field(default_factory=lambda: os.cpu_count() or 1)
     memory_budget: int | None = None  # bytes for the whole process tree; None: half the available RAM
     text_column: str = "text"
@@ -64,6 +66,8 @@ class TrainConfig:
             raise ValueError(f"cap_divisor must be >= 1, got {self.cap_divisor}")
         if self.pair_count not in PAIR_COUNT_MODES:
             raise ValueError(f"pair_count must be one of {PAIR_COUNT_MODES}, got {self.pair_count!r}")
+        if self.batching not in BATCHING_MODES:
+            raise ValueError(f"batching must be one of {BATCHING_MODES}, got {self.batching!r}")
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
         if self.memory_budget is not None and self.memory_budget <= 0:

@@ -212,9 +212,13 @@ class LinkedEngine:
 
     def apply(self, first: np.ndarray, second: np.ndarray, new_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Apply a safe batch of merges (first[k], second[k]) -> new_ids[k]; see ChunkEngine.apply."""
+        hits, which = self.find_hits(first, second)
+        return self.apply_hits(hits, which, new_ids)
+
+    def find_hits(self, first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where a safe batch merges: (positions of the first token, index of the merge in the batch)."""
         tokens, nxt, prv = self.table.tokens, self.next, self.prev
         batch_keys = pack(first, second)
-        new_ids = np.asarray(new_ids, dtype=np.int64)
 
         # Candidate positions from the index; keep those that still hold their pair.
         cand, which = self.index.lookup(batch_keys)
@@ -237,7 +241,12 @@ class LinkedEngine:
             take = ((np.arange(len(selfs)) - run_start) & 1) == 0
             cand = np.concatenate([cand[~is_self], selfs[take]])
             which = np.concatenate([which[~is_self], self_which[take]])
-        hits = cand
+        return cand, which
+
+    def apply_hits(self, hits: np.ndarray, which: np.ndarray, new_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Merge at the positions find_hits gave; returns the change in pair counts."""
+        tokens, nxt, prv = self.table.tokens, self.next, self.prev
+        new_ids = np.asarray(new_ids, dtype=np.int64)
         if len(hits) == 0:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty
@@ -272,6 +281,76 @@ class LinkedEngine:
         return aggregate(np.concatenate([before_keys, after_keys]), np.concatenate([-before_w, after_w]))
 
 
+def exact_prefix_length(engine: LinkedEngine, first: np.ndarray, second: np.ndarray, counts: np.ndarray,
+                        first_id: int, hits: np.ndarray, which: np.ndarray) -> int:
+    """How many of a conflict-free ranked prefix serial BPE would merge in this order.
+
+    Member k is merged next by serial BPE if no pair created by members 0..k-1, counted as it
+    stands after just those merges, outranks it (pairs that existed before the batch only lose
+    occurrences, and conflict-free members never touch each other's occurrences). Nothing is
+    applied: each boundary between a merge site and its neighbour holds one pair after every
+    prefix, which changes when the merge on either side is applied. Equal counts are taken as
+    outranking, so ties only end a batch early (still exact, just smaller).
+    """
+    n = len(first)
+    if n <= 1 or len(hits) == 0:
+        return n
+    tokens, nxt, prv = engine.table.tokens, engine.next, engine.prev
+    never = n  # "member" of a position no merge of the batch touches
+    order = np.argsort(hits)
+    sorted_hits, sorted_which = hits[order], which[order]
+    partners = nxt[hits].astype(np.int64)
+    sorted_partners = np.sort(partners)
+
+    def member_starting_at(pos: np.ndarray) -> np.ndarray:
+        at = np.minimum(np.searchsorted(sorted_hits, pos), len(sorted_hits) - 1)
+        return np.where(sorted_hits[at] == pos, sorted_which[at], never)
+
+    # Right boundary of every hit: (this merge, whatever follows its partner).
+    right = nxt[partners].astype(np.int64)
+    has_right = right >= 0
+    r_pos = right[has_right]
+    r_mu, r_tu = which[has_right], second[which[has_right]]
+    r_mv, r_tv = member_starting_at(r_pos), tokens[r_pos].astype(np.int64)
+    r_w = engine.weight[hits[has_right]]
+    # Left boundary of a hit whose left neighbour no merge touches (else it is a right boundary).
+    left = prv[hits].astype(np.int64)
+    at = np.minimum(np.searchsorted(sorted_partners, left), len(sorted_partners) - 1)
+    lone = (left >= 0) & (sorted_partners[at] != left)
+    l_pos = left[lone]
+    l_mu, l_tu = np.full(len(l_pos), never), tokens[l_pos].astype(np.int64)
+    l_mv, l_tv = which[lone], first[which[lone]]
+    l_w = engine.weight[hits[lone]]
+
+    mu, tu = np.concatenate([r_mu, l_mu]), np.concatenate([r_tu, l_tu])
+    mv, tv = np.concatenate([r_mv, l_mv]), np.concatenate([r_tv, l_tv])
+    w = np.concatenate([r_w, l_w]).astype(np.int64)
+    a, c = np.minimum(mu, mv), np.maximum(mu, mv)
+    new_u, new_v = first_id + mu, first_id + mv
+    # After merge a: one side is new (both, when one merge makes both sides, as in runs of x x).
+    one_new = np.where(mu == mv, pack(new_u, new_v), np.where(mu < mv, pack(new_u, tv), pack(tu, new_v)))
+    both = (c < never) & (c != a)
+    keys = np.concatenate([one_new, one_new[both], pack(new_u[both], new_v[both])])
+    steps = np.concatenate([a + 1, c[both] + 1, c[both] + 1])  # the pair holds from member `step` on
+    deltas = np.concatenate([w, -w[both], w[both]])
+    keep = steps < n
+    keys, steps, deltas = keys[keep], steps[keep], deltas[keep]
+    if len(keys) == 0:
+        return n
+    order = np.lexsort((steps, keys))
+    keys, steps, deltas = keys[order], steps[order], deltas[order]
+    values = np.cumsum(deltas)
+    group_start = np.r_[True, keys[1:] != keys[:-1]]
+    base = np.maximum.accumulate(np.where(group_start, np.arange(len(keys)), 0))
+    values = values - np.r_[0, values][base]  # running count of each pair from its first step on
+    ends = np.r_[np.where(keys[1:] == keys[:-1], steps[1:], n), n]  # until the pair's next change
+    # The first member at or after `steps` whose count a created pair reaches (counts fall with rank).
+    reach = np.searchsorted(-np.asarray(counts, dtype=np.int64), -values, side="left")
+    stop = np.maximum(reach, steps)
+    stop = stop[(stop < ends) & (values > 0)]
+    return int(stop.min()) if len(stop) else n
+
+
 @dataclass
 class MergeResult:
     merges: list[tuple[int, int]]  # in rank order; merge k makes token first_id + k
@@ -289,6 +368,7 @@ def learn_merges(
     cap_divisor: int = 2,
     nonoverlap: bool = False,
     engine: str = "auto",
+    batching: str = "batchbpe",
     progress: Callable[[int, int], None] | None = None,
 ) -> MergeResult:
     """Run merge rounds on the table until n_merges merges are made or no pair is left.
@@ -297,31 +377,51 @@ def learn_merges(
     stop-list tokens); it is extended in place with the new tokens. Each round ranks the top pairs,
     keeps BatchBPE's safe batch of them, applies it to the table and updates the pair counts.
     engine: "linked" (overlap counting only), "chunk", or "auto" (linked where it applies).
+    batching: "batchbpe" (skip conflicting pairs, BatchBPE's rule) or "exact" (the longest ranked
+    prefix that serial BPE would merge in the same order: the same merges as max_batch_size=1).
+    Exact batching needs the linked engine; with nonoverlap counting it runs serially.
     """
     if engine not in ("auto", "linked", "chunk"):
         raise ValueError(f"engine must be 'auto', 'linked' or 'chunk', got {engine!r}")
     if engine == "linked" and nonoverlap:
         raise ValueError("the linked engine counts overlapping pairs only; use engine='chunk'")
+    if batching not in ("batchbpe", "exact"):
+        raise ValueError(f"batching must be 'batchbpe' or 'exact', got {batching!r}")
     use_chunk = nonoverlap or engine == "chunk"
+    exact = batching == "exact" and not use_chunk
+    if batching == "exact" and use_chunk:
+        max_batch_size = 1  # serial BPE is exact by definition
     runner = ChunkEngine(table, nonoverlap=nonoverlap) if use_chunk else LinkedEngine(table)
     queue = PairQueue(*runner.initial_pair_counts(), vocab)
     merges: list[tuple[int, int]] = []
     batch_sizes: list[int] = []
     while len(merges) < n_merges:
         width = search_width(n_merges - len(merges), len(vocab), cap_divisor, max_batch_size)
-        ranked, _ = queue.ranked(width)
+        ranked, counts = queue.ranked(width)
         if len(ranked) == 0:
             break
-        accepted = ranked[safe_batch(ranked)]
-        first, second = accepted >> 32, accepted & 0xFFFFFFFF
+        safe = safe_batch(ranked)
         first_id = len(vocab)
+        if exact:
+            n = len(safe) if safe.all() else int(np.argmin(safe))  # stop at the first conflict
+            first, second = ranked[:n] >> 32, ranked[:n] & 0xFFFFFFFF
+            hits, which = runner.find_hits(first, second)
+            n = exact_prefix_length(runner, first, second, counts[:n], first_id, hits, which)
+            hits, which = hits[which < n], which[which < n]
+            accepted = ranked[:n]
+        else:
+            accepted = ranked[safe]
+        first, second = accepted >> 32, accepted & 0xFFFFFFFF
         for a, b in zip(first.tolist(), second.tolist()):
             vocab.append(vocab[a] + vocab[b])
             queue.add_token(vocab[-1])
             merges.append((a, b))
         batch_sizes.append(len(accepted))
         new_ids = np.arange(first_id, first_id + len(accepted), dtype=np.int64)
-        queue.update(*runner.apply(first, second, new_ids))
+        if exact:
+            queue.update(*runner.apply_hits(hits, which, new_ids))
+        else:
+            queue.update(*runner.apply(first, second, new_ids))
         if progress is not None:
             progress(len(merges), n_merges)
     return MergeResult(merges=merges, batch_sizes=batch_sizes, stopped_early=len(merges) < n_merges,

@@ -96,7 +96,7 @@ def train(
         vocab = [bytes([b]) for b in range(256)] + list(chunks.stop_words)
         result = learn_merges(
             table, vocab, config.n_merges, max_batch_size=config.max_batch_size,
-            cap_divisor=config.cap_divisor, nonoverlap=config.pair_count == "nonoverlap",
+            cap_divisor=config.cap_divisor, nonoverlap=config.pair_count == "nonoverlap", batching=config.batching,
             progress=lambda done, total_: reporter.update("merge", done, total_, force=done == total_),
         )
         times["merge"] = time.perf_counter() - t

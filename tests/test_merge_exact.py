@@ -222,3 +222,46 @@ def test_linked_engine_refuses_nonoverlap():
 def test_token_dtype_switches_to_int32_for_large_vocabularies():
     assert build_table([b"ab"], [1], 65536).tokens.dtype == np.uint16
     assert build_table([b"ab"], [1], 65537).tokens.dtype == np.int32
+
+
+def exact_result(counts: dict[bytes, int], n_merges: int, **kwargs):
+    items = sorted(counts.items())
+    table = build_table([c for c, _ in items], [n for _, n in items], 256 + n_merges)
+    return learn_merges(table, [bytes([b]) for b in range(256)], n_merges, batching="exact", engine="linked",
+                        **kwargs)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_exact_batching_equals_serial_reference(seed):
+    rng = random.Random(2000 + seed)
+    alphabet = rng.choice([b"ab", b"abc", b"aab", b"abcdefgh", b"the quick", bytes(range(97, 123))])
+    counts = random_corpus(rng, alphabet, rng.randint(5, 80), rng.randint(2, 16))
+    n = rng.randint(5, 120)
+    result = exact_result(counts, n, cap_divisor=rng.choice([1, 2, 4]))
+    assert result.merges == reference_train(counts, n)
+    assert engine_merges(counts, n, batching="exact") == result.merges  # the chunk engine runs serially
+
+
+def test_exact_batching_makes_many_merges_per_round_on_wide_corpora():
+    rng = random.Random(7)
+    counts = random_corpus(rng, bytes(range(33, 127)), 3000, 10)
+    result = exact_result(counts, 600)
+    assert result.merges == reference_train(counts, 600)
+    assert max(result.batch_sizes) > 10 and len(result.batch_sizes) < 300
+
+
+def test_exact_batching_with_ties_and_long_runs():
+    ties = {b"za": 1, b"ab": 1, b"zb": 1, b"ba": 1, b"cd": 2, b"dc": 2}
+    assert exact_result(ties, 4).merges == reference_train(ties, 4)
+    runs = {b"a" * 1000: 3, b"a" * 7: 5, b"ba" * 50: 2, b"xyxyxy": 40}
+    assert exact_result(runs, 30).merges == reference_train(runs, 30)
+
+
+def test_exact_batching_through_train_equals_serial(tmp_path):
+    rng = random.Random(4)
+    words = ["".join(rng.choice("etaoinshrdlu") for _ in range(rng.randint(1, 8))) for _ in range(300)]
+    (tmp_path / "t.txt").write_text(" ".join(rng.choice(words) for _ in range(20000)))
+    serial = parbpe.train([str(tmp_path / "t.txt")], vocab_size=700, workers=1, max_batch_size=1)
+    exact = parbpe.train([str(tmp_path / "t.txt")], vocab_size=700, workers=1, batching="exact")
+    assert exact.tokenizer.merges == serial.tokenizer.merges
+    assert exact.stats["rounds"] < serial.stats["rounds"] / 2
