@@ -65,7 +65,8 @@ class PairQueue:
     def __len__(self) -> int:
         return len(self.counts)
 
-    def _tie_key(self, token: int) -> bytes:
+    def tie_key(self, token: int) -> bytes:
+        """descending_key of a token's bytes (cached)."""
         key = self._desc[token]
         if key is None:
             key = self._desc[token] = descending_key(self._vocab[token])
@@ -73,7 +74,7 @@ class PairQueue:
 
     def _entry(self, key: int, count: int) -> tuple[int, bytes, int, bytes, int, int]:
         first, second = key >> 32, key & 0xFFFFFFFF
-        return (-count, self._tie_key(first), -first, self._tie_key(second), -second, key)
+        return (-count, self.tie_key(first), -first, self.tie_key(second), -second, key)
 
     def update(self, keys: np.ndarray, deltas: np.ndarray) -> None:
         """Add count changes. Positive deltas are new pairs; negative ones lower existing pairs."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .batch import PairQueue, safe_batch, search_width
+from .batch import PairQueue, descending_key, safe_batch, search_width
 from .pairs import aggregate, aggregate_sorted, gather, pack, pair_keys_and_weights, run_parity
 from .table import ChunkTable
 
@@ -282,15 +282,15 @@ class LinkedEngine:
 
 
 def exact_prefix_length(engine: LinkedEngine, first: np.ndarray, second: np.ndarray, counts: np.ndarray,
-                        first_id: int, hits: np.ndarray, which: np.ndarray) -> int:
+                        first_id: int, hits: np.ndarray, which: np.ndarray, rank_key: Callable[[int], tuple]) -> int:
     """How many of a conflict-free ranked prefix serial BPE would merge in this order.
 
     Member k is merged next by serial BPE if no pair created by members 0..k-1, counted as it
     stands after just those merges, outranks it (pairs that existed before the batch only lose
     occurrences, and conflict-free members never touch each other's occurrences). Nothing is
     applied: each boundary between a merge site and its neighbour holds one pair after every
-    prefix, which changes when the merge on either side is applied. Equal counts are taken as
-    outranking, so ties only end a batch early (still exact, just smaller).
+    prefix, which changes when the merge on either side is applied. rank_key(pair key) orders
+    pairs of equal count by the tie rule (smaller is ranked first), new tokens of the round included.
     """
     n = len(first)
     if n <= 1 or len(hits) == 0:
@@ -344,11 +344,40 @@ def exact_prefix_length(engine: LinkedEngine, first: np.ndarray, second: np.ndar
     base = np.maximum.accumulate(np.where(group_start, np.arange(len(keys)), 0))
     values = values - np.r_[0, values][base]  # running count of each pair from its first step on
     ends = np.r_[np.where(keys[1:] == keys[:-1], steps[1:], n), n]  # until the pair's next change
-    # The first member at or after `steps` whose count a created pair reaches (counts fall with rank).
-    reach = np.searchsorted(-np.asarray(counts, dtype=np.int64), -values, side="left")
-    stop = np.maximum(reach, steps)
-    stop = stop[(stop < ends) & (values > 0)]
-    return int(stop.min()) if len(stop) else n
+    # A created pair outranks member k if its count is higher, or equal and it wins the tie rule.
+    # Counts fall with rank: [tie_from, below_from) are the members of equal count.
+    neg_counts = -np.asarray(counts, dtype=np.int64)
+    tie_from = np.maximum(np.searchsorted(neg_counts, -values, side="left"), steps)
+    below_from = np.maximum(np.searchsorted(neg_counts, -values, side="right"), steps)
+    live = values > 0
+    sure = below_from[live & (below_from < ends)]
+    best = int(sure.min()) if len(sure) else n
+    ties = np.flatnonzero(live & (tie_from < np.minimum(below_from, ends)) & (tie_from < best))
+    for r in ties[np.argsort(tie_from[ties], kind="stable")].tolist():
+        if tie_from[r] >= best:
+            break
+        mine = rank_key(int(keys[r]))
+        for k in range(int(tie_from[r]), min(int(below_from[r]), int(ends[r]), best)):
+            if mine < rank_key((int(first[k]) << 32) | int(second[k])):
+                best = k
+                break
+    return best
+
+
+def _round_rank_key(queue: PairQueue, vocab: list[bytes], first: np.ndarray, second: np.ndarray, first_id: int):
+    """The tie-rule key of a pair whose tokens may be made in this round (id first_id + k for member k)."""
+
+    def token_key(t: int) -> bytes:
+        if t < first_id:
+            return queue.tie_key(t)
+        k = t - first_id
+        return descending_key(vocab[int(first[k])] + vocab[int(second[k])])
+
+    def rank_key(pair: int) -> tuple:
+        a, b = pair >> 32, pair & 0xFFFFFFFF
+        return (token_key(a), -a, token_key(b), -b)
+
+    return rank_key
 
 
 @dataclass
@@ -406,7 +435,8 @@ def learn_merges(
             n = len(safe) if safe.all() else int(np.argmin(safe))  # stop at the first conflict
             first, second = ranked[:n] >> 32, ranked[:n] & 0xFFFFFFFF
             hits, which = runner.find_hits(first, second)
-            n = exact_prefix_length(runner, first, second, counts[:n], first_id, hits, which)
+            n = exact_prefix_length(runner, first, second, counts[:n], first_id, hits, which,
+                                    _round_rank_key(queue, vocab, first, second, first_id))
             hits, which = hits[which < n], which[which < n]
             accepted = ranked[:n]
         else:
