@@ -4,12 +4,13 @@
         --heldout ../shared/data/realmix/heldout.parquet --vocab-sizes 8192 32768 50304 \
         [--plot batch-sizes.png] [--json OUT]
 
-For each vocabulary size: serial mode, then BatchBPE batching with cap_divisor 2, 4, 8 (no size limit)
-and max_batch_size 50, 200, 1000 (cap_divisor 2). For each: rounds, merges per round, merge-phase
+For each vocabulary size: serial mode, exact batching (serial's merges, many per round), then
+BatchBPE batching with cap_divisor 2, 4, 8 (no size limit) and max_batch_size 50, 200, 1000
+(cap_divisor 2). For each: rounds, merges per round, merge-phase
 time, held-out bytes per token, and how many merges differ from serial (same rank position, other
 pair) and how many of its tokens serial does not make at all. The plot shows merges per round over
 the run for the largest vocabulary (the paper's figure). Counts files (or BatchBPE CSVs) are inputs,
-so every setting trains on identical chunk counts; exact batching is not there yet (issue 4).
+so every setting trains on identical chunk counts.
 """
 
 from __future__ import annotations
@@ -27,16 +28,18 @@ from parbpe.reduce import load_counts_files, select_training_chunks
 from parbpe.table import build_table
 from parbpe.tokenizer import Tokenizer
 
-SETTINGS = [("serial", 2, 1)] + [(f"cap_divisor={c}", c, 0) for c in (2, 4, 8)] + [
-    (f"max_batch_size={m}", 2, m) for m in (50, 200, 1000)
+SETTINGS = [("serial", 2, 1, "batchbpe"), ("exact", 2, 0, "exact")] + [
+    (f"cap_divisor={c}", c, 0, "batchbpe") for c in (2, 4, 8)] + [
+    (f"max_batch_size={m}", 2, m, "batchbpe") for m in (50, 200, 1000)
 ]
 
 
-def train_one(chunks, config: TrainConfig, cap_divisor: int, max_batch_size: int):
+def train_one(chunks, config: TrainConfig, cap_divisor: int, max_batch_size: int, batching: str = "batchbpe"):
     table = build_table(chunks.chunks, chunks.counts, config.vocab_size)
     vocab = [bytes([b]) for b in range(256)] + list(chunks.stop_words)
     t = time.perf_counter()
-    result = learn_merges(table, vocab, config.n_merges, cap_divisor=cap_divisor, max_batch_size=max_batch_size)
+    result = learn_merges(table, vocab, config.n_merges, cap_divisor=cap_divisor, max_batch_size=max_batch_size,
+                          batching=batching)
     seconds = time.perf_counter() - t
     first = 256 + len(chunks.stop_words)
     n_regular = first + len(result.merges)
@@ -61,8 +64,8 @@ def main() -> None:
         config = TrainConfig(vocab_size=vocab_size, special_tokens=tuple(args.special_tokens), workers=1)
         chunks = select_training_chunks(load_counts_files(plan(args.counts), config), config)
         serial_merges = None
-        for name, cap, max_batch in SETTINGS:
-            result, seconds, tok = train_one(chunks, config, cap, max_batch)
+        for name, cap, max_batch, batching in SETTINGS:
+            result, seconds, tok = train_one(chunks, config, cap, max_batch, batching)
             if serial_merges is None:
                 serial_merges = result.merges
             differ = sum(1 for a, b in zip(result.merges, serial_merges, strict=False) if a != b)

@@ -66,13 +66,15 @@ def test_batching_bench_on_a_counts_file(tmp_path):
                     "--json", str(tmp_path / "b.json")], capture_output=True, text=True, check=True, timeout=300)
     result = json.loads((tmp_path / "b.json").read_text())
     rows = result["rows"]
-    assert [r["setting"] for r in rows[:7]] == ["serial", "cap_divisor=2", "cap_divisor=4", "cap_divisor=8",
+    assert [r["setting"] for r in rows[:8]] == ["serial", "exact", "cap_divisor=2", "cap_divisor=4", "cap_divisor=8",
                                                  "max_batch_size=50", "max_batch_size=200", "max_batch_size=1000"]
-    serial = rows[0]
+    serial, exact = rows[0], rows[1]
     assert serial["merges_differing_from_serial"] == 0 and serial["merges_per_round_max"] == 1
     assert serial["rounds"] == 300 - 256
+    assert exact["merges_differing_from_serial"] == 0 and exact["tokens_not_in_serial"] == 0
+    assert exact["rounds"] < serial["rounds"]
     assert all(r["bytes_per_token"] > 1 for r in rows)
-    assert set(result["curves"]) == {r["setting"] for r in rows[:7]}
+    assert set(result["curves"]) == {r["setting"] for r in rows[:8]}
 
 
 def _make_corpus(tmp_path: Path, name: str, seed: int, size: str = "300KB") -> Path:
