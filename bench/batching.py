@@ -117,7 +117,7 @@ def plot(curves: dict[str, list[int]], vocab_size: int, path: str) -> None:
         ax.plot(xs, sizes, label=name, linewidth=1)
     ax.set_xlabel("merges made (end of round)")
     ax.set_ylabel("merges in the round")
-    ax.set_title(f"BatchBPE batch sizes over a run to {vocab_size:,} tokens")
+    ax.set_title(f"Merges per round over a run to {vocab_size:,} tokens (exact and BatchBPE batching)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -7,9 +7,11 @@ run the pattern once per distinct piece, multiplying its chunks by the piece's c
 
 The cuts (pyarrow's RE2, all at C speed) fall where the character before is not whitespace:
 - before a space;
-- between an ASCII letter and an ASCII punctuation character other than the apostrophe.
+- between an ASCII letter or digit and an ASCII punctuation character other than the apostrophe,
+  or a line break (\n, \r).
 There every built-in pattern ends one match and starts the next (no alternative continues past a
-non-space character into a space, or from a letter into such punctuation); the text after the cut
+non-space character into a space, or from a letter or digit into such punctuation or a line
+break: only a run of punctuation takes trailing line breaks); the text after the cut
 is matched exactly as before (no pattern looks behind); and the text before it ends in a character
 that is not whitespace, where the only lookahead, (?!\S) after whitespace, is never tried.
 tests/test_pieces.py checks the counts against the plain path on random Unicode built from the
@@ -54,7 +56,7 @@ def cut_pieces(texts: pa.Array) -> pa.Array:
     marked = pc.replace_substring(texts, pattern=" ", replacement=MARK + " ")
     # No cut where the character before the space is whitespace (a space itself included).
     marked = pc.replace_substring_regex(marked, pattern=f"([{WHITESPACE_CLASS}]){MARK}", replacement="\\1")
-    marked = pc.replace_substring_regex(marked, pattern=f"([A-Za-z])([{ASCII_PUNCT_NO_APOSTROPHE}])",
+    marked = pc.replace_substring_regex(marked, pattern=f"([A-Za-z0-9])([{ASCII_PUNCT_NO_APOSTROPHE}\\n\\r])",
                                         replacement="\\1" + MARK + "\\2")
     pieces = pc.list_flatten(pc.split_pattern(marked, pattern=MARK))
     return pieces.filter(pc.not_equal(pc.binary_length(pieces), 0))

@@ -19,7 +19,8 @@ from parbpe.pieces import WHITESPACE_CLASS, cut_pieces, supports
 
 # Heavier on what the cuts look at: spaces after all kinds of characters, letters next to punctuation.
 CUT_ALPHABET = ALPHABET + [" ", " ", " a", "a ", "a.", "Z,", "b'", ". ", "\n ", "\t ", "\u3000 ", "  x", "A-", "x@",
-                           "Ab", "aB", "ABc", "\u0301 ", "1 ", "12345", " 1", "'s ", "e\u0301."]
+                           "Ab", "aB", "ABc", "\u0301 ", "1 ", "12345", " 1", "'s ", "e\u0301.", "1.", "9\n", "a\n",
+                           "Z\r\n", "7,", "x\n\n", ".\n", "4\r", "!\n"]
 
 
 def _plain(texts: list[str], pattern: str) -> Counter[str]:
