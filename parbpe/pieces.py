@@ -21,8 +21,10 @@ special token, and custom patterns, take the plain path.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -130,14 +132,12 @@ class PieceCounter:
         parts = [pieces.filter(one)]
         rest = pieces.filter(pc.invert(one))
         del pieces
-        findall = self._findall
         for start in range(0, rest.num_rows, _CONVERT_BATCH):
             part = rest.slice(start, _CONVERT_BATCH)
-            chunks: list[str] = []
-            counts: list[int] = []
-            for piece, n in zip(part.column("chunk").to_pylist(), part.column("count").to_pylist()):
-                found = findall(piece)
-                chunks += found
-                counts += [n] * len(found)
-            parts.append(count_table(pa.array(chunks, pa.string()), pa.array(counts, pa.int64())))
+            found = list(map(self._findall, part.column("chunk").to_pylist()))  # the loop stays in C
+            lengths = np.fromiter(map(len, found), dtype=np.int64, count=len(found))
+            chunks = pa.array(list(itertools.chain.from_iterable(found)), pa.string())
+            counts = np.repeat(part.column("count").to_numpy(), lengths)
+            del found
+            parts.append(count_table(chunks, pa.array(counts)))
         return sum_tables(parts)
