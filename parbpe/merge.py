@@ -16,6 +16,7 @@ merged log-structured); entries that went stale cost a look, never a wrong resul
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -386,6 +387,7 @@ class MergeResult:
     batch_sizes: list[int]
     stopped_early: bool  # no pair was left before the vocabulary was full
     engine: ChunkEngine | LinkedEngine  # holds the final tokens of every chunk (chunk_tokens)
+    seconds: dict[str, float] = field(default_factory=dict)  # counting, selection, applying, updating
 
 
 def learn_merges(
@@ -420,17 +422,22 @@ def learn_merges(
     exact = batching == "exact" and not use_chunk
     if batching == "exact" and use_chunk:
         max_batch_size = 1  # serial BPE is exact by definition
+    clock = time.perf_counter()
     runner = ChunkEngine(table, nonoverlap=nonoverlap) if use_chunk else LinkedEngine(table)
     queue = PairQueue(*runner.initial_pair_counts(), vocab)
+    seconds = {"counting": time.perf_counter() - clock, "selection": 0.0, "applying": 0.0, "updating": 0.0}
     merges: list[tuple[int, int]] = []
     batch_sizes: list[int] = []
     while len(merges) < n_merges:
+        clock = time.perf_counter()
         width = search_width(n_merges - len(merges), len(vocab), cap_divisor, max_batch_size)
         ranked, counts = queue.ranked(width)
         if len(ranked) == 0:
             break
         safe = safe_batch(ranked)
         first_id = len(vocab)
+        seconds["selection"] += time.perf_counter() - clock
+        clock = time.perf_counter()
         if exact:
             n = len(safe) if safe.all() else int(np.argmin(safe))  # stop at the first conflict
             first, second = ranked[:n] >> 32, ranked[:n] & 0xFFFFFFFF
@@ -448,11 +455,12 @@ def learn_merges(
             merges.append((a, b))
         batch_sizes.append(len(accepted))
         new_ids = np.arange(first_id, first_id + len(accepted), dtype=np.int64)
-        if exact:
-            queue.update(*runner.apply_hits(hits, which, new_ids))
-        else:
-            queue.update(*runner.apply(first, second, new_ids))
+        changes = runner.apply_hits(hits, which, new_ids) if exact else runner.apply(first, second, new_ids)
+        seconds["applying"] += time.perf_counter() - clock  # exact: finding the prefix counts here
+        clock = time.perf_counter()
+        queue.update(*changes)
+        seconds["updating"] += time.perf_counter() - clock
         if progress is not None:
             progress(len(merges), n_merges)
     return MergeResult(merges=merges, batch_sizes=batch_sizes, stopped_early=len(merges) < n_merges,
-                       engine=runner)
+                       engine=runner, seconds={k: round(v, 3) for k, v in seconds.items()})
