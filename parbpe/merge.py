@@ -244,6 +244,24 @@ class LinkedEngine:
             which = np.concatenate([which[~is_self], self_which[take]])
         return cand, which
 
+    def exact_round(self, first: np.ndarray, second: np.ndarray, counts: np.ndarray, first_id: int,
+                    rank_key: Callable[[int], tuple]) -> tuple[int, tuple[np.ndarray, np.ndarray]]:
+        """Exact batching: merge the longest prefix serial BPE would (see prefix_stop); (its length, changes)."""
+        hits, which = self.find_hits(first, second)
+        n = prefix_stop(*boundary_events(self, first, second, first_id, hits, which), first, second, counts, rank_key)
+        keep = which < n
+        return n, self.apply_hits(hits[keep], which[keep], np.arange(first_id, first_id + n, dtype=np.int64))
+
+    def compact(self) -> None:
+        """Write each chunk's current tokens to the front of its region and set lengths (at the end)."""
+        t = self.table
+        live = self.next != self.REMOVED
+        chunk_of = np.repeat(np.arange(t.n_chunks), np.diff(t.starts))[live]
+        lengths = np.bincount(chunk_of, minlength=t.n_chunks).astype(np.int64)
+        dest, _ = gather(t.tokens, t.starts[:-1], lengths)
+        t.tokens[dest] = t.tokens[live]
+        t.lengths[:] = lengths
+
     def apply_hits(self, hits: np.ndarray, which: np.ndarray, new_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Merge at the positions find_hits gave; returns the change in pair counts."""
         tokens, nxt, prv = self.table.tokens, self.next, self.prev
@@ -282,20 +300,19 @@ class LinkedEngine:
         return aggregate(np.concatenate([before_keys, after_keys]), np.concatenate([-before_w, after_w]))
 
 
-def exact_prefix_length(engine: LinkedEngine, first: np.ndarray, second: np.ndarray, counts: np.ndarray,
-                        first_id: int, hits: np.ndarray, which: np.ndarray, rank_key: Callable[[int], tuple]) -> int:
-    """How many of a conflict-free ranked prefix serial BPE would merge in this order.
+def boundary_events(engine: LinkedEngine, first: np.ndarray, second: np.ndarray, first_id: int,
+                    hits: np.ndarray, which: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pairs a batch creates, as events (pair key, member, count change), without applying it.
 
-    Member k is merged next by serial BPE if no pair created by members 0..k-1, counted as it
-    stands after just those merges, outranks it (pairs that existed before the batch only lose
-    occurrences, and conflict-free members never touch each other's occurrences). Nothing is
-    applied: each boundary between a merge site and its neighbour holds one pair after every
-    prefix, which changes when the merge on either side is applied. rank_key(pair key) orders
-    pairs of equal count by the tie rule (smaller is ranked first), new tokens of the round included.
+    Each boundary between a merge site and its neighbour holds one pair after every prefix of the
+    batch: a pair with one new token from the step after the first of the two merges, a pair of
+    two new tokens from the step after the second. An event (key, k, d) says that from member k
+    on, counting the merges before k, the pair's count changes by d.
     """
     n = len(first)
+    empty = np.zeros(0, dtype=np.int64)
     if n <= 1 or len(hits) == 0:
-        return n
+        return empty, empty, empty
     tokens, nxt, prv = engine.table.tokens, engine.next, engine.prev
     never = n  # "member" of a position no merge of the batch touches
     order = np.argsort(hits)
@@ -335,7 +352,20 @@ def exact_prefix_length(engine: LinkedEngine, first: np.ndarray, second: np.ndar
     steps = np.concatenate([a + 1, c[both] + 1, c[both] + 1])  # the pair holds from member `step` on
     deltas = np.concatenate([w, -w[both], w[both]])
     keep = steps < n
-    keys, steps, deltas = keys[keep], steps[keep], deltas[keep]
+    return keys[keep], steps[keep], deltas[keep]
+
+
+def prefix_stop(keys: np.ndarray, steps: np.ndarray, deltas: np.ndarray, first: np.ndarray, second: np.ndarray,
+                counts: np.ndarray, rank_key: Callable[[int], tuple]) -> int:
+    """How many of a conflict-free ranked prefix serial BPE would merge in this order.
+
+    Member k is merged next by serial BPE if no pair created by members 0..k-1, counted as it
+    stands after just those merges (boundary_events, from every slice of the table), outranks it:
+    pairs that existed before the batch only lose occurrences, and conflict-free members never
+    touch each other's occurrences. rank_key(pair key) orders pairs of equal count by the tie
+    rule (smaller is ranked first), new tokens of the round included.
+    """
+    n = len(first)
     if len(keys) == 0:
         return n
     order = np.lexsort((steps, keys))
@@ -441,10 +471,8 @@ def learn_merges(
         if exact:
             n = len(safe) if safe.all() else int(np.argmin(safe))  # stop at the first conflict
             first, second = ranked[:n] >> 32, ranked[:n] & 0xFFFFFFFF
-            hits, which = runner.find_hits(first, second)
-            n = exact_prefix_length(runner, first, second, counts[:n], first_id, hits, which,
-                                    _round_rank_key(queue, vocab, first, second, first_id))
-            hits, which = hits[which < n], which[which < n]
+            n, changes = runner.exact_round(first, second, counts[:n], first_id,
+                                            _round_rank_key(queue, vocab, first, second, first_id))
             accepted = ranked[:n]
         else:
             accepted = ranked[safe]
@@ -454,8 +482,8 @@ def learn_merges(
             queue.add_token(vocab[-1])
             merges.append((a, b))
         batch_sizes.append(len(accepted))
-        new_ids = np.arange(first_id, first_id + len(accepted), dtype=np.int64)
-        changes = runner.apply_hits(hits, which, new_ids) if exact else runner.apply(first, second, new_ids)
+        if not exact:
+            changes = runner.apply(first, second, np.arange(first_id, first_id + len(accepted), dtype=np.int64))
         seconds["applying"] += time.perf_counter() - clock  # exact: finding the prefix counts here
         clock = time.perf_counter()
         queue.update(*changes)
