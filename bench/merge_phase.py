@@ -1,7 +1,9 @@
 """Time the merge phase alone: read a counts input, build the chunk table, run the merge rounds.
 
     python bench/merge_phase.py ../shared/data/fineweb-edu-counts/fineweb-edu-1gb-cutoff10.csv \
-        --vocab-size 50304 [--max-batch-size N] [--batching batchbpe|exact] [--repeat 3]
+        --vocab-size 50304 [--max-batch-size N] [--batching batchbpe|exact] [--workers N] [--repeat 3]
+
+Peak RSS is sampled over the whole process tree (merge workers included).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def main() -> None:
     parser.add_argument("--cap-divisor", type=int, default=2)
     parser.add_argument("--pair-count", default="overlap")
     parser.add_argument("--batching", default="batchbpe", choices=["batchbpe", "exact"])
+    parser.add_argument("--workers", type=int, default=1, help="merge worker processes (1: in-process)")
     parser.add_argument("--special-tokens", nargs="*", default=[])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
@@ -46,7 +49,7 @@ def main() -> None:
             t, cpu = time.perf_counter(), time.process_time()
             result = learn_merges(table, vocab, config.n_merges, max_batch_size=config.max_batch_size,
                                   cap_divisor=config.cap_divisor, nonoverlap=config.pair_count == "nonoverlap",
-                                  batching=config.batching)
+                                  batching=config.batching, workers=args.workers)
             times.append(time.perf_counter() - t)
             cpu_times.append(time.process_time() - cpu)
         if merges_seen is not None:
@@ -56,7 +59,7 @@ def main() -> None:
     print(json.dumps({
         "input": args.counts, "chunks": len(chunks.chunks), "table_tokens": int(len(table.tokens)),
         "vocab_size": args.vocab_size, "max_batch_size": args.max_batch_size, "batching": args.batching,
-        "merges": len(result.merges),
+        "workers": args.workers, "merges": len(result.merges), "seconds_by_part": result.seconds,
         "rounds": len(sizes), "merges_per_round": {"min": int(sizes.min()), "mean": round(float(sizes.mean()), 1),
                                                   "max": int(sizes.max())},
         "merge_seconds": {"median": round(statistics.median(times), 3), "min": round(min(times), 3),

@@ -416,7 +416,7 @@ class MergeResult:
     merges: list[tuple[int, int]]  # in rank order; merge k makes token first_id + k
     batch_sizes: list[int]
     stopped_early: bool  # no pair was left before the vocabulary was full
-    engine: ChunkEngine | LinkedEngine  # holds the final tokens of every chunk (chunk_tokens)
+    engine: ChunkEngine | LinkedEngine | ChunkTable  # final tokens of every chunk (chunk_tokens)
     seconds: dict[str, float] = field(default_factory=dict)  # counting, selection, applying, updating
 
 
@@ -430,6 +430,8 @@ def learn_merges(
     nonoverlap: bool = False,
     engine: str = "auto",
     batching: str = "batchbpe",
+    workers: int = 1,
+    start_method: str | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> MergeResult:
     """Run merge rounds on the table until n_merges merges are made or no pair is left.
@@ -441,6 +443,8 @@ def learn_merges(
     batching: "batchbpe" (skip conflicting pairs, BatchBPE's rule) or "exact" (the longest ranked
     prefix that serial BPE would merge in the same order: the same merges as max_batch_size=1).
     Exact batching needs the linked engine; with nonoverlap counting it runs serially.
+    workers > 1 spreads the engine over processes, one per slice of the table (merge_workers.py);
+    the merges are the same for any number of workers.
     """
     if engine not in ("auto", "linked", "chunk"):
         raise ValueError(f"engine must be 'auto', 'linked' or 'chunk', got {engine!r}")
@@ -453,7 +457,23 @@ def learn_merges(
     if batching == "exact" and use_chunk:
         max_batch_size = 1  # serial BPE is exact by definition
     clock = time.perf_counter()
-    runner = ChunkEngine(table, nonoverlap=nonoverlap) if use_chunk else LinkedEngine(table)
+    if workers <= 1 or table.n_chunks < 2 * workers:
+        runner = ChunkEngine(table, nonoverlap=nonoverlap) if use_chunk else LinkedEngine(table)
+        return _merge_rounds(runner, vocab, n_merges, max_batch_size, cap_divisor, exact, progress, clock)
+    from .merge_workers import SlicedEngine
+
+    sliced = SlicedEngine(table, workers, use_chunk=use_chunk, nonoverlap=nonoverlap, start_method=start_method)
+    try:
+        result = _merge_rounds(sliced, vocab, n_merges, max_batch_size, cap_divisor, exact, progress, clock)
+        result.engine = sliced.finish()  # the compacted table: chunk_tokens(c) as with one engine
+        return result
+    finally:
+        sliced.close()
+
+
+def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int, cap_divisor: int,
+                  exact: bool, progress, clock: float) -> MergeResult:
+    """The rounds of learn_merges on a ready engine."""
     queue = PairQueue(*runner.initial_pair_counts(), vocab)
     seconds = {"counting": time.perf_counter() - clock, "selection": 0.0, "applying": 0.0, "updating": 0.0}
     merges: list[tuple[int, int]] = []

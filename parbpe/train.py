@@ -97,6 +97,7 @@ def train(
         result = learn_merges(
             table, vocab, config.n_merges, max_batch_size=config.max_batch_size,
             cap_divisor=config.cap_divisor, nonoverlap=config.pair_count == "nonoverlap", batching=config.batching,
+            workers=config.workers, start_method=start_method,
             progress=lambda done, total_: reporter.update("merge", done, total_, force=done == total_),
         )
         times["merge"] = time.perf_counter() - t

@@ -1,0 +1,166 @@
+"""The merge engine spread over worker processes: each owns a slice of the chunk table.
+
+The table is cut into contiguous slices of chunks with about the same number of tokens (not of
+chunks). A worker builds an engine (merge.py) on its slice once: its first message is the pair
+counts of the slice. Every round, the coordinator (learn_merges) sends the batch, each worker
+applies it in place and answers with only the count changes it caused; the coordinator adds
+them up (int64). Nothing but these small arrays crosses between processes, and nothing is copied
+per round. Slices are handed over when the workers start (inherited with fork, pickled once with
+spawn): the table's tokens are small next to the engines' own links and indexes, which each worker
+builds for its slice alone. At the end each worker compacts its slice and sends its tokens back.
+
+A worker that fails or dies stops the run with an error naming the worker and its slice, never a
+hang; the workers are stopped on every exit path (close()).
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+
+import numpy as np
+
+from .merge import ChunkEngine, LinkedEngine, boundary_events, prefix_stop
+from .pairs import aggregate
+from .pool import get_context
+from .table import ChunkTable
+
+_POLL = 0.2  # seconds between checks that a silent worker is still alive
+
+
+def slice_bounds(table: ChunkTable, workers: int) -> list[int]:
+    """Chunk indices cutting the table into `workers` runs of chunks with about equal tokens."""
+    total = int(table.starts[-1])
+    cuts = np.searchsorted(table.starts, [total * k // workers for k in range(1, workers)])
+    return sorted({0, *cuts.tolist(), table.n_chunks})
+
+
+def _slice(table: ChunkTable, c0: int, c1: int) -> ChunkTable:
+    a, b = int(table.starts[c0]), int(table.starts[c1])
+    return ChunkTable(tokens=table.tokens[a:b], starts=table.starts[c0:c1 + 1] - a,
+                      lengths=table.lengths[c0:c1], counts=table.counts[c0:c1])
+
+
+def _worker(conn, part: ChunkTable, use_chunk: bool, nonoverlap: bool) -> None:
+    """A worker's loop: build the engine, then answer the coordinator's messages until "finish"."""
+    try:
+        engine = ChunkEngine(part, nonoverlap=nonoverlap) if use_chunk else LinkedEngine(part)
+        conn.send(("ok", engine.initial_pair_counts()))
+        hits = which = None
+        while True:
+            command, *args = conn.recv()
+            if command == "apply":
+                conn.send(("ok", engine.apply(*args)))
+            elif command == "events":
+                first, second, first_id = args
+                hits, which = engine.find_hits(first, second)
+                conn.send(("ok", boundary_events(engine, first, second, first_id, hits, which)))
+            elif command == "apply_prefix":
+                n, first_id = args
+                keep = which < n
+                conn.send(("ok", engine.apply_hits(hits[keep], which[keep],
+                                                   np.arange(first_id, first_id + n, dtype=np.int64))))
+            elif command == "finish":
+                if isinstance(engine, LinkedEngine):
+                    engine.compact()
+                conn.send(("ok", (part.tokens, part.lengths)))
+                return
+            else:
+                raise ValueError(f"unknown command {command!r}")
+    except Exception:
+        conn.send(("error", traceback.format_exc(limit=6)))
+
+
+class SlicedEngine:
+    """An engine with the interface of merge.LinkedEngine, run by one worker process per slice."""
+
+    def __init__(self, table: ChunkTable, workers: int, use_chunk: bool = False, nonoverlap: bool = False,
+                 start_method: str | None = None) -> None:
+        self.table = table
+        self.bounds = slice_bounds(table, workers)
+        context = get_context(start_method)
+        self._conns, self._procs = [], []
+        try:
+            for c0, c1 in zip(self.bounds, self.bounds[1:]):
+                ours, theirs = context.Pipe()
+                proc = context.Process(target=_worker, args=(theirs, _slice(table, c0, c1), use_chunk, nonoverlap),
+                                       daemon=True)
+                proc.start()
+                theirs.close()
+                self._conns.append(ours)
+                self._procs.append(proc)
+            self._initial = self._gather()
+        except BaseException:
+            self.close()
+            raise
+
+    def _describe(self, k: int) -> str:
+        c0, c1 = self.bounds[k], self.bounds[k + 1]
+        return f"merge worker {k} (chunks {c0}-{c1 - 1}, pid {self._procs[k].pid})"
+
+    def _died(self, k: int) -> RuntimeError:
+        return RuntimeError(f"{self._describe(k)} died (exit {self._procs[k].exitcode}); it was probably killed "
+                            "for running out of memory: lower --workers or free memory")
+
+    def _gather(self) -> list:
+        """One answer from every worker; a worker's error or death becomes a RuntimeError."""
+        answers = []
+        for k, conn in enumerate(self._conns):
+            while not conn.poll(_POLL):
+                if not self._procs[k].is_alive():
+                    raise self._died(k)
+            try:
+                status, payload = conn.recv()
+            except EOFError:
+                raise RuntimeError(f"{self._describe(k)} closed its pipe without answering") from None
+            if status != "ok":
+                raise RuntimeError(f"{self._describe(k)} failed:\n{payload}")
+            answers.append(payload)
+        return answers
+
+    def _send(self, message: tuple) -> None:
+        for k, conn in enumerate(self._conns):
+            try:
+                conn.send(message)
+            except OSError:  # a broken pipe: the worker is gone
+                self._procs[k].join(timeout=1)
+                raise self._died(k) from None
+
+    @staticmethod
+    def _sum(answers: list) -> tuple[np.ndarray, np.ndarray]:
+        return aggregate(np.concatenate([k for k, _ in answers]), np.concatenate([v for _, v in answers]))
+
+    def initial_pair_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._sum(self._initial)
+
+    def apply(self, first: np.ndarray, second: np.ndarray, new_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        self._send(("apply", first, second, new_ids))
+        return self._sum(self._gather())
+
+    def exact_round(self, first: np.ndarray, second: np.ndarray, counts: np.ndarray, first_id: int,
+                    rank_key: Callable[[int], tuple]) -> tuple[int, tuple[np.ndarray, np.ndarray]]:
+        self._send(("events", first, second, first_id))
+        events = self._gather()
+        n = prefix_stop(*(np.concatenate(parts) for parts in zip(*events)), first, second, counts, rank_key)
+        self._send(("apply_prefix", n, first_id))
+        return n, self._sum(self._gather())
+
+    def finish(self) -> ChunkTable:
+        """Compacted final tokens of every slice, written back into the table; the workers exit."""
+        self._send(("finish",))
+        for (c0, c1), (tokens, lengths) in zip(zip(self.bounds, self.bounds[1:]), self._gather()):
+            a = int(self.table.starts[c0])
+            self.table.tokens[a:a + len(tokens)] = tokens
+            self.table.lengths[c0:c1] = lengths
+        return self.table
+
+    def close(self) -> None:
+        """Stop every worker (on success and on error alike)."""
+        for conn in self._conns:
+            conn.close()
+        for proc in self._procs:
+            proc.join(timeout=1)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join()
+        self._conns, self._procs = [], []
