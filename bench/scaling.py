@@ -101,13 +101,15 @@ def plot(rows: list[dict], path: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for workers in sorted({r["workers"] for r in rows}):
         mine = [r for r in rows if r["workers"] == workers]
         left.plot([r["text_bytes"] / 1e9 for r in mine], [r["mb_s"] for r in mine], "o-", label=f"{workers} worker(s)")
     left.set_xscale("log")
-    left.set_xlabel("text (GB)")
+    left.set_ylim(0, max(r["mb_s"] for r in rows) * 1.2)
+    left.set_xlabel("text (GB, log scale)")
     left.set_ylabel("MB/s (wall)")
     left.legend()
     left.set_title("counting throughput")
@@ -117,10 +119,13 @@ def plot(rows: list[dict], path: str) -> None:
     xs = sorted(best)
     right.plot([x / 1e9 for x in xs], [best[x] / 1e6 for x in xs], "o-")
     right.set_xscale("log")
-    right.set_yscale("log")
-    right.set_xlabel("text (GB)")
+    right.set_ylim(0, max(best.values()) / 1e6 * 1.2)
+    right.set_xlabel("text (GB, log scale)")
     right.set_ylabel("unique chunks (millions)")
     right.set_title("vocabulary growth")
+    for ax in (left, right):
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
