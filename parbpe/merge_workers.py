@@ -106,13 +106,14 @@ class SlicedEngine:
         """One answer from every worker; a worker's error or death becomes a RuntimeError."""
         answers = []
         for k, conn in enumerate(self._conns):
-            while not conn.poll(_POLL):
-                if not self._procs[k].is_alive():
-                    raise self._died(k)
             try:
+                while not conn.poll(_POLL):
+                    if not self._procs[k].is_alive():
+                        raise self._died(k)
                 status, payload = conn.recv()
-            except EOFError:
-                raise RuntimeError(f"{self._describe(k)} closed its pipe without answering") from None
+            except (EOFError, OSError):  # the pipe broke: the worker is gone
+                self._procs[k].join(timeout=1)
+                raise self._died(k) from None
             if status != "ok":
                 raise RuntimeError(f"{self._describe(k)} failed:\n{payload}")
             answers.append(payload)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import __version__
@@ -88,6 +89,9 @@ def train(
         # 4. table: chunk counts -> numpy arrays
         t = time.perf_counter()
         table = build_table(chunks.chunks, chunks.counts, config.vocab_size)
+        n_training_chunks = len(chunks.chunks)
+        chunks.chunks, chunks.counts = [], []  # the table holds them now; merge workers fork without them
+        pa.default_memory_pool().release_unused()
         n_table_tokens = len(table.tokens)
         times["table"] = time.perf_counter() - t
 
@@ -129,7 +133,7 @@ def train(
         "spills": counted.spills,
         "chunks": chunks.total_chunks,
         "unique_chunks": chunks.unique_chunks,
-        "training_chunks": len(chunks.chunks),
+        "training_chunks": n_training_chunks,
         "dropped_by_freq_cutoff": chunks.dropped_by_cutoff,
         "stop_words": len(chunks.stop_words),
         "table_tokens": n_table_tokens,

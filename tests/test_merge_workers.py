@@ -20,7 +20,8 @@ MODES = {"batchbpe": {}, "exact": {"batching": "exact"}, "serial": {"max_batch_s
 def _run(counts: dict[bytes, int], n: int, workers: int, **kwargs):
     items = sorted(counts.items())
     table = build_table([c for c, _ in items], [k for _, k in items], 256 + n)
-    result = learn_merges(table, [bytes([b]) for b in range(256)], n, workers=workers, **kwargs)
+    result = learn_merges(table, [bytes([b]) for b in range(256)], n, workers=workers, min_tokens_per_worker=1,
+                          **kwargs)
     return result.merges, [result.engine.chunk_tokens(c) for c in range(table.n_chunks)]
 
 
@@ -41,6 +42,14 @@ def test_workers_give_the_single_process_merges(corpus, mode):
         assert _run(counts, n, workers, **MODES[mode]) == single
     if mode != "batchbpe" and corpus != "wide":  # (the wide one is checked in test_merge_exact)
         assert single[0] == reference_train(counts, n)
+
+
+def test_small_tables_merge_in_one_process():
+    counts, n = CORPORA["wide"]
+    items = sorted(counts.items())
+    table = build_table([c for c, _ in items], [k for _, k in items], 256 + n)
+    result = learn_merges(table, [bytes([b]) for b in range(256)], 50, workers=2)  # under 4M tokens
+    assert not isinstance(result.engine, type(table))  # the in-process engine, not the compacted table
 
 
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
