@@ -341,14 +341,20 @@ def snap_text(f, position: int) -> int:
         first = 2
 
 
+def _blocks(stream: pa.NativeFile, size: int, limit: int = -1) -> Iterator[bytes]:
+    """Blocks of at most size bytes from stream, stopping after limit bytes (-1: at its end)."""
+    while limit != 0:
+        block = stream.read(size if limit < 0 else min(size, limit))
+        if not block:
+            return
+        if limit > 0:
+            limit -= len(block)
+        yield block
+
+
 def _binary_lines(stream: pa.NativeFile, limit: int = -1) -> Iterator[bytes]:
     rest = b""
-    while True:
-        block = stream.read(READ_BLOCK if limit < 0 else min(READ_BLOCK, limit))
-        if limit >= 0:
-            limit -= len(block)
-        if not block:
-            break
+    for block in _blocks(stream, READ_BLOCK, limit):
         lines = (rest + block).split(b"\n")
         rest = lines.pop()
         yield from lines
@@ -390,14 +396,8 @@ def iter_text_pieces(path: str, stats: ReadStats, block: int = READ_BLOCK, start
         stats.documents += 1
     with _open_binary(path) as stream:
         start, end = _range(WorkUnit(path, "text", start=start, end=end), stream, snap_text)
-        remaining = end - start if end >= 0 else -1
         buffer = b""
-        while True:
-            data = stream.read(block if remaining < 0 else min(block, remaining))
-            if remaining >= 0:
-                remaining -= len(data)
-            if not data:
-                break
+        for data in _blocks(stream, block, end - start if end >= 0 else -1):
             buffer += data
             cut = find_last_safe_cut(buffer, max(len(buffer) - len(data), 2))
             if cut > 0:
