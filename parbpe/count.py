@@ -13,7 +13,7 @@ import functools
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -128,7 +128,6 @@ class CountResult:
     runs: list[str]
     stats: ReadStats
     spills: int = 0
-    per_worker_spills: list[int] = field(default_factory=list)
     budget: int | None = None  # set by the caller that chose data_limit
     data_limit: int | None = None
 
@@ -183,7 +182,7 @@ def count_to_runs(
             count_unit(unit, shard)
             if on_progress:
                 on_progress(done, len(units), shard.stats.bytes, shard.spills)
-        return CountResult(shard.finish(), shard.stats, shard.spills, [shard.spills])
+        return CountResult(shard.finish(), shard.stats, shard.spills)
 
     import multiprocess
 
@@ -205,4 +204,4 @@ def count_to_runs(
     spills = [s for _, s, _ in results]
     if on_progress:
         on_progress(len(units), len(units), stats.bytes, sum(spills))
-    return CountResult(runs, stats, sum(spills), spills)
+    return CountResult(runs, stats, sum(spills))
