@@ -113,7 +113,7 @@ class ShardCounter:
 
     def finish(self) -> list[str]:
         """Write the last run (always at least one per counter) and return all run files."""
-        if not self.runs or self.nbytes or (self.pieces is not None and self.pieces):
+        if not self.runs or self.nbytes:
             self.write_run()
         return self.runs
 
