@@ -51,3 +51,15 @@ def test_parse_size():
     assert parse_size("1.5g") == 1_500_000_000
     assert parse_size("1000") == 1000
     assert TrainConfig(memory_budget="1GB").memory_budget == 10**9
+
+
+def test_worker_data_limit_follows_the_budget():
+    from parbpe.memory import HELD_FACTOR, MAX_WORKER_DATA, worker_data_limit
+
+    base, unit = 100 * 10**6, 5 * 10**6
+    two_gb = worker_data_limit(2 * 10**9, 2, base, unit)
+    assert two_gb == ((2 * 10**9 - 3 * base) // 2 - 4 * unit) // HELD_FACTOR
+    assert worker_data_limit(10**9, 2, base, unit) < two_gb < worker_data_limit(2 * 10**9, 1, base, unit)
+    assert worker_data_limit(10**12, 2, base, unit) == MAX_WORKER_DATA
+    with pytest.raises(ValueError, match=r"too small for 2 worker\(s\).*largest work unit \(5.0 MB of text\)"):
+        worker_data_limit(400 * 10**6, 2, base, unit)
