@@ -25,6 +25,7 @@ def test_defaults_and_pattern_names():
         ({"vocab_size": 260, "stop_list_size": 3, "special_tokens": ("a", "b")}, r"at least 261"),
         ({"pattern": "("}, r"neither a built-in name"),
         ({"pair_count": "both"}, r"pair_count must be one of"),
+        ({"batching": "fast"}, r"batching must be one of"),
         ({"max_batch_size": -1}, r"max_batch_size must be >= 0"),
         ({"cap_divisor": 0}, r"cap_divisor must be >= 1"),
         ({"workers": 0}, r"workers must be >= 1"),
