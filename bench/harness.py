@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import resource
 import subprocess
 import time
@@ -48,3 +49,9 @@ def run_sampled(cmd: list[str], rusage_path: str, interval: float = 0.05) -> dic
     os.unlink(rusage_path)
     return {"wall": wall, "peak_sampled": peak,
             "peak_kernel_process": max(rusage["self_maxrss"], rusage["children_maxrss"])}
+
+
+def save_results(path: str, **fields) -> None:
+    """Write a benchmark's results as JSON, with the Python version and core count of the machine."""
+    with open(path, "w") as f:
+        json.dump({**fields, "python": platform.python_version(), "cores": os.cpu_count()}, f, indent=1)

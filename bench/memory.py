@@ -20,7 +20,7 @@ import platform
 import sys
 import tempfile
 
-from harness import run_sampled, write_rusage
+from harness import run_sampled, save_results, write_rusage
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -100,9 +100,7 @@ def main() -> None:
               f"{under:>6s} {r['spills']:7d} {r['wall_s']:8.1f} {r['mb_per_s']:7.1f} {r['unique_chunks']:14,d} "
               f"{str(r['equal_to_first']):>12s}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"rows": rows, "corpus": args.corpus, "workers": args.workers,
-                       "python": platform.python_version(), "cores": os.cpu_count()}, f, indent=1)
+        save_results(args.json, rows=rows, corpus=args.corpus, workers=args.workers)
     if args.plot:
         plot(rows, args.plot)
 

@@ -19,7 +19,7 @@ import platform
 import sys
 import tempfile
 
-from harness import run_sampled
+from harness import run_sampled, save_results
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -89,9 +89,7 @@ def main() -> None:
               f"{r['seconds']['reduce']:8.1f} {r['mb_s']:6.1f} {r['count_mb_s_per_worker']:11.1f} "
               f"{r['peak_rss_mb']:8.0f} {r['spills']:6d} {r['unique_chunks']:14,d}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"rows": rows, "corpus": args.corpus, "budget": args.budget,
-                       "python": platform.python_version(), "cores": os.cpu_count()}, f, indent=1)
+        save_results(args.json, rows=rows, corpus=args.corpus, budget=args.budget)
     if args.plot:
         plot(rows, args.plot)
 
