@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from .config import TrainConfig
 from .patterns import Splitter
-from .pieces import MARK, PieceCounter, counter_table, sum_tables, supports
+from .pieces import PieceCounter, counter_table, sum_tables, supports
 from .pool import default_start_method, parallel
 from .read import ReadStats, WorkUnit, iter_text_batches
 from .reduce import counts_file_table, write_run
@@ -74,10 +74,11 @@ class ShardCounter:
         if self.pieces is None:
             self._add_plain(texts.to_pylist())
             return
-        odd = pc.match_substring(texts, MARK)  # the marker, or a special token: the plain path
+        odd = None  # documents holding a special token take the plain path
         for special in self.config.special_tokens:
-            odd = pc.or_(odd, pc.match_substring(texts, special))
-        if pc.any(odd).as_py():
+            found = pc.match_substring(texts, special)
+            odd = found if odd is None else pc.or_(odd, found)
+        if odd is not None and pc.any(odd).as_py():
             self._add_plain(texts.filter(odd).to_pylist())
             texts = texts.filter(pc.invert(odd))
         if len(texts):

@@ -1,22 +1,24 @@
-r"""Fast, exact pre-tokenization: count distinct pieces at C speed, run the pattern once per piece.
+r"""Fast, exact pre-tokenization: count distinct pieces at C speed, split each distinct piece once.
 
 Applying the split pattern with `regex` to every document is the count stage's inner loop (about
 5 MB/s per core here). Text repeats, so instead: cut each document into small pieces at places
-where no match of a built-in pattern can cross, count the distinct pieces with pyarrow (C++), and
-run the pattern once per distinct piece, multiplying its chunks by the piece's count.
+where no match of a built-in pattern can cross (numpy, over the UTF-8 bytes), count the distinct
+pieces with pyarrow (C++), and split each distinct piece once, multiplying its chunks by the
+piece's count. The GPT-4 pattern splits ASCII pieces with the vectorized lexer of lexer.py; other
+pieces (and the other patterns) run through `regex`.
 
-The cuts (pyarrow's RE2, all at C speed) fall where the character before is not whitespace:
+The cuts fall where the character before is not whitespace:
 - before a space;
-- between an ASCII letter or digit and an ASCII punctuation character other than the apostrophe,
-  or a line break (\n, \r).
+- between an ASCII letter or digit and an ASCII symbol other than the apostrophe (punctuation or
+  a control character), or a line break (\n, \r).
 There every built-in pattern ends one match and starts the next (no alternative continues past a
-non-space character into a space, or from a letter or digit into such punctuation or a line
-break: only a run of punctuation takes trailing line breaks); the text after the cut
-is matched exactly as before (no pattern looks behind); and the text before it ends in a character
-that is not whitespace, where the only lookahead, (?!\S) after whitespace, is never tried.
-tests/test_pieces.py checks the counts against the plain path on random Unicode built from the
-characters that matter, and on real text. Documents holding the marker character (NUL) or a
-special token, and custom patterns, take the plain path.
+non-space character into a space, or from a letter or digit into such a symbol or a line break:
+only a run of symbols takes trailing line breaks); the text after the cut is matched exactly as
+before (no pattern looks behind); and the text before it ends in a character that is not
+whitespace, where the only lookahead, (?!\S) after whitespace, is never tried.
+tests/test_pieces.py checks the cuts against a character-by-character reference, and the counts
+against the plain path on random Unicode built from the characters that matter and on real text.
+Documents holding a special token, and custom patterns, take the plain path.
 """
 
 from __future__ import annotations
@@ -28,13 +30,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .lexer import gpt4_chunk_starts
 from .patterns import pattern_name
 
-MARK = "\x00"
-# Exactly the characters the `regex` module's \s matches (tests check all code points), in RE2 syntax.
-WHITESPACE_CLASS = r"\t\n\x{0b}\x{0c}\r \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}"
-_OTHER_WHITESPACE = WHITESPACE_CLASS.replace(" ", "").replace("\\n", "")
-ASCII_PUNCT_NO_APOSTROPHE = r"!-&(-/:-@\[-`{-~"
+# Exactly the characters the `regex` module's \s matches (tests check all code points).
+WHITESPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B)))
+              + "\u2028\u2029\u202f\u205f\u3000")
 
 # Pieces that are one chunk as they stand (a word with an optional leading space) skip the pattern.
 _ONE_CHUNK = {
@@ -46,7 +47,12 @@ _ONE_CHUNK = {
 # string, not large_string: pyarrow groups 32-bit-offset strings about 3x faster. Tables stay far
 # below 2 GB of text each (a worker's held counts are capped by MAX_WORKER_DATA in memory.py).
 SCHEMA = pa.schema([("chunk", pa.string()), ("count", pa.int64())])
-_CONVERT_BATCH = 200_000  # distinct pieces run through the pattern per batch (bounds the Python lists)
+_CONVERT_BATCH = 200_000  # distinct pieces split per batch (bounds the Python lists and numpy arrays)
+
+_WIDE_WHITESPACE: dict[int, set[int]] = {2: set(), 3: set()}  # by UTF-8 length
+for _char in WHITESPACE:
+    if ord(_char) >= 128:
+        _WIDE_WHITESPACE[len(_char.encode())].add(int.from_bytes(_char.encode(), "big"))
 
 
 def supports(pattern: str) -> bool:
@@ -54,18 +60,56 @@ def supports(pattern: str) -> bool:
     return pattern_name(pattern) in _ONE_CHUNK
 
 
+def string_buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets from 0, UTF-8 bytes) of a string array without nulls, as numpy views where possible."""
+    if len(array) == 0:
+        return np.zeros(1, np.int64), np.zeros(0, np.uint8)
+    _, offsets, data = array.buffers()
+    offsets = np.frombuffer(offsets, np.int32)[array.offset:array.offset + len(array) + 1].astype(np.int64)
+    data = np.frombuffer(data, np.uint8)[offsets[0]:offsets[-1]] if data is not None else np.zeros(0, np.uint8)
+    return offsets - offsets[0], data
+
+
+def _string_array(bounds: np.ndarray, data: np.ndarray) -> pa.Array:
+    """A string array over data (no copy) whose values lie between consecutive bounds."""
+    return pa.StringArray.from_buffers(len(bounds) - 1, pa.py_buffer(bounds.astype(np.int32)), pa.py_buffer(data))
+
+
+def _ends_in_whitespace(data: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """For positions ends (each just after a multi-byte character): is that character whitespace?"""
+    last2 = (data[np.maximum(ends - 2, 0)].astype(np.int64) << 8) | data[ends - 1]
+    last3 = (data[np.maximum(ends - 3, 0)].astype(np.int64) << 16) | last2
+    return np.isin(last2, list(_WIDE_WHITESPACE[2])) | np.isin(last3, list(_WIDE_WHITESPACE[3]))
+
+
+def cut_bounds(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
+    """Bounds of the pieces of the documents data[offsets[i]:offsets[i + 1]] (sorted, from 0 to len(data)).
+
+    Byte tests by arithmetic on whole arrays (a lookup table costs several of them); tests check
+    the cuts against a character-by-character reference.
+    """
+    n = len(data)
+    high = data >= 0x80
+    space = data == 0x20
+    whitespace = space | (data - np.uint8(9) < 5)  # \t \n \x0b \x0c \r and the space
+    alnum = ((data | np.uint8(0x20)) - np.uint8(ord("a")) < 26) | (data - np.uint8(ord("0")) < 10)
+    line_break = (data == 0x0A) | (data == 0x0D)
+    symbol_or_break = ~(alnum | high | whitespace | (data == ord("'"))) | line_break
+    cut = np.zeros(n + 1, bool)
+    cut[1:n] = (space[1:] & ~(whitespace[:-1] | high[:-1])) | (symbol_or_break[1:] & alnum[:-1])
+    wide = (space[1:] & high[:-1]).nonzero()[0] + 1  # a space after a multi-byte character
+    cut[wide[~_ends_in_whitespace(data, wide)]] = True
+    cut[offsets] = True
+    return cut.nonzero()[0]
+
+
 def cut_pieces(texts: pa.Array) -> pa.Array:
-    """All pieces of texts (none may hold MARK), as one flat string array."""
-    marked = pc.replace_substring(texts, pattern=" ", replacement=MARK + " ")
-    # No cut where the character before the space is whitespace (a space itself included). Plain
-    # replacements for the common two; one regex for the rest, whose class RE2 skips through fast.
-    marked = pc.replace_substring(marked, pattern=" " + MARK, replacement=" ")
-    marked = pc.replace_substring(marked, pattern="\n" + MARK, replacement="\n")
-    marked = pc.replace_substring_regex(marked, pattern=f"([{_OTHER_WHITESPACE}]){MARK}", replacement="\\1")
-    marked = pc.replace_substring_regex(marked, pattern=f"([A-Za-z0-9])([{ASCII_PUNCT_NO_APOSTROPHE}\\n\\r])",
-                                        replacement="\\1" + MARK + "\\2")
-    pieces = pc.list_flatten(pc.split_pattern(marked, pattern=MARK))
-    return pieces.filter(pc.not_equal(pc.binary_length(pieces), 0))
+    """All pieces of texts (a string array), as one flat string array viewing the same bytes."""
+    texts = texts.cast(pa.string())
+    if texts.null_count:
+        texts = texts.drop_null()
+    offsets, data = string_buffers(texts)
+    return _string_array(cut_bounds(offsets, data), data)
 
 
 def count_table(values: pa.Array, counts: pa.Array | None = None) -> pa.Table:
@@ -103,13 +147,14 @@ class PieceCounter:
         if name not in _ONE_CHUNK:
             raise ValueError("the piece shortcut is only proven for the built-in patterns")
         self._one_chunk = _ONE_CHUNK[name]
+        self._lex = name == "gpt4"
         self._findall = findall
         self._compacted = SCHEMA.empty_table()
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
 
     def add(self, texts: pa.Array) -> None:
-        """Add the pieces of texts (string array; no MARK inside)."""
+        """Add the pieces of texts (a string array)."""
         table = count_table(cut_pieces(texts))
         self._pending.append(table)
         self._pending_rows += table.num_rows
@@ -132,12 +177,17 @@ class PieceCounter:
         """The chunk counts of everything added (and the counter is emptied)."""
         self._compact()
         pieces, self._compacted = self._compacted, SCHEMA.empty_table()
-        one = pc.match_substring_regex(pieces.column("chunk"), self._one_chunk)
-        parts = [pieces.filter(one)]
-        rest = pieces.filter(pc.invert(one))
-        del pieces
-        for start in range(0, rest.num_rows, _CONVERT_BATCH):
-            part = rest.slice(start, _CONVERT_BATCH)
+        column = pieces.column("chunk")
+        if self._lex:
+            easy = pc.equal(pc.binary_length(column), pc.utf8_length(column))  # ASCII: the lexer splits them
+        else:
+            easy = pc.match_substring_regex(column, self._one_chunk)  # one chunk as they stand
+        parts = [pieces.filter(easy)]
+        rest = pieces.filter(pc.invert(easy))
+        del pieces, column
+        if self._lex:
+            parts = [_lexed(part) for part in _batches(parts[0])]
+        for part in _batches(rest):
             found = list(map(self._findall, part.column("chunk").to_pylist()))  # the loop stays in C
             lengths = np.fromiter(map(len, found), dtype=np.int64, count=len(found))
             chunks = pa.array(list(itertools.chain.from_iterable(found)), pa.string())
@@ -145,3 +195,18 @@ class PieceCounter:
             del found
             parts.append(count_table(chunks, pa.array(counts)))
         return sum_tables(parts)
+
+
+def _batches(table: pa.Table) -> list[pa.Table]:
+    return [table.slice(start, _CONVERT_BATCH).combine_chunks() for start in range(0, table.num_rows, _CONVERT_BATCH)]
+
+
+def _lexed(pieces: pa.Table) -> pa.Table:
+    """Chunk counts of distinct ASCII pieces, split by the GPT-4 lexer."""
+    offsets, data = string_buffers(pieces.column("chunk").chunk(0))
+    starts = gpt4_chunk_starts(data, offsets)
+    first = np.zeros(len(data), bool)
+    first[offsets[:-1]] = True
+    piece = np.cumsum(first[starts]) - 1
+    chunks = _string_array(np.append(starts, len(data)), data)
+    return count_table(chunks, pa.array(pieces.column("count").to_numpy()[piece]))

@@ -15,12 +15,13 @@ from test_read import ALPHABET, random_text
 from parbpe.config import TrainConfig
 from parbpe.count import ShardCounter
 from parbpe.patterns import PATTERNS
-from parbpe.pieces import WHITESPACE_CLASS, cut_pieces, supports
+from parbpe.pieces import WHITESPACE, cut_pieces, supports
 
 # Heavier on what the cuts look at: spaces after all kinds of characters, letters next to punctuation.
 CUT_ALPHABET = ALPHABET + [" ", " ", " a", "a ", "a.", "Z,", "b'", ". ", "\n ", "\t ", "\u3000 ", "  x", "A-", "x@",
                            "Ab", "aB", "ABc", "\u0301 ", "1 ", "12345", " 1", "'s ", "e\u0301.", "1.", "9\n", "a\n",
-                           "Z\r\n", "7,", "x\n\n", ".\n", "4\r", "!\n"]
+                           "Z\r\n", "7,", "x\n\n", ".\n", "4\r", "!\n", "a\x00", "\x01 ", "9\x7f", "é ", "\xa0 ",
+                           "\u2003 ", "\u205f ", "ж ", "中 ", "😀 ", "\x1f "]
 
 
 def _plain(texts: list[str], pattern: str) -> Counter[str]:
@@ -36,10 +37,32 @@ def _fast(texts: list[str], config: TrainConfig, tmp_path) -> Counter[str]:
     return Counter(dict(zip(table.column("chunk").to_pylist(), table.column("count").to_pylist()))) + shard.plain
 
 
-def test_whitespace_class_is_exactly_regex_whitespace():
-    chars = [chr(c) for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF]
-    re2 = pc.match_substring_regex(pa.array(chars), f"^[{WHITESPACE_CLASS}]$").to_pylist()
-    assert {c for c, m in zip(chars, re2) if m} == set(regex.findall(r"\s", "".join(chars)))
+def test_whitespace_is_exactly_regex_whitespace():
+    chars = "".join(chr(c) for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF)
+    assert set(WHITESPACE) == set(regex.findall(r"\s", chars))
+
+
+def _reference_pieces(text: str) -> list[str]:
+    """The cut rule, one character at a time."""
+    alnum = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+    after_alnum = {chr(c) for c in range(128)} - alnum - set(WHITESPACE) - {"'"} | {"\n", "\r"}
+    pieces, piece = [], ""
+    for before, char in zip(" " + text, text):
+        if piece and ((char == " " and before not in WHITESPACE) or (char in after_alnum and before in alnum)):
+            pieces.append(piece)
+            piece = ""
+        piece += char
+    return pieces + [piece] if piece else pieces
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cuts_equal_the_character_by_character_rule(seed):
+    rng = random.Random(seed)
+    texts = ["".join(rng.choice(CUT_ALPHABET) for _ in range(rng.randint(0, 300))) for _ in range(50)]
+    texts += ["", " ", "a", "中 x", "\xa0 y", "\u3000 z", "é b"]
+    assert cut_pieces(pa.array(texts)).to_pylist() == [p for text in texts for p in _reference_pieces(text)]
+    sliced = pa.array([None, *texts, None]).slice(1, len(texts))  # an array offset and nulls
+    assert cut_pieces(sliced).to_pylist() == [p for text in texts for p in _reference_pieces(text)]
 
 
 @pytest.mark.parametrize("pattern", ["gpt2", "gpt4", "gpt4o"])
@@ -54,18 +77,18 @@ def test_random_unicode_counts_equal_plain(pattern, seed, tmp_path):
 
 def test_pieces_put_together_are_the_text():
     rng = random.Random(5)
-    texts = ["".join(rng.choice([c for c in CUT_ALPHABET if "\x00" not in c]) for _ in range(200)) for _ in range(30)]
+    texts = ["".join(rng.choice(CUT_ALPHABET) for _ in range(200)) for _ in range(30)]
     pieces = cut_pieces(pa.array(texts)).to_pylist()
     assert "".join(pieces) == "".join(texts)
     assert len(pieces) > 30 * 20  # it did cut
 
 
-def test_specials_and_marker_take_the_plain_path(tmp_path):
+def test_specials_take_the_plain_path(tmp_path):
     texts = ["a b<|endoftext|>c d", "x\x00 y", "plain words here"]
     config = TrainConfig(special_tokens=("<|endoftext|>",), workers=1)
     shard = ShardCounter(config, str(tmp_path), "t")
     shard.add_texts(pa.array(texts, pa.string()))
-    assert shard.plain == Counter(["a", " b", "c", " d", "x", "\x00", " y"])
+    assert shard.plain == Counter(["a", " b", "c", " d"])
     assert _fast(texts, config, tmp_path) == Counter(["a", " b", "c", " d", "x", "\x00", " y", "plain", " words",
                                                       " here"])
 
