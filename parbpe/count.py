@@ -92,7 +92,11 @@ class ShardCounter:
                     self.plain.update(findall(piece))
 
     def _check_limit(self) -> None:
-        if self.data_limit is not None and self.nbytes > self.data_limit:
+        if self.data_limit is None or self.nbytes <= self.data_limit:
+            return
+        if self.pieces is not None:
+            self.pieces.compact()  # pieces are held as counted per batch until the limit is near
+        if self.nbytes > self.data_limit // 2:
             self.write_run()
             self.spills += 1
 

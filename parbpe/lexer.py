@@ -27,7 +27,9 @@ from __future__ import annotations
 import numpy as np
 import regex
 
-LETTER, DIGIT, APOSTROPHE, SYMBOL, SPACE, TAB, BREAK, HIGH, EDGE = range(9)
+# Byte classes, numbered so that the tests below are comparisons: symbols <= APOSTROPHE, whitespace
+# from SPACE to BREAK, whitespace that may lead letters SPACE or TAB.
+SYMBOL, APOSTROPHE, SPACE, TAB, BREAK, LETTER, DIGIT, HIGH, EDGE = (np.uint8(code) for code in range(9))
 
 
 def _byte_classes() -> np.ndarray:
@@ -55,18 +57,18 @@ def _byte_classes() -> np.ndarray:
 BYTE_CLASS = _byte_classes()
 
 
-def _of(*members: int) -> np.ndarray:
-    table = np.zeros(EDGE + 1, bool)
-    table[list(members)] = True
-    return table
-
-
-IS_SYMBOL = _of(SYMBOL, APOSTROPHE)
-IS_WHITESPACE = _of(SPACE, TAB, BREAK)
-IS_GLUE = _of(SPACE, TAB)  # whitespace that may lead a letters chunk
-_ONE_LETTER = np.zeros(256, bool)
-_ONE_LETTER[[ord(c) for c in "sdmt"]] = True
+_ONE_LETTER = np.zeros(256, bool)  # contractions: 's 'd 'm 't and 'll 've 're, any case
+_ONE_LETTER[[ord(c) for c in "sdmtSDMT"]] = True
 _TWO_LETTERS = {(ord(a), ord(b)) for a, b in ("ll", "ve", "re")}
+
+
+def _is_whitespace(classes: np.ndarray) -> np.ndarray:
+    return classes - SPACE < 3
+
+
+def _is_glue(classes: np.ndarray) -> np.ndarray:
+    """Whitespace that may lead a letters chunk (not a line break)."""
+    return classes - SPACE < 2
 
 
 def gpt4_chunk_starts(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -81,42 +83,37 @@ def gpt4_chunk_starts(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     cls = BYTE_CLASS[data]
     if (cls == HIGH).any():
         raise ValueError("gpt4_chunk_starts takes ASCII text only")
-    first = np.zeros(n, bool)
-    first[offsets[:-1]] = True
-    last = np.zeros(n, bool)
-    last[offsets[1:] - 1] = True
-    prev = np.empty(n, np.uint8)
-    prev[0] = EDGE
+    firsts, lasts = offsets[:-1], offsets[1:] - 1
+    prev = np.empty(n, np.uint8)  # the class before each byte in its piece, EDGE at a piece's start
     prev[1:] = cls[:-1]
-    prev[first] = EDGE
+    prev[firsts] = EDGE
     nxt = np.empty(n, np.uint8)
-    nxt[-1] = EDGE
     nxt[:-1] = cls[1:]
-    nxt[last] = EDGE
+    nxt[lasts] = EDGE
     prev2 = np.empty(n, np.uint8)
-    prev2[0] = EDGE
     prev2[1:] = prev[:-1]
-    prev2[first] = EDGE
-    start = first.copy()
+    prev2[firsts] = EDGE
+    start = np.zeros(n, bool)
+    start[firsts] = True
 
     # Symbol runs begin a chunk, unless a space before them begins it.
-    start |= IS_SYMBOL[cls] & ~IS_SYMBOL[prev] & (prev != SPACE)
+    start |= (cls <= APOSTROPHE) & (prev > SPACE)
 
     # Letter runs begin a chunk, unless glued to the whitespace or lone symbol before them.
     letters_begin = (cls == LETTER) & (prev != LETTER)
-    lone_symbol = IS_SYMBOL[prev] & ~IS_SYMBOL[prev2] & (prev2 != SPACE)  # one symbol, a chunk's start
-    start |= letters_begin & ~(IS_GLUE[prev] | lone_symbol)
-    contraction = letters_begin & lone_symbol & (prev == APOSTROPHE)
-    if contraction.any():
-        lower = data | 0x20
-        one = contraction & _ONE_LETTER[lower]
-        at = np.flatnonzero(contraction & ~one & (nxt == LETTER))
-        pairs = np.fromiter((pair in _TWO_LETTERS for pair in zip(lower[at].tolist(), lower[at + 1].tolist())),
+    lone_symbol = (prev <= APOSTROPHE) & (prev2 > SPACE)  # one symbol that begins a chunk
+    start |= letters_begin & ~(_is_glue(prev) | lone_symbol)
+    contraction = np.flatnonzero(letters_begin & lone_symbol & (prev == APOSTROPHE))
+    if len(contraction):
+        one = _ONE_LETTER[data[contraction]]
+        at = contraction[~one & (nxt[contraction] == LETTER)]
+        lower = data[np.r_[at, at + 1]] | 0x20
+        pairs = np.fromiter((pair in _TWO_LETTERS for pair in zip(lower[:len(at)].tolist(), lower[len(at):].tolist())),
                             bool, count=len(at))
-        for length, where in ((1, np.flatnonzero(one)), (2, at[pairs])):
+        for length, where in ((1, contraction[one]), (2, at[pairs])):
             after = where + length
             after = after[after < n]
-            after = after[(cls[after] == LETTER) & ~first[after]]
+            after = after[(cls[after] == LETTER) & (prev[after] == LETTER)]  # the letters go on in the piece
             start[after] = True
 
     # Digit runs: a chunk every three digits.
@@ -127,38 +124,30 @@ def gpt4_chunk_starts(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         into = digits - digits[begins][run]
         start[digits[into % 3 == 0]] = True
 
-    spaces = np.flatnonzero(IS_WHITESPACE[cls])
-    if len(spaces):
-        _whitespace_starts(start, spaces, cls[spaces], prev, nxt)
+    _whitespace_starts(start, cls, prev, nxt)
     return np.flatnonzero(start)
 
 
-def _whitespace_starts(start: np.ndarray, spaces: np.ndarray, kinds: np.ndarray, prev: np.ndarray,
-                       nxt: np.ndarray) -> None:
-    """Mark the chunk starts inside runs of whitespace (spaces: all whitespace positions)."""
-    begins = ~IS_WHITESPACE[prev[spaces]]
-    run_begin = spaces[begins]
-    run_end = spaces[~IS_WHITESPACE[nxt[spaces]]] + 1
-    run = np.cumsum(begins) - 1
-
-    breaks = kinds == BREAK
-    first_other = run_end.copy()  # first position in the run that is not a line break
-    at, of_run = spaces[~breaks], run[~breaks]
-    if len(at):
-        firsts = np.r_[True, of_run[1:] != of_run[:-1]]
-        first_other[of_run[firsts]] = at[firsts]
-    last_break = np.full(len(run_begin), -1, np.int64)
-    at, of_run = spaces[breaks], run[breaks]
-    if len(at):
-        lasts = np.r_[of_run[1:] != of_run[:-1], True]
-        last_break[of_run[lasts]] = at[lasts]
-
-    # Line breaks right after a symbol run belong to its chunk.
-    begin = np.where(IS_SYMBOL[prev[run_begin]], first_other, run_begin)
-    start[begin[begin < run_end]] = True
-    # Up to the last line break is one chunk; what follows it begins the next.
-    rest = np.where(last_break >= begin, last_break + 1, begin)
-    start[rest[rest < run_end]] = True
-    # Before something that is not whitespace, the rest's last character goes with it.
-    followed = nxt[run_end - 1] != EDGE
-    start[run_end[followed & (run_end - rest >= 2)] - 1] = True
+def _whitespace_starts(start: np.ndarray, cls: np.ndarray, prev: np.ndarray, nxt: np.ndarray) -> None:
+    """Mark the chunk starts in runs of whitespace."""
+    whitespace = _is_whitespace(cls)
+    # A run begins a chunk, unless it begins with line breaks right after symbols (their chunk takes them).
+    run_begins = whitespace & ~_is_whitespace(prev)
+    start |= run_begins & ~((cls == BREAK) & (prev <= APOSTROPHE))
+    # Before something that is not whitespace, the last of two or more spaces or tabs goes with it.
+    start |= _is_glue(cls) & _is_glue(prev) & (nxt <= DIGIT) & ~_is_whitespace(nxt)
+    # A space or tab right after a line break begins a chunk if no line break follows in the run
+    # (\s*[\r\n] ends at the run's last line break), or if only line breaks a symbol run took come before it.
+    after_break = np.flatnonzero(_is_glue(cls) & (prev == BREAK))
+    if len(after_break) == 0:
+        return
+    breaks = np.flatnonzero(cls == BREAK)
+    run_ends = np.flatnonzero(whitespace & ~_is_whitespace(nxt))
+    run_begin = np.flatnonzero(run_begins)
+    run_begin = run_begin[np.searchsorted(run_begin, after_break, "right") - 1]
+    later = np.searchsorted(breaks, after_break)
+    next_break = np.append(breaks, len(cls))[later]
+    last_of_run = run_ends[np.searchsorted(run_ends, after_break)]
+    only_breaks_before = later - np.searchsorted(breaks, run_begin) == after_break - run_begin
+    taken = only_breaks_before & (prev[run_begin] <= APOSTROPHE)
+    start[after_break[(next_break > last_of_run) | taken]] = True

@@ -15,7 +15,7 @@ from test_read import ALPHABET, random_text
 from parbpe.config import TrainConfig
 from parbpe.count import ShardCounter
 from parbpe.patterns import PATTERNS
-from parbpe.pieces import WHITESPACE, cut_pieces, supports
+from parbpe.pieces import WHITESPACE, count_table, cut_pieces, supports
 
 # Heavier on what the cuts look at: spaces after all kinds of characters, letters next to punctuation.
 CUT_ALPHABET = ALPHABET + [" ", " ", " a", "a ", "a.", "Z,", "b'", ". ", "\n ", "\t ", "\u3000 ", "  x", "A-", "x@",
@@ -98,3 +98,28 @@ def test_custom_patterns_take_the_plain_path(tmp_path):
     config = TrainConfig(pattern=r"\w+|[^\w]", workers=1)
     assert ShardCounter(config, str(tmp_path), "t").pieces is None
     assert all(supports(PATTERNS[name]) for name in ("gpt2", "gpt4", "gpt4o"))
+
+
+def test_count_table_sums_exactly_even_past_float_precision():
+    values = pa.array(["a", "b", "a", "c", "b", "a"])
+    small = count_table(values, pa.array([1, 2, 3, 4, 5, 6]))
+    assert dict(zip(*small.to_pydict().values())) == {"a": 10, "b": 7, "c": 4}
+    huge = count_table(values, pa.array([2**60, 1, 2**60 + 1, 7, 2**55, 3]))
+    assert dict(zip(*huge.to_pydict().values())) == {"a": 2**61 + 4, "b": 2**55 + 1, "c": 7}
+    assert count_table(values).to_pydict() == {"chunk": ["a", "b", "c"], "count": [3, 2, 1]}
+
+
+def test_pieces_are_compacted_before_a_spill(tmp_path):
+    """Batches repeat pieces; summing them is tried first, so a limit that holds the sum spills nothing."""
+    texts = pa.array(["the same words, over and over again. " * 20 + str(i % 7) for i in range(40)])
+    config = TrainConfig(workers=1)
+    one = ShardCounter(config, str(tmp_path), "one")
+    one.add_texts(texts)
+    shard = ShardCounter(config, str(tmp_path), "many", data_limit=3 * one.nbytes)
+    for _ in range(12):
+        shard.add_texts(texts)
+        shard._check_limit()
+    assert shard.spills == 0 and shard.pieces.nbytes < 12 * one.nbytes / 2
+    counted = shard.pieces.chunk_counts()
+    expected = one.pieces.chunk_counts()
+    assert dict(zip(*counted.to_pydict().values())) == {k: 12 * v for k, v in zip(*expected.to_pydict().values())}
