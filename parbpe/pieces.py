@@ -49,6 +49,7 @@ _ONE_CHUNK = {
 SCHEMA = pa.schema([("chunk", pa.string()), ("count", pa.int64())])
 _FLOAT_EXACT = 2**53
 _COMPACT_ROWS = 8_000_000  # pending rows (distinct within their batch) that force a compaction
+_CUT_WINDOW = 4 << 20  # bytes cut at a time (bounds the temporary arrays)
 _CONVERT_BATCH = 200_000  # distinct pieces split per batch (bounds the Python lists and numpy arrays)
 
 _WIDE_WHITESPACE: dict[int, set[int]] = {2: set(), 3: set()}  # by UTF-8 length
@@ -87,22 +88,32 @@ def _ends_in_whitespace(data: np.ndarray, ends: np.ndarray) -> np.ndarray:
 def cut_bounds(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
     """Bounds of the pieces of the documents data[offsets[i]:offsets[i + 1]] (sorted, from 0 to len(data)).
 
-    Byte tests by arithmetic on whole arrays (a lookup table costs several of them); tests check
-    the cuts against a character-by-character reference.
+    Works through the bytes in windows so that its temporary arrays stay small; tests check the
+    cuts against a character-by-character reference.
     """
     n = len(data)
+    cut = np.zeros(n + 1, bool)
+    for begin in range(1, n, _CUT_WINDOW):
+        end = min(begin + _CUT_WINDOW, n)
+        context = max(begin - 3, 0)  # a multi-byte character before a space is up to 3 bytes
+        cut[begin:end] = _cuts(data[context:end])[begin - context - 1:]
+    cut[offsets] = True
+    return cut.nonzero()[0]
+
+
+def _cuts(data: np.ndarray) -> np.ndarray:
+    """For each byte after the first: is there a cut before it? Byte tests by arithmetic on whole
+    arrays (a lookup table costs several of them)."""
     high = data >= 0x80
     space = data == 0x20
     whitespace = space | (data - np.uint8(9) < 5)  # \t \n \x0b \x0c \r and the space
     alnum = ((data | np.uint8(0x20)) - np.uint8(ord("a")) < 26) | (data - np.uint8(ord("0")) < 10)
     line_break = (data == 0x0A) | (data == 0x0D)
     symbol_or_break = ~(alnum | high | whitespace | (data == ord("'"))) | line_break
-    cut = np.zeros(n + 1, bool)
-    cut[1:n] = (space[1:] & ~(whitespace[:-1] | high[:-1])) | (symbol_or_break[1:] & alnum[:-1])
+    cut = (space[1:] & ~(whitespace[:-1] | high[:-1])) | (symbol_or_break[1:] & alnum[:-1])
     wide = (space[1:] & high[:-1]).nonzero()[0] + 1  # a space after a multi-byte character
-    cut[wide[~_ends_in_whitespace(data, wide)]] = True
-    cut[offsets] = True
-    return cut.nonzero()[0]
+    cut[wide[~_ends_in_whitespace(data, wide)] - 1] = True
+    return cut
 
 
 def cut_pieces(texts: pa.Array) -> pa.Array:

@@ -7,11 +7,11 @@ import sys
 from collections import Counter
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 import regex
 from test_read import ALPHABET, random_text
 
+from parbpe import pieces
 from parbpe.config import TrainConfig
 from parbpe.count import ShardCounter
 from parbpe.patterns import PATTERNS
@@ -55,8 +55,9 @@ def _reference_pieces(text: str) -> list[str]:
     return pieces + [piece] if piece else pieces
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_cuts_equal_the_character_by_character_rule(seed):
+@pytest.mark.parametrize(("seed", "window"), [(seed, 4 << 20) for seed in range(6)] + [(6, 3), (7, 5)])
+def test_cuts_equal_the_character_by_character_rule(seed, window, monkeypatch):
+    monkeypatch.setattr(pieces, "_CUT_WINDOW", window)
     rng = random.Random(seed)
     texts = ["".join(rng.choice(CUT_ALPHABET) for _ in range(rng.randint(0, 300))) for _ in range(50)]
     texts += ["", " ", "a", "中 x", "\xa0 y", "\u3000 z", "é b"]
