@@ -8,10 +8,11 @@ greater, so the order stays total.
 
 from __future__ import annotations
 
-import bisect
 import heapq
 
 import numpy as np
+
+_INVERTED = bytes(range(255, -1, -1))
 
 
 def descending_key(token: bytes) -> bytes:
@@ -22,7 +23,7 @@ def descending_key(token: bytes) -> bytes:
     """
     out = bytearray(2 * len(token) + 1)
     out[0:-1:2] = b"\x01" * len(token)
-    out[1:-1:2] = bytes(255 - x for x in token)
+    out[1:-1:2] = token.translate(_INVERTED)
     out[-1] = 2
     return bytes(out)
 
@@ -43,34 +44,31 @@ class PairQueue:
     def __init__(self, keys: np.ndarray, counts: np.ndarray, vocab: list[bytes]) -> None:
         self.counts: dict[int, int] = dict(zip(keys.tolist(), counts.tolist()))
         self._vocab = list(vocab)
-        self._desc: list[bytes | None] = [None] * len(vocab)  # heap tie keys, made when first needed
+        self._desc: list[bytes] = [descending_key(b) for b in vocab]  # tie keys of every token
+        self._desc_array = np.zeros(0, dtype="S8")  # the first _desc_done of them, as numpy bytes
+        self._desc_done = 0
         self._heap: list[tuple[int, bytes, int, bytes, int, int]] = []
         self._heap_threshold = float("inf")
         # The pool: sorted keys and their current counts, kept up to date from the deltas.
         self._pool_keys = np.zeros(0, dtype=np.int64)
         self._pool_counts = np.zeros(0, dtype=np.int64)
         self._pool_threshold = float("inf")
-        self._lex: list[tuple[bytes, int]] = sorted((b, i) for i, b in enumerate(vocab))
-        self._lexrank = np.empty(len(vocab), dtype=np.int64)
-        self._lexrank[[i for _, i in self._lex]] = np.arange(len(vocab))
-        self._lex_pending: list[tuple[bytes, int]] = []
 
-    def add_token(self, token_bytes: bytes) -> None:
-        """Register the bytes of the next token id (called once per merge, in id order)."""
-        token_id = len(self._vocab)
+    def add_token(self, token_bytes: bytes, first: int | None = None, second: int | None = None) -> None:
+        """Register the bytes of the next token id (called once per merge, in id order); first and
+        second, when given, are the tokens whose bytes it joins (their tie keys join the same way)."""
         self._vocab.append(token_bytes)
-        self._desc.append(None)
-        self._lex_pending.append((token_bytes, token_id))
+        if first is None or second is None:
+            self._desc.append(descending_key(token_bytes))
+        else:
+            self._desc.append(self._desc[first][:-1] + self._desc[second])
 
     def __len__(self) -> int:
         return len(self.counts)
 
     def tie_key(self, token: int) -> bytes:
-        """descending_key of a token's bytes (cached)."""
-        key = self._desc[token]
-        if key is None:
-            key = self._desc[token] = descending_key(self._vocab[token])
-        return key
+        """descending_key of a token's bytes."""
+        return self._desc[token]
 
     def _entry(self, key: int, count: int) -> tuple[int, bytes, int, bytes, int, int]:
         first, second = key >> 32, key & 0xFFFFFFFF
@@ -152,26 +150,23 @@ class PairQueue:
         top = values >= threshold
         return keys[top], values[top], threshold
 
-    def _lex_rank(self) -> np.ndarray:
-        """rank[token] = position of the token's bytes in ascending byte order (ties by id).
+    def _desc_keys(self) -> np.ndarray:
+        """The tie keys of all tokens as a fixed-width numpy bytes array, grown with room to spare.
 
-        New tokens are slotted in: each old token moves up by the number of new ones before it.
-        """
-        if self._lex_pending:
-            pending = sorted(self._lex_pending)
-            at = np.array([bisect.bisect_left(self._lex, item) for item in pending], dtype=np.int64)
-            rank = self._lexrank
-            rank += np.searchsorted(at, rank, side="right")
-            new_rank = at + np.arange(len(pending), dtype=np.int64)
-            ids = np.array([i for _, i in pending], dtype=np.int64)
-            grown = np.empty(len(self._vocab), dtype=np.int64)
-            grown[: len(rank)] = rank
-            grown[ids] = new_rank
-            self._lexrank = grown
-            for item in pending:
-                bisect.insort(self._lex, item)
-            self._lex_pending = []
-        return self._lexrank
+        Padding never decides a comparison: no key holds a zero byte or begins another key."""
+        n = len(self._desc)
+        if n > self._desc_done:
+            new = self._desc[self._desc_done:]
+            width = max(map(len, new))
+            size = self._desc_array.dtype.itemsize
+            if n > len(self._desc_array) or width > size:
+                itemsize = size if width <= size else max(width, 2 * size)
+                store = np.zeros(2 * n, dtype=f"S{itemsize}")
+                store[:self._desc_done] = self._desc_array[:self._desc_done]
+                self._desc_array = store
+            self._desc_array[self._desc_done:n] = new
+            self._desc_done = n
+        return self._desc_array
 
     def _update_pool(self, fall_keys, fall_deltas, new_keys, new_counts) -> None:
         """Apply count changes to the pool; new pairs join it when they reach its threshold."""
@@ -210,9 +205,13 @@ class PairQueue:
             kth = np.partition(counts, len(keys) - n)[len(keys) - n]
             near = counts >= kth
             keys, counts = keys[near], counts[near]
-        rank = self._lex_rank()
-        # Rank order: count, then first token's bytes, then second's; all descending.
-        order = np.lexsort((-rank[keys & 0xFFFFFFFF], -rank[keys >> 32], -counts))[:n]
+        # Rank order: count, then first token's bytes, then second's; all descending. Tokens are
+        # ranked among those of these pairs only (place 0: the greatest), which orders the pairs the same.
+        tokens, which = np.unique(np.concatenate([keys >> 32, keys & 0xFFFFFFFF]), return_inverse=True)
+        place = np.empty(len(tokens), dtype=np.int64)
+        place[np.lexsort((-tokens, self._desc_keys()[tokens]))] = np.arange(len(tokens))
+        by_tokens = np.argsort(place[which[:len(keys)]] * len(tokens) + place[which[len(keys):]])
+        order = by_tokens[np.argsort(-counts[by_tokens], kind="stable")[:n]]
         return keys[order], counts[order]
 
 
@@ -226,18 +225,18 @@ def safe_batch(ranked_keys: np.ndarray) -> np.ndarray:
     """
     first = ranked_keys >> 32
     second = ranked_keys & 0xFFFFFFFF
-    return (_earliest(second, first) >= np.arange(len(ranked_keys))) & (
-        _earliest(first, second) >= np.arange(len(ranked_keys))
-    )
+    if len(ranked_keys) == 0:
+        return np.zeros(0, dtype=bool)
+    position = np.arange(len(ranked_keys))
+    size = int(max(first.max(), second.max())) + 1
+    return (_earliest(second, size)[first] >= position) & (_earliest(first, size)[second] >= position)
 
 
-def _earliest(column: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-    """For each token, the first index at which it appears in column (len(column) if never)."""
-    uniq, first_at = np.unique(column, return_index=True)
-    where = np.searchsorted(uniq, tokens)
-    where[where == len(uniq)] = 0
-    found = uniq[where] == tokens
-    return np.where(found, first_at[where], len(column))
+def _earliest(column: np.ndarray, size: int) -> np.ndarray:
+    """For each token id below size, the first index at which it appears in column (len(column) if never)."""
+    first_at = np.full(size, len(column), dtype=np.int64)
+    np.minimum.at(first_at, column, np.arange(len(column)))
+    return first_at
 
 
 def search_width(merges_remaining: int, vocab_now: int, cap_divisor: int, max_batch_size: int) -> int:

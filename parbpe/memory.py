@@ -45,7 +45,7 @@ def worker_data_limit(budget: int, workers: int, base_rss: int, unit_bytes: int)
     """Bytes of counts one counting worker may hold before it spills, so the tree stays under budget.
 
     Each of the workers + 1 processes starts at about base_rss. A worker's share of the rest covers
-    reading its largest unit (about 4x its text: the text, its marked copy and pieces) and
+    reading its largest unit (about 4x its text: the text, its cut mask and piece offsets) and
     HELD_FACTOR times the counts it holds: grouping (compacting pieces, converting them to chunks,
     writing a run) briefly needs hash tables and copies several times the size of what it groups
     (measured: peaks of 4.5-5x the held bytes).

@@ -508,7 +508,7 @@ def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int
         first, second = accepted >> 32, accepted & 0xFFFFFFFF
         for a, b in zip(first.tolist(), second.tolist()):
             vocab.append(vocab[a] + vocab[b])
-            queue.add_token(vocab[-1])
+            queue.add_token(vocab[-1], a, b)
             merges.append((a, b))
         batch_sizes.append(len(accepted))
         if not exact:

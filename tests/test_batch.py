@@ -108,3 +108,35 @@ def test_search_width_caps():
     assert search_width(100, 300, 2, 7) == 7  # max_batch_size caps
     assert search_width(1, 300, 2, 0) == 1  # at least one
     assert search_width(1000, 300, 2, 1) == 1  # serial
+
+
+def test_ranking_with_long_tokens_and_extreme_bytes():
+    """Tie keys grow past their array's width; zero and 0xFF bytes and prefixes order correctly."""
+    rng = random.Random(11)
+    vocab = [bytes([b]) for b in range(256)]
+    alphabet = [0, 1, 97, 98, 254, 255]
+    counts = {int(pack(a, b)): rng.randint(1, 5) for a in alphabet for b in alphabet}
+    keys = np.array(sorted(counts), dtype=np.int64)
+    queue = PairQueue(keys, np.array([counts[k] for k in keys.tolist()], dtype=np.int64), list(vocab))
+    tokens = list(alphabet)
+    for step in range(80):
+        new_token = len(vocab)
+        a, b = rng.choice(tokens), rng.choice(tokens)
+        vocab.append(vocab[a] + vocab[b])  # lengths keep growing
+        if step % 2:
+            queue.add_token(vocab[-1], a, b)  # the tie key joined from the parts' keys
+        else:
+            queue.add_token(vocab[-1])
+        assert queue.tie_key(new_token) == descending_key(vocab[-1])
+        deltas = {}
+        for _ in range(6):
+            other = rng.choice(tokens)
+            k = int(pack(new_token, other)) if rng.random() < 0.5 else int(pack(other, new_token))
+            if k not in counts and k not in deltas:
+                deltas[k] = rng.randint(1, 5)  # few distinct counts: ties everywhere
+        tokens.append(new_token)
+        counts.update(deltas)
+        upd = sorted(deltas)
+        queue.update(np.array(upd, dtype=np.int64), np.array([deltas[k] for k in upd], dtype=np.int64))
+        assert queue.ranked(len(counts))[0].tolist() == _reference_ranking(counts, vocab), step
+    assert max(map(len, vocab)) > 20
