@@ -78,13 +78,15 @@ class PairQueue:
         """Add count changes. Positive deltas are new pairs; negative ones lower existing pairs."""
         counts = self.counts
         falling = deltas < 0
-        for key, delta in zip(keys[falling].tolist(), deltas[falling].tolist()):
-            left = counts[key] + delta
-            if left > 0:
-                counts[key] = left
-            else:
-                assert left == 0, "a pair count went negative"
-                del counts[key]
+        fall_keys = keys[falling]  # distinct keys (deltas come aggregated)
+        left = deltas[falling] + np.fromiter(map(counts.__getitem__, fall_keys.tolist()), dtype=np.int64,
+                                             count=len(fall_keys))
+        if (left < 0).any():
+            raise AssertionError("a pair count went negative")
+        gone = left == 0
+        counts.update(zip(fall_keys[~gone].tolist(), left[~gone].tolist()))
+        for key in fall_keys[gone].tolist():
+            del counts[key]
         rising = ~falling
         new_keys, new_counts = keys[rising], deltas[rising]
         size = len(counts)
