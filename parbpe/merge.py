@@ -59,30 +59,41 @@ class PairIndex:
     """pair key -> where it occurs (chunk ids or positions), as a short list of sorted blocks:
     one block per round, and a block is folded into the one before it once it is as large (as in
     a binary counter), so an entry is re-sorted O(log n) times and few blocks are ever searched.
+    The first block (the table's pairs before any merge, the largest) is never folded: a fold
+    briefly holds its blocks twice, and that one would double the index's memory for nothing.
 
-    value_dtype stores the values (int32 while they fit: half the memory). Stale entries stay:
-    dropping them at every fold was tried and cost more time (realmix: +4 s of 14) than the
-    memory it saved (about 90 MB of 900).
+    Keys are stored as uint32 (first << 16 | second, the same order) while token ids fit in 16
+    bits, and values as value_dtype (int32 while they fit). Stale entries stay: dropping them at
+    every fold was tried and cost more time (realmix: +4 s of 14) than the memory it saved.
     """
 
     blocks: list[_IndexBlock] = field(default_factory=list)
     value_dtype: type = np.int64
+    narrow_keys: bool = False  # every token id < 2**16: uint32 keys
 
-    def add(self, keys: np.ndarray, values: np.ndarray, presorted: bool = False) -> None:
-        """Add (key, value) entries of pairs new to the index; fold small blocks together."""
+    def _stored(self, keys: np.ndarray) -> np.ndarray:
+        if not self.narrow_keys:
+            return keys
+        return ((keys >> 32) << 16 | (keys & 0xFFFF)).astype(np.uint32)
+
+    def add(self, keys: np.ndarray, values: np.ndarray, presorted: bool = False, stored: bool = False) -> None:
+        """Add (key, value) entries of pairs new to the index; fold small blocks together.
+        stored: the keys are already in the stored form (uint32 with narrow_keys)."""
         if len(keys):
             # Lookups never rely on the order of values within a key, nor on their being distinct.
             if not presorted:
                 order = np.argsort(keys)
                 keys, values = keys[order], values[order]
-            self.blocks.append(_IndexBlock(keys, values.astype(self.value_dtype, copy=False)))
-        while len(self.blocks) >= 2 and len(self.blocks[-2]) <= len(self.blocks[-1]):
+            self.blocks.append(_IndexBlock(keys if stored else self._stored(keys),
+                                           values.astype(self.value_dtype, copy=False)))
+        while len(self.blocks) >= 3 and len(self.blocks[-2]) <= len(self.blocks[-1]):
             newer = self.blocks.pop()
             self.blocks.append(_merge_sorted(self.blocks.pop(), newer))
 
     def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """All entries of the given keys: (values, index into keys of the key each belongs to)."""
         values, which = [], []
+        keys = self._stored(keys)
         for block in self.blocks:
             lo = np.searchsorted(block.keys, keys, side="left")
             hi = np.searchsorted(block.keys, keys, side="right")
@@ -114,7 +125,8 @@ class ChunkEngine:
     def __init__(self, table: ChunkTable, nonoverlap: bool = False) -> None:
         self.table = table
         self.nonoverlap = nonoverlap
-        self.index = PairIndex(value_dtype=np.int32 if table.n_chunks < 2**31 else np.int64)
+        self.index = PairIndex(value_dtype=np.int32 if table.n_chunks < 2**31 else np.int64,
+                               narrow_keys=table.tokens.dtype == np.uint16)
 
     def chunk_tokens(self, c: int) -> list[int]:
         """Current tokens of chunk c (for tests and debugging)."""
@@ -209,7 +221,7 @@ class LinkedEngine:
         # Each position carries its chunk's count (int32 while counts fit; sums are made in int64).
         weight_dtype = np.int32 if len(t.counts) == 0 or int(t.counts.max()) < 2**31 else np.int64
         self.weight = np.repeat(t.counts.astype(weight_dtype), t.lengths)
-        self.index = PairIndex(value_dtype=link_dtype)
+        self.index = PairIndex(value_dtype=link_dtype, narrow_keys=table.tokens.dtype == np.uint16)
         self._marked = np.zeros(n_tokens, dtype=bool)  # scratch, all False between rounds
 
     def _pairs_at(self, positions: np.ndarray) -> np.ndarray:
@@ -217,12 +229,29 @@ class LinkedEngine:
 
     def initial_pair_counts(self) -> tuple[np.ndarray, np.ndarray]:
         """Count every pair of the table once and build the index; returns (sorted keys, counts)."""
-        starts = np.flatnonzero(self.next >= 0).astype(np.int64)
-        keys = self._pairs_at(starts)
-        order = np.argsort(keys)  # one sort serves both the index and the counts
-        keys, starts = keys[order], starts[order]
-        self.index.add(keys, starts, presorted=True)
-        return aggregate_sorted(keys, self.weight[starts])
+        starts = np.flatnonzero(self.next >= 0)
+        if not self.index.narrow_keys or len(self.next) >= 2**32:
+            keys = self._pairs_at(starts)
+            order = np.argsort(keys)  # one sort serves both the index and the counts
+            keys, starts = keys[order], starts[order]
+            self.index.add(keys, starts, presorted=True)
+            return aggregate_sorted(keys, self.weight[starts])
+        # The table's largest moment: sort (narrow key, position) packed in one uint64, in place,
+        # instead of keys, positions, a permutation and sorted copies of both (16 bytes a pair, not 48).
+        tokens = self.table.tokens
+        packed = tokens[starts].astype(np.uint64) << np.uint64(48)
+        packed |= tokens[self.next[starts]].astype(np.uint64) << np.uint64(32)
+        packed |= starts.astype(np.uint64)
+        del starts
+        packed.sort()
+        positions = (packed & np.uint64(0xFFFFFFFF)).astype(self.next.dtype)
+        packed >>= np.uint64(32)
+        keys = packed.astype(np.uint32)
+        del packed
+        self.index.add(keys, positions, presorted=True, stored=True)
+        narrow, counts = aggregate_sorted(keys, self.weight[positions])
+        narrow = narrow.astype(np.int64)
+        return pack(narrow >> 16, narrow & 0xFFFF), counts
 
     def chunk_tokens(self, c: int) -> list[int]:
         """Current tokens of chunk c, following the links (for tests and debugging)."""

@@ -89,7 +89,7 @@ def aggregate_sorted(sorted_keys: np.ndarray, weights: np.ndarray) -> tuple[np.n
     first[1:] = sorted_keys[1:] != sorted_keys[:-1]
     starts = np.flatnonzero(first)
     # int64 all the way: a pair seen billions of times must not lose precision.
-    sums = np.add.reduceat(np.asarray(weights, dtype=np.int64), starts)
+    sums = np.add.reduceat(weights, starts, dtype=np.int64)
     uniq = sorted_keys[starts]
     nz = sums != 0
     return uniq[nz], sums[nz]

@@ -7,7 +7,9 @@ import random
 import numpy as np
 import pytest
 
-from parbpe.merge import PairIndex, _IndexBlock, _merge_sorted
+from parbpe.merge import LinkedEngine, PairIndex, _IndexBlock, _merge_sorted
+from parbpe.pairs import pack
+from parbpe.table import build_table
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -25,18 +27,44 @@ def test_merge_sorted_equals_a_stable_sort(seed):
     assert merged.values.dtype == np.int32
 
 
-def test_lookup_finds_every_entry_through_folds():
+@pytest.mark.parametrize("narrow", [False, True])
+def test_lookup_finds_every_entry_through_folds(narrow):
     rng = random.Random(3)
-    index = PairIndex(value_dtype=np.int32)
+    index = PairIndex(value_dtype=np.int32, narrow_keys=narrow)
+    big = [(a << 32) | b for a in (0, 1, 255, 65535) for b in (0, 7, 65534, 65535)]  # keys as pack() makes them
     added: set[tuple[int, int]] = set()
+    first = None
     for step in range(200):
-        keys = np.array([rng.randrange(40) for _ in range(rng.randint(0, 25))], dtype=np.int64)
+        keys = np.array([rng.choice(big) for _ in range(rng.randint(0, 25))], dtype=np.int64)
         values = np.arange(len(added), len(added) + len(keys), dtype=np.int64)
         added.update(zip(keys.tolist(), values.tolist()))
         index.add(keys, values)
-        assert all((np.diff(b.keys) >= 0).all() and b.values.dtype == np.int32 for b in index.blocks)
-        assert len(index.blocks) <= 1 + len(added).bit_length()  # folded as a binary counter
-        query = np.array(sorted(rng.sample(range(40), 10)), dtype=np.int64)
+        assert all((np.diff(b.keys.astype(np.int64)) >= 0).all() and b.values.dtype == np.int32 for b in index.blocks)
+        first = first or (index.blocks[0] if index.blocks else None)
+        assert first is None or index.blocks[0] is first  # never folded
+        assert all(b.keys.dtype == (np.uint32 if narrow else np.int64) for b in index.blocks)
+        assert len(index.blocks) <= 2 + len(added).bit_length()  # the first block, then a binary counter
+        query = np.array(sorted(rng.sample(big, 6)), dtype=np.int64)
         found, which = index.lookup(query)
         wanted = sorted(e for e in added if e[0] in set(query.tolist()))
         assert sorted(zip(query[which].tolist(), found.tolist())) == wanted, step
+
+
+@pytest.mark.parametrize("vocab_size", [1000, 70000])  # narrow (uint16 tokens) and wide keys
+def test_pair_counts_are_exact_past_int32(vocab_size):
+    """Weights are stored as int32 while each count fits; their sums must not wrap."""
+    count = 2**31 - 1
+    table = build_table([b"abc", b"abd", b"xab"], [count, count, count], vocab_size)
+    engine = LinkedEngine(table)
+    assert engine.weight.dtype == np.int32
+    keys, counts = engine.initial_pair_counts()
+    got = dict(zip(keys.tolist(), counts.tolist()))
+    assert got[int(pack(ord("a"), ord("b")))] == 3 * count
+    assert got[int(pack(ord("b"), ord("c")))] == count
+    keys, deltas = engine.apply(np.array([ord("a")]), np.array([ord("b")]), np.array([256]))
+    changes = dict(zip(keys.tolist(), deltas.tolist()))
+    assert changes[int(pack(ord("a"), ord("b")))] == -3 * count
+    assert changes[int(pack(256, ord("c")))] == count
+    huge = build_table([b"abc"], [2**40], vocab_size)
+    assert LinkedEngine(huge).weight.dtype == np.int64
+    assert dict(zip(*map(np.ndarray.tolist, LinkedEngine(huge).initial_pair_counts())))[int(pack(97, 98))] == 2**40
