@@ -26,10 +26,12 @@ from .batch import PairQueue, descending_key, safe_batch, search_width
 from .pairs import aggregate, aggregate_sorted, gather, pack, pair_keys_and_weights, run_parity
 from .table import ChunkTable
 
-# A merge worker's slice must hold this many table tokens: below it, a round's messages cost more
-# than the work they spread (FineWeb-Edu counts, 1.8M tokens: 2 workers ran at 0.9x the speed of
-# one; realmix, 11.8M tokens: 1.25x).
-MIN_TOKENS_PER_WORKER = 4_000_000
+# A merge worker's slice must hold this many table tokens. On 2 cores, two merge workers against one
+# process (bench/merge_phase.py, 2026-11-22): FineWeb-Edu counts, 1.8M tokens, 0.9x the speed;
+# realmix, 11.8M, 1.1x; a generated 1 GB corpus, 13.2M, 1.03x at 1.7x the peak memory (forked
+# workers each hold an engine and pages of the coordinator). Tables of the corpora we measured
+# (up to 10 GB: Heaps' law keeps them small) merge in one process.
+MIN_TOKENS_PER_WORKER = 32_000_000
 
 
 @dataclass

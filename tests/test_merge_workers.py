@@ -48,7 +48,7 @@ def test_small_tables_merge_in_one_process():
     counts, n = CORPORA["wide"]
     items = sorted(counts.items())
     table = build_table([c for c, _ in items], [k for _, k in items], 256 + n)
-    result = learn_merges(table, [bytes([b]) for b in range(256)], 50, workers=2)  # under 4M tokens
+    result = learn_merges(table, [bytes([b]) for b in range(256)], 50, workers=2)  # far under MIN_TOKENS_PER_WORKER
     assert not isinstance(result.engine, type(table))  # the in-process engine, not the compacted table
 
 
