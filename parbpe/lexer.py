@@ -1,28 +1,33 @@
-r"""The GPT-4 split pattern on ASCII text, vectorized with numpy: exactly the chunks `regex` finds.
+r"""The GPT-4 split pattern, vectorized with numpy: exactly the chunks `regex` finds.
 
-Used by pieces.py for the distinct ASCII pieces (most of them), where running the pattern once per
-piece was the count stage's largest cost. Each byte gets a class (letter, digit, apostrophe, other
-symbol, space, other horizontal whitespace, line break); a chunk starts where the pattern's
-leftmost-first alternatives end one match and begin the next, which for GPT-4's
+Used by pieces.py for the distinct pieces, where running the pattern once per piece was the count
+stage's largest cost. Each character gets a class (letter, digit, apostrophe, other symbol, space,
+other horizontal whitespace, line break); a chunk starts where the pattern's leftmost-first
+alternatives end one match and begin the next, which for GPT-4's
 
     '(?i:[sdmt]|ll|ve|re) | [^\r\n\p{L}\p{N}]?+\p{L}+ | \p{N}{1,3} | ' ?[^\s\p{L}\p{N}]++[\r\n]*'
     | \s*[\r\n] | \s+(?!\S) | \s+
 
 comes down to rules about runs of one kind of character:
 - digits: a chunk every three digits from the start of the run;
-- symbols (punctuation, the apostrophe, control characters): the run is one chunk with the line
-  breaks right after it, taking one space before it; a lone symbol before letters starts the
-  letters' chunk instead (a lone apostrophe before s, d, m, t, ll, ve, re — any case — is a
-  contraction: the chunk ends after those letters);
+- symbols (punctuation, the apostrophe, marks, control characters: all that is not a letter, digit
+  or whitespace): the run is one chunk with the line breaks right after it, taking one space before
+  it; a lone symbol before letters starts the letters' chunk instead (a lone apostrophe before s,
+  d, m, t, ll, ve, re — any case, as `regex` folds it — is a contraction: the chunk ends after
+  those letters);
 - letters: one chunk, unless glued to a whitespace character or lone symbol before them;
 - whitespace: up to its last line break is one chunk (minus line breaks a symbol run took); of
   the rest, the last character goes with what follows when something follows, the others are one
   chunk.
-Every piece given is matched from its start, as the pattern would match it alone. tests/test_lexer.py
-checks the chunks against `regex` on random strings of the characters that matter and on real text.
+The classes are `regex`'s own (\p{L}, \p{N}, \s, case folding), read off it for every code point.
+ASCII text is classified byte by byte; other text is decoded from UTF-8 first. Every piece given
+is matched from its start, as the pattern would match it alone. tests/test_lexer.py checks the
+chunks against `regex` on random strings of the characters that matter and on real text.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import regex
@@ -57,9 +62,44 @@ def _byte_classes() -> np.ndarray:
 BYTE_CLASS = _byte_classes()
 
 
+_CONTRACTION_LETTERS = "sdmtlver"
 _ONE_LETTER = np.zeros(256, bool)  # contractions: 's 'd 'm 't and 'll 've 're, any case
-_ONE_LETTER[[ord(c) for c in "sdmtSDMT"]] = True
+_ONE_LETTER[[ord(c) for c in "sdmt"]] = True
 _TWO_LETTERS = {(ord(a), ord(b)) for a, b in ("ll", "ve", "re")}
+
+
+def _byte_canon() -> np.ndarray:
+    """For each byte: the lower-case contraction letter it matches case-insensitively, else 0."""
+    canon = np.zeros(256, np.uint8)
+    for letter in _CONTRACTION_LETTERS:
+        canon[[ord(letter), ord(letter.upper())]] = ord(letter)
+    return canon
+
+
+BYTE_CANON = _byte_canon()
+
+
+@functools.lru_cache(maxsize=1)
+def code_point_tables() -> tuple[np.ndarray, np.ndarray]:
+    """(class, contraction letter) of every code point, read off `regex` (about 0.1 s, once)."""
+    points = np.arange(0x110000, dtype=np.uint32)
+    points = points[(points < 0xD800) | (points > 0xDFFF)]
+    text = points.tobytes().decode("utf-32-le")
+    classes = np.full(0x110000, SYMBOL, np.uint8)
+    canon = np.zeros(0x110000, np.uint8)
+
+    def mark(table: np.ndarray, pattern: str, value: int) -> None:
+        for match in regex.finditer(pattern, text):
+            start, end = match.span()
+            table[points[start:end]] = value
+
+    mark(classes, r"\p{L}+", LETTER)
+    mark(classes, r"\p{N}+", DIGIT)
+    mark(classes, r"\s+", TAB)
+    classes[[ord("'"), ord(" "), ord("\r"), ord("\n")]] = [APOSTROPHE, SPACE, BREAK, BREAK]
+    for letter in _CONTRACTION_LETTERS:
+        mark(canon, f"(?i:{letter})", ord(letter))
+    return classes, canon
 
 
 def _is_whitespace(classes: np.ndarray) -> np.ndarray:
@@ -77,14 +117,45 @@ def gpt4_chunk_starts(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     data holds only ASCII bytes; every piece is non-empty and is split as a string of its own.
     A chunk ends where the next begins (or at len(data)).
     """
-    n = len(data)
-    if n == 0:
+    if len(data) == 0:
         return np.zeros(0, np.int64)
     cls = BYTE_CLASS[data]
     if (cls == HIGH).any():
-        raise ValueError("gpt4_chunk_starts takes ASCII text only")
+        raise ValueError("gpt4_chunk_starts takes ASCII text only (gpt4_chunk_starts_utf8 takes any)")
+    return _chunk_starts(cls, BYTE_CANON[data], offsets)
+
+
+def gpt4_chunk_starts_utf8(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """gpt4_chunk_starts for UTF-8 text (valid, as pyarrow strings are): byte positions again."""
+    if len(data) == 0:
+        return np.zeros(0, np.int64)
+    leads, points = decode_utf8(data)
+    classes, canon = code_point_tables()
+    starts = _chunk_starts(classes[points], canon[points], np.searchsorted(leads, offsets))
+    return leads[starts]
+
+
+def decode_utf8(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(byte position, code point) of every character of UTF-8 bytes."""
+    leads = np.flatnonzero((data & 0xC0) != 0x80)
+    last = len(data) - 1
+    first = data[leads].astype(np.uint32)
+
+    points = first.copy()
+    wide = np.flatnonzero(first >= 0x80)  # lead bytes of multi-byte characters
+    lead, at = first[wide], leads[wide]
+    t1, t2, t3 = (data[np.minimum(at + k, last)].astype(np.uint32) & 0x3F for k in (1, 2, 3))
+    points[wide] = np.where(lead < 0xE0, ((lead & 0x1F) << 6) | t1,
+                            np.where(lead < 0xF0, ((lead & 0x0F) << 12) | (t1 << 6) | t2,
+                                     ((lead & 0x07) << 18) | (t1 << 12) | (t2 << 6) | t3))
+    return leads, np.minimum(points, 0x10FFFF)
+
+
+def _chunk_starts(cls: np.ndarray, canon: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Chunk starts (character positions) from each character's class and contraction letter."""
+    n = len(cls)
     firsts, lasts = offsets[:-1], offsets[1:] - 1
-    prev = np.empty(n, np.uint8)  # the class before each byte in its piece, EDGE at a piece's start
+    prev = np.empty(n, np.uint8)  # the class before each character in its piece, EDGE at a piece's start
     prev[1:] = cls[:-1]
     prev[firsts] = EDGE
     nxt = np.empty(n, np.uint8)
@@ -105,11 +176,10 @@ def gpt4_chunk_starts(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     start |= letters_begin & ~(_is_glue(prev) | lone_symbol)
     contraction = np.flatnonzero(letters_begin & lone_symbol & (prev == APOSTROPHE))
     if len(contraction):
-        one = _ONE_LETTER[data[contraction]]
+        one = _ONE_LETTER[canon[contraction]]
         at = contraction[~one & (nxt[contraction] == LETTER)]
-        lower = data[np.r_[at, at + 1]] | 0x20
-        pairs = np.fromiter((pair in _TWO_LETTERS for pair in zip(lower[:len(at)].tolist(), lower[len(at):].tolist())),
-                            bool, count=len(at))
+        firsts, seconds = canon[at].tolist(), canon[at + 1].tolist()
+        pairs = np.fromiter((pair in _TWO_LETTERS for pair in zip(firsts, seconds)), bool, count=len(at))
         for length, where in ((1, contraction[one]), (2, at[pairs])):
             after = where + length
             after = after[after < n]

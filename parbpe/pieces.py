@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .lexer import gpt4_chunk_starts
+from .lexer import gpt4_chunk_starts, gpt4_chunk_starts_utf8
 from .patterns import pattern_name
 
 # Exactly the characters the `regex` module's \s matches (tests check all code points).
@@ -204,16 +204,14 @@ class PieceCounter:
         self.compact()
         pieces, self._compacted = self._compacted, SCHEMA.empty_table()
         column = pieces.column("chunk")
-        if self._lex:
-            easy = pc.equal(pc.binary_length(column), pc.utf8_length(column))  # ASCII: the lexer splits them
-        else:
-            easy = pc.match_substring_regex(column, self._one_chunk)  # one chunk as they stand
-        parts = [pieces.filter(easy)]
-        rest = pieces.filter(pc.invert(easy))
-        del pieces, column
-        if self._lex:
-            parts = [_lexed(part) for part in _batches(parts[0])]
-        for part in _batches(rest):
+        if self._lex:  # GPT-4: every piece through the lexer, ASCII ones without decoding
+            ascii_only = pc.equal(pc.binary_length(column), pc.utf8_length(column))
+            parts = [_lexed(part, gpt4_chunk_starts) for part in _batches(pieces.filter(ascii_only))]
+            parts += [_lexed(part, gpt4_chunk_starts_utf8) for part in _batches(pieces.filter(pc.invert(ascii_only)))]
+            return sum_tables(parts)
+        one = pc.match_substring_regex(column, self._one_chunk)  # one chunk as they stand
+        parts = [pieces.filter(one)]
+        for part in _batches(pieces.filter(pc.invert(one))):
             found = list(map(self._findall, part.column("chunk").to_pylist()))  # the loop stays in C
             lengths = np.fromiter(map(len, found), dtype=np.int64, count=len(found))
             chunks = pa.array(list(itertools.chain.from_iterable(found)), pa.string())
@@ -227,10 +225,10 @@ def _batches(table: pa.Table) -> list[pa.Table]:
     return [table.slice(start, _CONVERT_BATCH).combine_chunks() for start in range(0, table.num_rows, _CONVERT_BATCH)]
 
 
-def _lexed(pieces: pa.Table) -> pa.Table:
-    """Chunk counts of distinct ASCII pieces, split by the GPT-4 lexer."""
+def _lexed(pieces: pa.Table, chunk_starts) -> pa.Table:
+    """Chunk counts of distinct pieces, split by a GPT-4 lexer (lexer.py)."""
     offsets, data = string_buffers(pieces.column("chunk").chunk(0))
-    starts = gpt4_chunk_starts(data, offsets)
+    starts = chunk_starts(data, offsets)
     first = np.zeros(len(data), bool)
     first[offsets[:-1]] = True
     piece = np.cumsum(first[starts]) - 1
