@@ -4,8 +4,8 @@ Applying the split pattern with `regex` to every document is the count stage's i
 5 MB/s per core here). Text repeats, so instead: cut each document into small pieces at places
 where no match of a built-in pattern can cross (numpy, over the UTF-8 bytes), count the distinct
 pieces with pyarrow (C++), and split each distinct piece once, multiplying its chunks by the
-piece's count. The GPT-4 pattern splits ASCII pieces with the vectorized lexer of lexer.py; other
-pieces (and the other patterns) run through `regex`.
+piece's count. With the GPT-4 pattern the vectorized lexer of lexer.py splits every piece; with
+GPT-2 and GPT-4o, pieces that are not one word run through `regex`.
 
 The cuts fall where the character before is not whitespace:
 - before a space;
