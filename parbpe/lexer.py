@@ -32,7 +32,7 @@ import functools
 import numpy as np
 import regex
 
-# Byte classes, numbered so that the tests below are comparisons: symbols <= APOSTROPHE, whitespace
+# Character classes, numbered so that the tests below are comparisons: symbols <= APOSTROPHE, whitespace
 # from SPACE to BREAK, whitespace that may lead letters SPACE or TAB.
 SYMBOL, APOSTROPHE, SPACE, TAB, BREAK, LETTER, DIGIT, HIGH, EDGE = (np.uint8(code) for code in range(9))
 

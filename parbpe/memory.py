@@ -33,6 +33,7 @@ def format_size(n: float) -> str:
 
 MIN_WORKER_DATA = 16 * 10**6  # a worker that may hold less than this would spill all the time
 HELD_FACTOR = 6  # peak memory of a worker per byte of counts it holds
+WORKER_OVERHEAD = 128 * 10**6  # what a counting worker keeps besides its counts (allocator caches, freed heap)
 MAX_WORKER_DATA = 10**9  # runs stay far below pyarrow's 2 GB limit of one string array
 
 
@@ -45,15 +46,18 @@ def worker_data_limit(budget: int, workers: int, base_rss: int, unit_bytes: int)
     """Bytes of counts one counting worker may hold before it spills, so the tree stays under budget.
 
     Each of the workers + 1 processes starts at about base_rss. A worker's share of the rest covers
-    reading its largest unit (about 4x its text: the text, its cut mask and piece offsets) and
-    HELD_FACTOR times the counts it holds: grouping (compacting pieces, converting them to chunks,
-    writing a run) briefly needs hash tables and copies several times the size of what it groups
-    (measured: peaks of 4.5-5x the held bytes).
+    reading its largest unit (about 4x its text: the text, its cut mask and piece offsets),
+    WORKER_OVERHEAD, and HELD_FACTOR times the counts it holds: grouping (compacting pieces,
+    splitting them into chunks, writing a run) briefly needs hash tables and copies several times
+    the size of what it groups. Measured on a generated 1 GB corpus (2026-11-22): a worker's peak
+    above its start was about 200 MB + 3.4x its limit (limits of 59 and 142 MB); the constants
+    here cover that with room.
     """
     share = (budget - (workers + 1) * base_rss) // workers
-    limit = (share - 4 * unit_bytes) // HELD_FACTOR
+    limit = (share - 4 * unit_bytes - WORKER_OVERHEAD) // HELD_FACTOR
     if limit < MIN_WORKER_DATA:
-        need = (workers + 1) * base_rss + workers * (4 * unit_bytes + HELD_FACTOR * MIN_WORKER_DATA)
+        need = (workers + 1) * base_rss + workers * (4 * unit_bytes + WORKER_OVERHEAD + HELD_FACTOR * MIN_WORKER_DATA)
+        need = -(-need // 10**8) * 10**8  # rounded up, so the size named is enough as printed
         raise ValueError(
             f"memory budget {format_size(budget)} is too small for {workers} worker(s): each process starts "
             f"at about {format_size(base_rss)} and a worker must hold its largest work unit "

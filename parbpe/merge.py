@@ -469,7 +469,7 @@ class MergeResult:
     batch_sizes: list[int]
     stopped_early: bool  # no pair was left before the vocabulary was full
     engine: ChunkEngine | LinkedEngine | ChunkTable  # final tokens of every chunk (chunk_tokens)
-    seconds: dict[str, float] = field(default_factory=dict)  # counting, selection, applying, updating
+    seconds: dict[str, float] = field(default_factory=dict)  # counting, selection, applying, updating, communication
 
 
 def learn_merges(
@@ -566,5 +566,8 @@ def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int
         seconds["updating"] += time.perf_counter() - clock
         if progress is not None:
             progress(len(merges), n_merges)
+    # With merge workers, the messages' time is inside "applying": report it apart.
+    seconds["communication"] = getattr(runner, "communication", 0.0)
+    seconds["applying"] -= seconds["communication"]
     return MergeResult(merges=merges, batch_sizes=batch_sizes, stopped_early=len(merges) < n_merges,
                        engine=runner, seconds={k: round(v, 3) for k, v in seconds.items()})

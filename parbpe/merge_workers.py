@@ -15,6 +15,7 @@ hang; the workers are stopped on every exit path (close()).
 
 from __future__ import annotations
 
+import time
 import traceback
 from collections.abc import Callable
 
@@ -45,30 +46,31 @@ def _worker(conn, part: ChunkTable, use_chunk: bool, nonoverlap: bool) -> None:
     """A worker's loop: build the engine, then answer the coordinator's messages until "finish"."""
     try:
         engine = ChunkEngine(part, nonoverlap=nonoverlap) if use_chunk else LinkedEngine(part)
-        conn.send(("ok", engine.initial_pair_counts()))
+        conn.send(("ok", engine.initial_pair_counts(), 0.0))
         hits = which = None
         while True:
             command, *args = conn.recv()
+            clock = time.perf_counter()  # each answer says how long the work took (the rest is communication)
             if command == "apply":
-                conn.send(("ok", engine.apply(*args)))
+                answer = engine.apply(*args)
             elif command == "events":
                 first, second, first_id = args
                 hits, which = engine.find_hits(first, second)
-                conn.send(("ok", boundary_events(engine, first, second, first_id, hits, which)))
+                answer = boundary_events(engine, first, second, first_id, hits, which)
             elif command == "apply_prefix":
                 n, first_id = args
                 keep = which < n
-                conn.send(("ok", engine.apply_hits(hits[keep], which[keep],
-                                                   np.arange(first_id, first_id + n, dtype=np.int64))))
+                answer = engine.apply_hits(hits[keep], which[keep], np.arange(first_id, first_id + n, dtype=np.int64))
             elif command == "finish":
                 if isinstance(engine, LinkedEngine):
                     engine.compact()
-                conn.send(("ok", (part.tokens, part.lengths)))
+                conn.send(("ok", (part.tokens, part.lengths), 0.0))
                 return
             else:
                 raise ValueError(f"unknown command {command!r}")
+            conn.send(("ok", answer, time.perf_counter() - clock))
     except Exception:
-        conn.send(("error", traceback.format_exc(limit=6)))
+        conn.send(("error", traceback.format_exc(limit=6), 0.0))
 
 
 class SlicedEngine:
@@ -80,6 +82,7 @@ class SlicedEngine:
         self.bounds = slice_bounds(table, workers)
         context = get_context(start_method)
         self._conns, self._procs = [], []
+        self._sent_at, self.communication = time.perf_counter(), 0.0
         try:
             for c0, c1 in zip(self.bounds, self.bounds[1:]):
                 ours, theirs = context.Pipe()
@@ -90,6 +93,7 @@ class SlicedEngine:
                 self._conns.append(ours)
                 self._procs.append(proc)
             self._initial = self._gather()
+            self.communication = 0.0  # seconds of the rounds' messages (starting the workers is not counted)
         except BaseException:
             self.close()
             raise
@@ -103,23 +107,29 @@ class SlicedEngine:
                             "for running out of memory: lower --workers or free memory")
 
     def _gather(self) -> list:
-        """One answer from every worker; a worker's error or death becomes a RuntimeError."""
-        answers = []
+        """One answer from every worker; a worker's error or death becomes a RuntimeError.
+
+        Adds to `communication` the time since the message went out beyond the slowest worker's work.
+        """
+        answers, busy = [], 0.0
         for k, conn in enumerate(self._conns):
             try:
                 while not conn.poll(_POLL):
                     if not self._procs[k].is_alive():
                         raise self._died(k)
-                status, payload = conn.recv()
+                status, payload, seconds = conn.recv()
             except (EOFError, OSError):  # the pipe broke: the worker is gone
                 self._procs[k].join(timeout=1)
                 raise self._died(k) from None
             if status != "ok":
                 raise RuntimeError(f"{self._describe(k)} failed:\n{payload}")
             answers.append(payload)
+            busy = max(busy, seconds)
+        self.communication += time.perf_counter() - self._sent_at - busy
         return answers
 
     def _send(self, message: tuple) -> None:
+        self._sent_at = time.perf_counter()
         for k, conn in enumerate(self._conns):
             try:
                 conn.send(message)

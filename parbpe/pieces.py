@@ -132,20 +132,26 @@ def count_table(values: pa.Array, counts: pa.Array | None = None) -> pa.Table:
         found = pc.value_counts(values)
         return pa.table([found.field(0), found.field(1)], schema=SCHEMA)
     counts = counts.cast(pa.int64())
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
     total = pc.sum(counts).as_py() or 0
     if total >= _FLOAT_EXACT:  # the sums below are float64: exact only below 2**53
         table = pa.table({"chunk": values, "count": counts})
         grouped = table.group_by("chunk", use_threads=False).aggregate([("count", "sum")])
         return pa.table([grouped.column(0), grouped.column(1)], schema=SCHEMA)
     # Hash each value to its index among the distinct ones (C++), then add up by index: faster
-    # than pyarrow's group_by, which spends most of its time on the aggregation's machinery.
+    # than pyarrow's group_by. Chunked input is encoded chunk by chunk against one dictionary, so
+    # the strings are never copied into one array first.
     encoded = pc.dictionary_encode(values)
-    if isinstance(counts, pa.ChunkedArray):
-        counts = counts.combine_chunks()
-    sums = np.bincount(encoded.indices.to_numpy(), weights=counts.to_numpy(), minlength=len(encoded.dictionary))
-    return pa.table([encoded.dictionary, pa.array(sums.astype(np.int64))], schema=SCHEMA)
+    if isinstance(encoded, pa.ChunkedArray):
+        if encoded.num_chunks == 0:
+            return SCHEMA.empty_table()
+        dictionary = encoded.chunk(encoded.num_chunks - 1).dictionary  # every chunk holds the whole, final one
+        if any(len(chunk.dictionary) != len(dictionary) for chunk in encoded.chunks):
+            raise AssertionError("pyarrow encoded the chunks against different dictionaries")
+        indices = np.concatenate([chunk.indices.to_numpy() for chunk in encoded.chunks])
+    else:
+        dictionary, indices = encoded.dictionary, encoded.indices.to_numpy()
+    sums = np.bincount(indices, weights=np.asarray(counts.to_numpy(), dtype=np.float64), minlength=len(dictionary))
+    return pa.table([dictionary, pa.array(sums.astype(np.int64))], schema=SCHEMA)
 
 
 def sum_tables(tables: list[pa.Table]) -> pa.Table:

@@ -144,7 +144,7 @@ def train(
         "batch_sizes": result.batch_sizes,
         "stopped_early": result.stopped_early,
         "seconds": {k: round(v, 3) for k, v in times.items()},
-        "merge_seconds": result.seconds,  # the merge stage: counting pairs, selecting, applying, updating
+        "merge_seconds": result.seconds,  # merge stage: counting pairs, selecting, applying, updating, messages
         "peak_rss_bytes": sampler.peak,
     }
     files = None

@@ -55,12 +55,21 @@ def test_parse_size():
 
 
 def test_worker_data_limit_follows_the_budget():
-    from parbpe.memory import HELD_FACTOR, MAX_WORKER_DATA, worker_data_limit
+    from parbpe.memory import (
+        HELD_FACTOR,
+        MAX_WORKER_DATA,
+        MIN_WORKER_DATA,
+        WORKER_OVERHEAD,
+        parse_size,
+        worker_data_limit,
+    )
 
     base, unit = 100 * 10**6, 5 * 10**6
     two_gb = worker_data_limit(2 * 10**9, 2, base, unit)
-    assert two_gb == ((2 * 10**9 - 3 * base) // 2 - 4 * unit) // HELD_FACTOR
+    assert two_gb == ((2 * 10**9 - 3 * base) // 2 - 4 * unit - WORKER_OVERHEAD) // HELD_FACTOR
     assert worker_data_limit(10**9, 2, base, unit) < two_gb < worker_data_limit(2 * 10**9, 1, base, unit)
     assert worker_data_limit(10**12, 2, base, unit) == MAX_WORKER_DATA
-    with pytest.raises(ValueError, match=r"too small for 2 worker\(s\).*largest work unit \(5.0 MB of text\)"):
+    with pytest.raises(ValueError, match=r"too small for 2 worker\(s\).*largest work unit \(5.0 MB of text\)") as error:
         worker_data_limit(400 * 10**6, 2, base, unit)
+    suggested = parse_size("".join(str(error.value).split("use at least ")[1].split(" ")[:2]))  # "800.0 MB"
+    assert worker_data_limit(suggested, 2, base, unit) >= MIN_WORKER_DATA  # the size the error names does

@@ -9,7 +9,15 @@ import pyarrow.parquet as pq
 import pytest
 import regex
 
-from parbpe.lexer import BYTE_CLASS, HIGH, code_point_tables, decode_utf8, gpt4_chunk_starts, gpt4_chunk_starts_utf8
+from parbpe.lexer import (
+    BYTE_CANON,
+    BYTE_CLASS,
+    HIGH,
+    code_point_tables,
+    decode_utf8,
+    gpt4_chunk_starts,
+    gpt4_chunk_starts_utf8,
+)
 from parbpe.patterns import PATTERNS
 
 GPT4 = regex.compile(PATTERNS["gpt4"])
@@ -100,7 +108,7 @@ def test_decode_utf8_and_code_point_classes():
     assert points.tolist() == [ord(c) for c in text]
     assert leads.tolist() == [0, 1, 3, 6, 10, 11]
     classes, canon = code_point_tables()
-    assert (classes[:128] == BYTE_CLASS[:128]).all()
+    assert (classes[:128] == BYTE_CLASS[:128]).all() and (canon[:128] == BYTE_CANON[:128]).all()
     assert canon[ord("ſ")] == ord("s") and canon[ord("S")] == ord("s") and canon[ord("x")] == 0
 
 

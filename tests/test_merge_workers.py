@@ -89,3 +89,18 @@ def test_a_killed_worker_is_an_error_not_a_hang():
             engine.apply(np.array([97]), np.array([98]), np.array([256]))
     finally:
         engine.close()
+
+
+def test_stats_split_out_the_messages_time():
+    counts, n = CORPORA["wide"]
+    items = sorted(counts.items())
+    for workers in (1, 2):
+        table = build_table([c for c, _ in items], [k for _, k in items], 256 + n)
+        result = learn_merges(table, [bytes([b]) for b in range(256)], n, workers=workers, min_tokens_per_worker=1)
+        seconds = result.seconds
+        assert set(seconds) == {"counting", "selection", "applying", "updating", "communication"}
+        assert seconds["applying"] >= 0
+        if workers == 1:
+            assert seconds["communication"] == 0
+        else:
+            assert seconds["communication"] > 0  # every round sends the batch and gets answers back

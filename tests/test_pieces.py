@@ -108,6 +108,10 @@ def test_count_table_sums_exactly_even_past_float_precision():
     huge = count_table(values, pa.array([2**60, 1, 2**60 + 1, 7, 2**55, 3]))
     assert dict(zip(*huge.to_pydict().values())) == {"a": 2**61 + 4, "b": 2**55 + 1, "c": 7}
     assert count_table(values).to_pydict() == {"chunk": ["a", "b", "c"], "count": [3, 2, 1]}
+    chunked = count_table(pa.chunked_array([["a", "b"], [], ["a", "c", "b", "a", "d"]]),
+                          pa.chunked_array([[1, 2], [], [3, 4, 5, 6, 7]]))  # as concat_tables gives them
+    assert dict(zip(*chunked.to_pydict().values())) == {"a": 10, "b": 7, "c": 4, "d": 7}
+    assert count_table(pa.chunked_array([], pa.string()), pa.chunked_array([], pa.int64())).num_rows == 0
 
 
 def test_pieces_are_compacted_before_a_spill(tmp_path):
