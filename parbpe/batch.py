@@ -43,7 +43,6 @@ class PairQueue:
 
     def __init__(self, keys: np.ndarray, counts: np.ndarray, vocab: list[bytes]) -> None:
         self.counts: dict[int, int] = dict(zip(keys.tolist(), counts.tolist()))
-        self._vocab = list(vocab)
         self._desc: list[bytes] = [descending_key(b) for b in vocab]  # tie keys of every token
         self._desc_array = np.zeros(0, dtype="S8")  # the first _desc_done of them, as numpy bytes
         self._desc_done = 0
@@ -57,7 +56,6 @@ class PairQueue:
     def add_token(self, token_bytes: bytes, first: int | None = None, second: int | None = None) -> None:
         """Register the bytes of the next token id (called once per merge, in id order); first and
         second, when given, are the tokens whose bytes it joins (their tie keys join the same way)."""
-        self._vocab.append(token_bytes)
         if first is None or second is None:
             self._desc.append(descending_key(token_bytes))
         else:

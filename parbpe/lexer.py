@@ -37,56 +37,18 @@ import regex
 SYMBOL, APOSTROPHE, SPACE, TAB, BREAK, LETTER, DIGIT, HIGH, EDGE = (np.uint8(code) for code in range(9))
 
 
-def _byte_classes() -> np.ndarray:
-    """The class of each byte, asked of `regex` itself (bytes from 0x80 on are HIGH: not lexed)."""
-    classes = np.full(256, HIGH, np.uint8)
-    for byte in range(128):
-        char = chr(byte)
-        if regex.match(r"\p{L}", char):
-            classes[byte] = LETTER
-        elif regex.match(r"\p{N}", char):
-            classes[byte] = DIGIT
-        elif char == "'":
-            classes[byte] = APOSTROPHE
-        elif char == " ":
-            classes[byte] = SPACE
-        elif char in "\r\n":
-            classes[byte] = BREAK
-        elif regex.match(r"\s", char):
-            classes[byte] = TAB
-        else:
-            classes[byte] = SYMBOL
-    return classes
-
-
-BYTE_CLASS = _byte_classes()
-
-
 _CONTRACTION_LETTERS = "sdmtlver"
 _ONE_LETTER = np.zeros(256, bool)  # contractions: 's 'd 'm 't and 'll 've 're, any case
 _ONE_LETTER[[ord(c) for c in "sdmt"]] = True
 _TWO_LETTERS = {(ord(a), ord(b)) for a, b in ("ll", "ve", "re")}
 
 
-def _byte_canon() -> np.ndarray:
-    """For each byte: the lower-case contraction letter it matches case-insensitively, else 0."""
-    canon = np.zeros(256, np.uint8)
-    for letter in _CONTRACTION_LETTERS:
-        canon[[ord(letter), ord(letter.upper())]] = ord(letter)
-    return canon
-
-
-BYTE_CANON = _byte_canon()
-
-
-@functools.lru_cache(maxsize=1)
-def code_point_tables() -> tuple[np.ndarray, np.ndarray]:
-    """(class, contraction letter) of every code point, read off `regex` (about 0.1 s, once)."""
-    points = np.arange(0x110000, dtype=np.uint32)
-    points = points[(points < 0xD800) | (points > 0xDFFF)]
-    text = points.tobytes().decode("utf-32-le")
-    classes = np.full(0x110000, SYMBOL, np.uint8)
-    canon = np.zeros(0x110000, np.uint8)
+def _classes_of(points: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(class, contraction letter: the lower-case one it matches case-insensitively, else 0) of the
+    given code points, read off `regex` itself; tables of `size` entries, other entries SYMBOL and 0."""
+    text = points.astype(np.uint32).tobytes().decode("utf-32-le")
+    classes = np.full(size, SYMBOL, np.uint8)
+    canon = np.zeros(size, np.uint8)
 
     def mark(table: np.ndarray, pattern: str, value: int) -> None:
         for match in regex.finditer(pattern, text):
@@ -100,6 +62,18 @@ def code_point_tables() -> tuple[np.ndarray, np.ndarray]:
     for letter in _CONTRACTION_LETTERS:
         mark(canon, f"(?i:{letter})", ord(letter))
     return classes, canon
+
+
+# ASCII, byte by byte; bytes from 0x80 on are HIGH (the ASCII lexer refuses them).
+BYTE_CLASS, BYTE_CANON = _classes_of(np.arange(128), 256)
+BYTE_CLASS[128:] = HIGH
+
+
+@functools.lru_cache(maxsize=1)
+def code_point_tables() -> tuple[np.ndarray, np.ndarray]:
+    """(class, contraction letter) of every code point (about 0.1 s, once per process)."""
+    points = np.arange(0x110000, dtype=np.uint32)
+    return _classes_of(points[(points < 0xD800) | (points > 0xDFFF)], 0x110000)
 
 
 def _is_whitespace(classes: np.ndarray) -> np.ndarray:

@@ -235,8 +235,6 @@ def _lexed(pieces: pa.Table, chunk_starts) -> pa.Table:
     """Chunk counts of distinct pieces, split by a GPT-4 lexer (lexer.py)."""
     offsets, data = string_buffers(pieces.column("chunk").chunk(0))
     starts = chunk_starts(data, offsets)
-    first = np.zeros(len(data), bool)
-    first[offsets[:-1]] = True
-    piece = np.cumsum(first[starts]) - 1
+    piece = np.searchsorted(offsets, starts, side="right") - 1  # the piece each chunk starts in
     chunks = _string_array(np.append(starts, len(data)), data)
     return count_table(chunks, pa.array(pieces.column("count").to_numpy()[piece]))
