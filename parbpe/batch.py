@@ -28,21 +28,109 @@ def descending_key(token: bytes) -> bytes:
     return bytes(out)
 
 
+class PairCounts:
+    """The current count of every pair, in numpy arrays ordered so that new pairs are appended.
+
+    Entries are ordered by an age key: the pair's larger token id first (then which side it is
+    on, then the smaller id). A merge round creates pairs only with its new tokens, whose ids
+    exceed every id before, so the round's new pairs sort after all stored ones: they are appended
+    (to arrays with room to grow), and lowering counts is one searchsorted. No Python object per
+    pair. Pairs whose count fell to zero stay as zeros until they are half the store.
+    """
+
+    def __init__(self, keys: np.ndarray, counts: np.ndarray) -> None:
+        ages = age_key(keys)
+        order = np.argsort(ages)
+        self._ages = ages[order]
+        self._counts = np.asarray(counts, dtype=np.int64)[order]
+        self._size = len(order)
+        self.live = self._size  # entries with a non-zero count
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(age keys, counts) of every entry, dead ones included (count 0)."""
+        return self._ages[:self._size], self._counts[:self._size]
+
+    def count_of(self, key: int) -> int:
+        """The current count of one pair (0 if it has none)."""
+        ages, counts = self.arrays()
+        age = age_key(np.array([key], dtype=np.int64))[0]
+        at = int(np.searchsorted(ages, age))
+        return int(counts[at]) if at < len(ages) and ages[at] == age else 0
+
+    def update(self, keys: np.ndarray, deltas: np.ndarray) -> None:
+        """Add count changes for distinct pairs. Positive deltas are new pairs, which must hold a
+        token newer than every pair stored; negative ones lower existing pairs."""
+        ages = age_key(keys)
+        falling = deltas < 0
+        stored, counts = self.arrays()
+        fall_ages, fall_deltas = ages[falling], deltas[falling]
+        order = np.argsort(fall_ages)  # sorted needles: each search starts where the last one ended
+        fall_ages, fall_deltas = fall_ages[order], fall_deltas[order]
+        at = np.searchsorted(stored, fall_ages)
+        if len(at) and (at[-1] >= len(stored) or not np.array_equal(stored[at], fall_ages)):
+            raise AssertionError("a count change for a pair that is not counted")
+        left = counts[at] + fall_deltas
+        if (left < 0).any():
+            raise AssertionError("a pair count went negative")
+        counts[at] = left
+        self.live -= int(np.count_nonzero(left == 0))
+        new_ages = ages[~falling]
+        if len(new_ages):
+            order = np.argsort(new_ages)
+            new_ages = new_ages[order]
+            if self._size and new_ages[0] <= stored[-1]:
+                raise AssertionError("an existing pair gained occurrences, or a new pair holds no new token")
+            self._append(new_ages, deltas[~falling][order])
+        if self._size > 2 * self.live + 1024:
+            ages, counts = self.arrays()
+            kept = counts != 0
+            self._ages, self._counts = ages[kept], counts[kept]
+            self._size = len(self._ages)
+
+    def _append(self, ages: np.ndarray, counts: np.ndarray) -> None:
+        end = self._size + len(ages)
+        if end > len(self._ages):
+            room = max(end, 2 * len(self._ages))
+            self._ages = np.concatenate([self._ages[:self._size], np.zeros(room - self._size, dtype=np.uint64)])
+            self._counts = np.concatenate([self._counts[:self._size], np.zeros(room - self._size, dtype=np.int64)])
+        self._ages[self._size:end] = ages
+        self._counts[self._size:end] = counts
+        self._size = end
+        self.live += len(ages)
+
+
+def age_key(keys: np.ndarray) -> np.ndarray:
+    """uint64 keys ordering pairs by their larger token id: max << 33 | (first < second) << 32 | min."""
+    keys = np.asarray(keys, dtype=np.int64)
+    first, second = keys >> 32, keys & 0xFFFFFFFF
+    high, low = np.maximum(first, second), np.minimum(first, second)
+    return ((high.astype(np.uint64) << np.uint64(33)) | ((first < second).astype(np.uint64) << np.uint64(32))
+            | low.astype(np.uint64))
+
+
+def pair_of_age(ages: np.ndarray) -> np.ndarray:
+    """Inverse of age_key: the int64 pair keys first << 32 | second."""
+    high = (ages >> np.uint64(33)).astype(np.int64)
+    low = (ages & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    first_low = ((ages >> np.uint64(32)) & np.uint64(1)).astype(bool)
+    return np.where(first_low, (low << 32) | high, (high << 32) | low)
+
+
 class PairQueue:
-    """Current pair counts (a dict) and the ranking of the top pairs.
+    """Current pair counts (PairCounts) and the ranking of the top pairs.
 
     Two views serve the two kinds of round. A lazy max-heap serves narrow rounds (serial BPE):
     only pairs whose count is at least its threshold are on it, every other pair has a smaller
     count. A numpy candidate pool serves wide rounds (BatchBPE ranks thousands of pairs): it
     holds every pair with a count at least the pool threshold, and is ranked with numpy. Counts
     of existing pairs only ever fall (merges create pairs only with new tokens), so both views
-    are checked against the dict when used and rebuilt when they run short.
+    are checked against the store when used and rebuilt when they run short.
     """
 
     NARROW = 16  # widths up to this use the heap
 
     def __init__(self, keys: np.ndarray, counts: np.ndarray, vocab: list[bytes]) -> None:
-        self.counts: dict[int, int] = dict(zip(keys.tolist(), counts.tolist()))
+        self.counts = PairCounts(keys, counts)
         self._desc: list[bytes] = [descending_key(b) for b in vocab]  # tie keys of every token
         self._desc_array = np.zeros(0, dtype="S8")  # the first _desc_done of them, as numpy bytes
         self._desc_done = 0
@@ -62,7 +150,7 @@ class PairQueue:
             self._desc.append(self._desc[first][:-1] + self._desc[second])
 
     def __len__(self) -> int:
-        return len(self.counts)
+        return self.counts.live
 
     def tie_key(self, token: int) -> bytes:
         """descending_key of a token's bytes."""
@@ -73,24 +161,13 @@ class PairQueue:
         return (-count, self.tie_key(first), -first, self.tie_key(second), -second, key)
 
     def update(self, keys: np.ndarray, deltas: np.ndarray) -> None:
-        """Add count changes. Positive deltas are new pairs; negative ones lower existing pairs."""
-        counts = self.counts
+        """Add count changes for distinct keys. Positive deltas are new pairs (a new pair always
+        holds a token made this round); negative ones lower existing pairs."""
+        self.counts.update(keys, deltas)
         falling = deltas < 0
-        fall_keys = keys[falling]  # distinct keys (deltas come aggregated)
-        left = deltas[falling] + np.fromiter(map(counts.__getitem__, fall_keys.tolist()), dtype=np.int64,
-                                             count=len(fall_keys))
-        if (left < 0).any():
-            raise AssertionError("a pair count went negative")
-        gone = left == 0
-        counts.update(zip(fall_keys[~gone].tolist(), left[~gone].tolist()))
-        for key in fall_keys[gone].tolist():
-            del counts[key]
-        rising = ~falling
-        new_keys, new_counts = keys[rising], deltas[rising]
-        size = len(counts)
-        counts.update(zip(new_keys.tolist(), new_counts.tolist()))
-        assert len(counts) == size + len(new_keys), "an existing pair gained occurrences"
-        self._update_pool(keys[falling], deltas[falling], new_keys, new_counts)
+        fall_keys, fall_deltas = keys[falling], deltas[falling]
+        new_keys, new_counts = keys[~falling], deltas[~falling]
+        self._update_pool(fall_keys, fall_deltas, new_keys, new_counts)
         heaped = new_counts >= self._heap_threshold
         for key, count in zip(new_keys[heaped].tolist(), new_counts[heaped].tolist()):
             heapq.heappush(self._heap, self._entry(key, count))
@@ -113,7 +190,7 @@ class PairQueue:
         """Pop the top pair (key, count), or None when the heap runs out."""
         while self._heap:
             neg, *_, key = heapq.heappop(self._heap)
-            current = self.counts.get(key, 0)
+            current = self.counts.count_of(key)
             if current == -neg:
                 return key, current
             if current >= self._heap_threshold:
@@ -129,9 +206,9 @@ class PairQueue:
                 if item is None:
                     break
                 top.append(item)
-            if len(top) == n or len(top) == len(self.counts):
+            if len(top) == n or len(top) == self.counts.live:
                 break
-            # The heap ran out: rebuild it lower from the dict (which still holds the popped
+            # The heap ran out: rebuild it lower from the store (which still holds the popped
             # pairs) and rank again.
             self._refill_heap(n)
         for key, count in top:
@@ -142,13 +219,13 @@ class PairQueue:
 
     def _top_region(self, target: int) -> tuple[np.ndarray, np.ndarray, int]:
         """All pairs whose count is at least the target-th largest: (keys, counts, that count)."""
-        n = len(self.counts)
-        values = np.fromiter(self.counts.values(), dtype=np.int64, count=n)
-        keys = np.fromiter(self.counts.keys(), dtype=np.int64, count=n)
-        target = min(n, target)
-        threshold = int(np.partition(values, n - target)[n - target])
-        top = values >= threshold
-        return keys[top], values[top], threshold
+        ages, values = self.counts.arrays()
+        target = min(self.counts.live, target)  # the zeros of dead pairs rank below every live pair
+        threshold = int(np.partition(values, len(values) - target)[len(values) - target])
+        top = np.flatnonzero(values >= threshold)
+        keys = pair_of_age(ages[top])
+        order = np.argsort(keys)
+        return keys[order], values[top][order], threshold
 
     def _desc_keys(self) -> np.ndarray:
         """The tie keys of all tokens as a fixed-width numpy bytes array, grown with room to spare.
@@ -184,14 +261,12 @@ class PairQueue:
             self._pool_counts = np.concatenate([pool_counts, new_counts[joining]])[order]
 
     def _ranked_wide(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        if not self.counts:
+        if not self.counts.live:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         live = self._pool_counts >= self._pool_threshold
         n_live = int(live.sum())
-        if n_live < n and n_live < len(self.counts):
+        if n_live < n and n_live < self.counts.live:
             keys, counts, self._pool_threshold = self._top_region(max(2 * n, 4096))
-            order = np.argsort(keys)
-            keys, counts = keys[order], counts[order]
         else:
             keys, counts = self._pool_keys[live], self._pool_counts[live]
             if len(keys) > 4 * n + 4096:
@@ -207,11 +282,19 @@ class PairQueue:
             keys, counts = keys[near], counts[near]
         # Rank order: count, then first token's bytes, then second's; all descending. Tokens are
         # ranked among those of these pairs only (place 0: the greatest), which orders the pairs the same.
-        tokens, which = np.unique(np.concatenate([keys >> 32, keys & 0xFFFFFFFF]), return_inverse=True)
-        place = np.empty(len(tokens), dtype=np.int64)
-        place[np.lexsort((-tokens, self._desc_keys()[tokens]))] = np.arange(len(tokens))
-        by_tokens = np.argsort(place[which[:len(keys)]] * len(tokens) + place[which[len(keys):]])
-        order = by_tokens[np.argsort(-counts[by_tokens], kind="stable")[:n]]
+        first, second = keys >> 32, keys & 0xFFFFFFFF
+        present = np.zeros(int(max(first.max(), second.max())) + 1, dtype=bool)
+        present[first] = True
+        present[second] = True
+        tokens = np.flatnonzero(present)
+        place = np.empty(len(present), dtype=np.int64)
+        place[tokens[np.lexsort((-tokens, self._desc_keys()[tokens]))]] = np.arange(len(tokens))
+        by_tokens = place[first] * len(tokens) + place[second]
+        if int(counts.max()) < (2**62) // (len(tokens) ** 2):
+            order = np.argsort(by_tokens - counts * len(tokens) ** 2)[:n]  # one sort on one int64 key
+        else:
+            by_tokens = np.argsort(by_tokens)
+            order = by_tokens[np.argsort(-counts[by_tokens], kind="stable")[:n]]
         return keys[order], counts[order]
 
 

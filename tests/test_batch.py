@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from parbpe.batch import PairQueue, descending_key, safe_batch, search_width
+from parbpe.batch import PairCounts, PairQueue, age_key, descending_key, pair_of_age, safe_batch, search_width
 from parbpe.pairs import pack
 
 
@@ -67,6 +67,67 @@ def test_ranking_follows_updates_and_new_tokens():
         queue.update(np.array(upd, dtype=np.int64), np.array([deltas[k] for k in upd], dtype=np.int64))
         n = rng.choice([1, 2, 16, 40, 300])
         assert queue.ranked(n)[0].tolist() == _reference_ranking(counts, vocab)[:n], step
+
+
+def test_ranking_with_counts_too_large_for_one_sort_key():
+    """Counts near 2**62 cannot share one int64 with the token places: the two-sort path ranks them."""
+    rng = random.Random(3)
+    vocab = [bytes([b]) for b in range(256)]
+    big = 2**61
+    counts = {int(pack(rng.randrange(256), rng.randrange(256))): big + rng.randint(0, 3) for _ in range(3000)}
+    keys = np.array(sorted(counts), dtype=np.int64)
+    queue = PairQueue(keys, np.array([counts[k] for k in keys.tolist()], dtype=np.int64), vocab)
+    for n in (17, 500, len(counts)):
+        assert queue.ranked(n)[0].tolist() == _reference_ranking(counts, vocab)[:n]
+
+
+def test_age_key_round_trip_and_order():
+    ids = [0, 1, 2, 255, 256, 65535, 65536, 2**31 - 2, 2**31 - 1]
+    keys = np.array([int(pack(a, b)) for a in ids for b in ids], dtype=np.int64)
+    ages = age_key(keys)
+    assert pair_of_age(ages).tolist() == keys.tolist()
+    assert len(set(ages.tolist())) == len(keys)
+    # Every pair with a newer (larger) token sorts after every pair of older tokens only.
+    for k, age in zip(keys.tolist(), ages.tolist()):
+        newest = max(k >> 32, k & 0xFFFFFFFF)
+        older = ages[np.maximum(keys >> 32, keys & 0xFFFFFFFF) < newest]
+        assert (older < age).all()
+
+
+def test_pair_counts_follow_a_dict_through_rounds():
+    """Lowering, removing (with compaction of the zeros) and appending, checked against a dict."""
+    rng = random.Random(8)
+    counts = {int(pack(a, b)): rng.randint(1, 40) for a in range(300) for b in range(0, 300, 7)}
+    keys = np.array(rng.sample(sorted(counts), len(counts)), dtype=np.int64)  # any order
+    store = PairCounts(keys, np.array([counts[k] for k in keys.tolist()], dtype=np.int64))
+    newest = 299
+    for step in range(120):
+        lowered = rng.sample(sorted(counts), min(len(counts), 150))
+        deltas = {k: -rng.randint(1, counts[k]) if rng.random() < 0.5 else -counts[k] for k in lowered}
+        for _ in range(rng.randint(0, 40)):  # pairs with this round's new token
+            newest += 1
+            other = rng.randrange(newest)
+            deltas[int(pack(newest, other)) if rng.random() < 0.5 else int(pack(other, newest))] = rng.randint(1, 9)
+        for k, d in deltas.items():
+            counts[k] = counts.get(k, 0) + d
+            if counts[k] == 0:
+                del counts[k]
+        upd = sorted(deltas)
+        store.update(np.array(upd, dtype=np.int64), np.array([deltas[k] for k in upd], dtype=np.int64))
+        assert store.live == len(counts), step
+        ages, values = store.arrays()
+        assert dict(zip(pair_of_age(ages[values > 0]).tolist(), values[values > 0].tolist())) == counts, step
+        for k in rng.sample(sorted(counts), 5) + [int(pack(newest + 1, 0))]:
+            assert store.count_of(k) == counts.get(k, 0)
+    assert len(store.arrays()[0]) < 2 * store.live + 1024 + 200  # zeros were compacted away
+
+
+def test_pair_counts_refuse_inconsistent_changes():
+    store = PairCounts(np.array([int(pack(5, 6)), int(pack(6, 5))]), np.array([3, 4]))
+    with pytest.raises(AssertionError, match="not counted"):
+        store.update(np.array([int(pack(5, 5))]), np.array([-1]))
+    with pytest.raises(AssertionError, match="gained"):
+        store.update(np.array([int(pack(5, 6))]), np.array([2]))  # not a pair of a newer token
 
 
 def test_update_refuses_a_count_going_negative():
