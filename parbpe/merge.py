@@ -56,6 +56,15 @@ def _merge_sorted(older: _IndexBlock, newer: _IndexBlock) -> _IndexBlock:
     return _IndexBlock(keys, values)
 
 
+_LOW32 = np.uint64(0xFFFFFFFF)
+
+
+def narrow_key(keys: np.ndarray) -> np.ndarray:
+    """uint64 first << 16 | second of int64 pair keys whose token ids fit in 16 bits (same order)."""
+    keys = np.asarray(keys, dtype=np.int64)
+    return ((keys >> 32) << 16 | (keys & 0xFFFF)).astype(np.uint64)
+
+
 @dataclass
 class PairIndex:
     """pair key -> where it occurs (chunk ids or positions), as a short list of sorted blocks:
@@ -64,45 +73,62 @@ class PairIndex:
     The first block (the table's pairs before any merge, the largest) is never folded: a fold
     briefly holds its blocks twice, and that one would double the index's memory for nothing.
 
-    Keys are stored as uint32 (first << 16 | second, the same order) while token ids fit in 16
-    bits, and values as value_dtype (int32 while they fit). Stale entries stay: dropping them at
-    every fold was tried and cost more time (realmix: +4 s of 14) than the memory it saved.
+    While token ids fit in 16 bits and values in 31 (packed=True), an entry is one uint64,
+    (first << 16 | second) << 32 | value, and a block is one sorted array: a fold is a stable sort
+    of two sorted runs, which numpy merges faster than placing entries one array at a time.
+    Otherwise a block is an _IndexBlock of int64 keys and value_dtype values. Stale entries stay:
+    dropping them at every fold was tried and cost more time (realmix: +4 s of 14) than the
+    memory it saved.
     """
 
-    blocks: list[_IndexBlock] = field(default_factory=list)
+    blocks: list = field(default_factory=list)
     value_dtype: type = np.int64
-    narrow_keys: bool = False  # every token id < 2**16: uint32 keys
+    packed: bool = False
 
-    def _stored(self, keys: np.ndarray) -> np.ndarray:
-        if not self.narrow_keys:
-            return keys
-        return ((keys >> 32) << 16 | (keys & 0xFFFF)).astype(np.uint32)
-
-    def add(self, keys: np.ndarray, values: np.ndarray, presorted: bool = False, stored: bool = False) -> None:
-        """Add (key, value) entries of pairs new to the index; fold small blocks together.
-        stored: the keys are already in the stored form (uint32 with narrow_keys)."""
+    def add(self, keys: np.ndarray, values: np.ndarray, presorted: bool = False) -> None:
+        """Add (key, value) entries of pairs new to the index; fold small blocks together."""
         if len(keys):
             # Lookups never rely on the order of values within a key, nor on their being distinct.
+            if self.packed:
+                entries = narrow_key(keys) << np.uint64(32) | np.asarray(values).astype(np.uint64)
+                self.add_packed(entries if presorted else np.sort(entries))
+                return
             if not presorted:
                 order = np.argsort(keys)
                 keys, values = keys[order], values[order]
-            self.blocks.append(_IndexBlock(keys if stored else self._stored(keys),
-                                           values.astype(self.value_dtype, copy=False)))
+            self.blocks.append(_IndexBlock(keys, values.astype(self.value_dtype, copy=False)))
+        self._fold()
+
+    def add_packed(self, entries: np.ndarray) -> None:
+        """Add a sorted block of packed uint64 entries (packed indexes only)."""
+        if len(entries):
+            self.blocks.append(entries)
+        self._fold()
+
+    def _fold(self) -> None:
         while len(self.blocks) >= 3 and len(self.blocks[-2]) <= len(self.blocks[-1]):
-            newer = self.blocks.pop()
-            self.blocks.append(_merge_sorted(self.blocks.pop(), newer))
+            newer, older = self.blocks.pop(), self.blocks.pop()
+            if self.packed:
+                self.blocks.append(np.sort(np.concatenate([older, newer]), kind="stable"))
+            else:
+                self.blocks.append(_merge_sorted(older, newer))
 
     def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """All entries of the given keys: (values, index into keys of the key each belongs to)."""
         values, which = [], []
-        keys = self._stored(keys)
+        if self.packed:
+            low = narrow_key(keys) << np.uint64(32)
+            high = low | _LOW32  # every value of the key (the last key, 0xFFFFFFFF, cannot overflow)
         for block in self.blocks:
-            lo = np.searchsorted(block.keys, keys, side="left")
-            hi = np.searchsorted(block.keys, keys, side="right")
+            if self.packed:
+                lo, hi = np.searchsorted(block, low), np.searchsorted(block, high, side="right")
+            else:
+                lo = np.searchsorted(block.keys, keys, side="left")
+                hi = np.searchsorted(block.keys, keys, side="right")
             sizes = hi - lo
             if sizes.any():
-                idx, seg = gather(block.values, lo, sizes)
-                values.append(block.values[idx])
+                idx, seg = gather(block, lo, sizes)
+                values.append((block[idx] & _LOW32).astype(np.int64) if self.packed else block.values[idx])
                 which.append(seg)
         if not values:
             empty = np.zeros(0, dtype=np.int64)
@@ -127,8 +153,9 @@ class ChunkEngine:
     def __init__(self, table: ChunkTable, nonoverlap: bool = False) -> None:
         self.table = table
         self.nonoverlap = nonoverlap
-        self.index = PairIndex(value_dtype=np.int32 if table.n_chunks < 2**31 else np.int64,
-                               narrow_keys=table.tokens.dtype == np.uint16)
+        small = table.n_chunks < 2**31
+        self.index = PairIndex(value_dtype=np.int32 if small else np.int64,
+                               packed=small and table.tokens.dtype == np.uint16)
 
     def chunk_tokens(self, c: int) -> list[int]:
         """Current tokens of chunk c (for tests and debugging)."""
@@ -223,7 +250,7 @@ class LinkedEngine:
         # Each position carries its chunk's count (int32 while counts fit; sums are made in int64).
         weight_dtype = np.int32 if len(t.counts) == 0 or int(t.counts.max()) < 2**31 else np.int64
         self.weight = np.repeat(t.counts.astype(weight_dtype), t.lengths)
-        self.index = PairIndex(value_dtype=link_dtype, narrow_keys=table.tokens.dtype == np.uint16)
+        self.index = PairIndex(value_dtype=link_dtype, packed=link_dtype == np.int32 and t.tokens.dtype == np.uint16)
         self._marked = np.zeros(n_tokens, dtype=bool)  # scratch, all False between rounds
 
     def _pairs_at(self, positions: np.ndarray) -> np.ndarray:
@@ -232,26 +259,23 @@ class LinkedEngine:
     def initial_pair_counts(self) -> tuple[np.ndarray, np.ndarray]:
         """Count every pair of the table once and build the index; returns (sorted keys, counts)."""
         starts = np.flatnonzero(self.next >= 0)
-        if not self.index.narrow_keys or len(self.next) >= 2**32:
+        if not self.index.packed:
             keys = self._pairs_at(starts)
             order = np.argsort(keys)  # one sort serves both the index and the counts
             keys, starts = keys[order], starts[order]
             self.index.add(keys, starts, presorted=True)
             return aggregate_sorted(keys, self.weight[starts])
-        # The table's largest moment: sort (narrow key, position) packed in one uint64, in place,
-        # instead of keys, positions, a permutation and sorted copies of both (16 bytes a pair, not 48).
+        # The table's largest moment: sort the index's packed entries (narrow key, position) in
+        # place, instead of keys, positions, a permutation and sorted copies of both.
         tokens = self.table.tokens
         packed = tokens[starts].astype(np.uint64) << np.uint64(48)
         packed |= tokens[self.next[starts]].astype(np.uint64) << np.uint64(32)
         packed |= starts.astype(np.uint64)
         del starts
         packed.sort()
-        positions = (packed & np.uint64(0xFFFFFFFF)).astype(self.next.dtype)
-        packed >>= np.uint64(32)
-        keys = packed.astype(np.uint32)
-        del packed
-        self.index.add(keys, positions, presorted=True, stored=True)
-        narrow, counts = aggregate_sorted(keys, self.weight[positions])
+        self.index.add_packed(packed)
+        weights = self.weight[(packed & np.uint64(0xFFFFFFFF)).astype(self.next.dtype)]
+        narrow, counts = aggregate_sorted((packed >> np.uint64(32)).astype(np.uint32), weights)
         narrow = narrow.astype(np.int64)
         return pack(narrow >> 16, narrow & 0xFFFF), counts
 

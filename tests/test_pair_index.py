@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from parbpe.merge import LinkedEngine, PairIndex, _IndexBlock, _merge_sorted
+from parbpe.merge import LinkedEngine, PairIndex, _IndexBlock, _merge_sorted, narrow_key
 from parbpe.pairs import pack
 from parbpe.table import build_table
 
@@ -27,27 +27,36 @@ def test_merge_sorted_equals_a_stable_sort(seed):
     assert merged.values.dtype == np.int32
 
 
-@pytest.mark.parametrize("narrow", [False, True])
-def test_lookup_finds_every_entry_through_folds(narrow):
+@pytest.mark.parametrize("packed", [False, True])
+def test_lookup_finds_every_entry_through_folds(packed):
     rng = random.Random(3)
-    index = PairIndex(value_dtype=np.int32, narrow_keys=narrow)
+    index = PairIndex(value_dtype=np.int32, packed=packed)
     big = [(a << 32) | b for a in (0, 1, 255, 65535) for b in (0, 7, 65534, 65535)]  # keys as pack() makes them
     added: set[tuple[int, int]] = set()
     first = None
     for step in range(200):
         keys = np.array([rng.choice(big) for _ in range(rng.randint(0, 25))], dtype=np.int64)
-        values = np.arange(len(added), len(added) + len(keys), dtype=np.int64)
+        values = np.arange(len(added), len(added) + len(keys), dtype=np.int64) + (2**31 - 10**4)  # near the top
         added.update(zip(keys.tolist(), values.tolist()))
         index.add(keys, values)
-        assert all((np.diff(b.keys.astype(np.int64)) >= 0).all() and b.values.dtype == np.int32 for b in index.blocks)
-        first = first or (index.blocks[0] if index.blocks else None)
+        if packed:
+            assert all(b.dtype == np.uint64 and (np.diff(b) > 0).all() for b in index.blocks)
+        else:
+            assert all((np.diff(b.keys) >= 0).all() and b.values.dtype == np.int32 for b in index.blocks)
+        first = first if first is not None else (index.blocks[0] if index.blocks else None)
         assert first is None or index.blocks[0] is first  # never folded
-        assert all(b.keys.dtype == (np.uint32 if narrow else np.int64) for b in index.blocks)
         assert len(index.blocks) <= 2 + len(added).bit_length()  # the first block, then a binary counter
-        query = np.array(sorted(rng.sample(big, 6)), dtype=np.int64)
+        query = np.array(rng.sample(big, 6), dtype=np.int64)  # in any order
         found, which = index.lookup(query)
         wanted = sorted(e for e in added if e[0] in set(query.tolist()))
         assert sorted(zip(query[which].tolist(), found.tolist())) == wanted, step
+
+
+def test_packed_entries_keep_the_key_order():
+    """narrow_key orders pairs as their int64 keys do, so packed blocks sort by pair first."""
+    rng = np.random.default_rng(4)
+    keys = pack(rng.integers(0, 2**16, 5000), rng.integers(0, 2**16, 5000))
+    assert np.array_equal(np.argsort(narrow_key(keys), kind="stable"), np.argsort(keys, kind="stable"))
 
 
 @pytest.mark.parametrize("vocab_size", [1000, 70000])  # narrow (uint16 tokens) and wide keys
