@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import short_keys
 from .lexer import gpt4_chunk_starts, gpt4_chunk_starts_utf8
 from .patterns import pattern_name
 
@@ -140,12 +141,17 @@ def _cuts(data: np.ndarray) -> np.ndarray:
     return cut
 
 
-def cut_pieces(texts: pa.Array) -> pa.Array:
-    """All pieces of texts (a string array), as one flat string array viewing the same bytes."""
+def _buffers(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, UTF-8 bytes) of a string array's non-null values."""
     texts = texts.cast(pa.string())
     if texts.null_count:
         texts = texts.drop_null()
-    offsets, data = string_buffers(texts)
+    return string_buffers(texts)
+
+
+def cut_pieces(texts: pa.Array) -> pa.Array:
+    """All pieces of texts (a string array), as one flat string array viewing the same bytes."""
+    offsets, data = _buffers(texts)
     return _string_array(cut_bounds(offsets, data), data)
 
 
@@ -194,8 +200,61 @@ def counter_table(counter: Counter[str]) -> pa.Table:
                      "count": pa.array(list(counter.values()), pa.int64())}, schema=SCHEMA)
 
 
+class StringCounts:
+    """Counts of strings, summed on demand: strings of up to 8 bytes (most pieces and chunks) as
+    uint64 keys counted with numpy sorts (short_keys.py), longer ones as pyarrow tables counted by
+    hashing. A string is in one part or the other by its bytes alone, so the parts never overlap.
+    """
+
+    def __init__(self) -> None:
+        self._keys: list[np.ndarray] = []
+        self._key_counts: list[np.ndarray] = []
+        self._tables: list[pa.Table] = []
+        self.rows = 0  # rows held (a string held in several parts counts in each)
+
+    def add(self, data: np.ndarray, bounds: np.ndarray, weights: np.ndarray | None = None) -> None:
+        """Count the strings data[bounds[i]:bounds[i + 1]] (each weights[i] times, or once)."""
+        starts, lengths = bounds[:-1], np.diff(bounds)
+        short = short_keys.fits(data, starts, lengths)
+        keys = short_keys.keys_of(data, starts, lengths)[short]
+        long = _string_array(bounds, data).filter(pa.array(~short))
+        if weights is None:
+            keys, counts = short_keys.count_keys(keys)
+            table = count_table(long)
+        else:
+            keys, counts = short_keys.sum_keys(keys, weights[short])
+            table = count_table(long, pa.array(weights[~short]))
+        self._keys.append(keys)
+        self._key_counts.append(counts)
+        self._tables.append(table)
+        self.rows += len(keys) + table.num_rows
+
+    def sum(self) -> None:
+        """Sum the parts into one of each kind (a string held in several parts is held once)."""
+        if len(self._keys) > 1:
+            self._keys[:], self._key_counts[:] = map(list, zip(short_keys.sum_keys(np.concatenate(self._keys),
+                                                                                  np.concatenate(self._key_counts))))
+        if len(self._tables) > 1:
+            self._tables[:] = [sum_tables(self._tables)]
+        self.rows = sum(map(len, self._keys)) + sum(t.num_rows for t in self._tables)
+        pa.default_memory_pool().release_unused()  # the grouping's hash tables go back to the OS
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self._tables) + 16 * sum(map(len, self._keys))
+
+    def table(self) -> pa.Table:
+        """Everything counted, as one counts table (SCHEMA) of distinct strings."""
+        self.sum()
+        tables = list(self._tables)
+        if self._keys:
+            tables.append(pa.table([short_keys.strings_of(self._keys[0]), pa.array(self._key_counts[0], pa.int64())],
+                                   schema=SCHEMA))
+        return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
+
+
 class PieceCounter:
-    """Counts of the pieces of many texts, kept as pyarrow tables and compacted as they grow."""
+    """Counts of the pieces of many texts (StringCounts), summed when many batches are held."""
 
     def __init__(self, pattern: str, findall) -> None:
         name = pattern_name(pattern)
@@ -204,41 +263,41 @@ class PieceCounter:
         self._one_chunk = _ONE_CHUNK[name]
         self._lex = name == "gpt4"
         self._findall = findall
-        self._compacted = SCHEMA.empty_table()
-        self._pending: list[pa.Table] = []
-        self._pending_rows = 0
+        self._pieces = StringCounts()
+        self._summed_rows = 0
 
     def add(self, texts: pa.Array) -> None:
         """Add the pieces of texts (a string array)."""
-        table = count_table(cut_pieces(texts))
-        self._pending.append(table)
-        self._pending_rows += table.num_rows
-        if self._pending_rows > max(_COMPACT_ROWS, 2 * self._compacted.num_rows):
+        offsets, data = _buffers(texts)
+        self._pieces.add(data, cut_bounds(offsets, data))
+        if self._pieces.rows > max(_COMPACT_ROWS, 3 * self._summed_rows):
             self.compact()
 
     def compact(self) -> None:
-        """Sum the pending tables into one (the same piece seen in several batches is held once)."""
-        self._compacted = sum_tables([self._compacted, *self._pending])
-        self._pending, self._pending_rows = [], 0
-        pa.default_memory_pool().release_unused()  # the grouping's hash tables go back to the OS
+        """Sum the batches held (the same piece seen in several batches is held once)."""
+        self._pieces.sum()
+        self._summed_rows = self._pieces.rows
 
     @property
     def nbytes(self) -> int:
-        return self._compacted.nbytes + sum(t.nbytes for t in self._pending)
+        return self._pieces.nbytes
 
     def __bool__(self) -> bool:
-        return bool(self._compacted.num_rows or self._pending_rows)
+        return self._pieces.rows > 0
 
     def chunk_counts(self) -> pa.Table:
         """The chunk counts of everything added (and the counter is emptied)."""
-        self.compact()
-        pieces, self._compacted = self._compacted, SCHEMA.empty_table()
+        pieces = self._pieces.table()
+        self._pieces, self._summed_rows = StringCounts(), 0
         column = pieces.column("chunk")
         if self._lex:  # GPT-4: every piece through the lexer, ASCII ones without decoding
             ascii_only = pc.equal(pc.binary_length(column), pc.utf8_length(column))
-            parts = [_lexed(part, gpt4_chunk_starts) for part in _batches(pieces.filter(ascii_only))]
-            parts += [_lexed(part, gpt4_chunk_starts_utf8) for part in _batches(pieces.filter(pc.invert(ascii_only)))]
-            return sum_tables(parts)
+            chunks = StringCounts()
+            for part in _batches(pieces.filter(ascii_only)):
+                _lex_into(chunks, part, gpt4_chunk_starts)
+            for part in _batches(pieces.filter(pc.invert(ascii_only))):
+                _lex_into(chunks, part, gpt4_chunk_starts_utf8)
+            return chunks.table()
         one = pc.match_substring_regex(column, self._one_chunk)  # one chunk as they stand
         parts = [pieces.filter(one)]
         for part in _batches(pieces.filter(pc.invert(one))):
@@ -255,10 +314,9 @@ def _batches(table: pa.Table) -> list[pa.Table]:
     return [table.slice(start, _CONVERT_BATCH).combine_chunks() for start in range(0, table.num_rows, _CONVERT_BATCH)]
 
 
-def _lexed(pieces: pa.Table, chunk_starts) -> pa.Table:
-    """Chunk counts of distinct pieces, split by a GPT-4 lexer (lexer.py)."""
+def _lex_into(chunks: StringCounts, pieces: pa.Table, chunk_starts) -> None:
+    """Count the chunks of distinct pieces, split by a GPT-4 lexer (lexer.py), into chunks."""
     offsets, data = string_buffers(pieces.column("chunk").chunk(0))
     starts = chunk_starts(data, offsets)
     piece = np.searchsorted(offsets, starts, side="right") - 1  # the piece each chunk starts in
-    chunks = _string_array(np.append(starts, len(data)), data)
-    return count_table(chunks, pa.array(pieces.column("count").to_numpy()[piece]))
+    chunks.add(data, np.append(starts, len(data)), pieces.column("count").to_numpy()[piece])
