@@ -58,11 +58,8 @@ def count_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def sum_keys(keys: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct keys (ascending) and the sum of their counts (int64).
-
-    Inputs that are several sorted runs end to end (tables of batches) sort fastest: the stable
-    sort merges runs."""
-    order = np.argsort(keys, kind="stable")
+    """Distinct keys (ascending) and the sum of their counts (int64)."""
+    order = np.argsort(keys)  # sums do not depend on the order within a key
     keys = keys[order]
     if len(keys) == 0:
         return keys, np.zeros(0, np.int64)
