@@ -3,8 +3,8 @@ r"""Fast, exact pre-tokenization: count distinct pieces at C speed, split each d
 Applying the split pattern with `regex` to every document is the count stage's inner loop (about
 5 MB/s per core here). Text repeats, so instead: cut each document into small pieces at places
 where no match of a built-in pattern can cross (numpy, over the UTF-8 bytes), count the distinct
-pieces with pyarrow (C++), and split each distinct piece once, multiplying its chunks by the
-piece's count. With the GPT-4 pattern the vectorized lexer of lexer.py splits every piece; with
+pieces (those of up to 8 bytes as integer keys sorted by numpy, longer ones hashed by pyarrow), and
+split each distinct piece once, multiplying its chunks by the piece's count. With the GPT-4 pattern the vectorized lexer of lexer.py splits every piece; with
 GPT-2 and GPT-4o, pieces that are not one word run through `regex`.
 
 The cuts fall where the character before is not whitespace:
@@ -236,8 +236,8 @@ class StringCounts:
     def sum(self) -> None:
         """Sum the parts into one of each kind (a string held in several parts is held once)."""
         if len(self._keys) > 1:
-            self._keys[:], self._key_counts[:] = map(list, zip(short_keys.sum_keys(np.concatenate(self._keys),
-                                                                                  np.concatenate(self._key_counts))))
+            keys, counts = short_keys.sum_keys(np.concatenate(self._keys), np.concatenate(self._key_counts))
+            self._keys, self._key_counts = [keys], [counts]
         if self._uncounted:
             self._tables.append(count_table(pa.chunked_array(self._uncounted, pa.string())))
             self._uncounted = []
