@@ -4,8 +4,8 @@ A string of 1 to 8 bytes, none of them zero, is its bytes read as one little-end
 pad it; with no zero byte inside, the padding is unambiguous). Equal keys are equal strings, so
 counting the distinct short strings of a batch is a sort and one pass over runs (numpy's SIMD
 sort of uint64 is several times faster than hashing the strings with pyarrow), and adding up the
-counts of many batches is an argsort and one reduceat. Most pieces of
-text are this short (realmix: 80% of the pieces).
+counts of many batches is an argsort and one reduceat. Most pieces of text are this short
+(realmix: 80% of the pieces).
 """
 
 from __future__ import annotations
