@@ -26,6 +26,16 @@ def _reference_ranking(counts: dict[int, int], vocab: list[bytes]) -> list[int]:
     return sorted(counts, key=key, reverse=True)
 
 
+def _apply(deltas: dict[int, int], counts: dict[int, int], target) -> None:
+    """Apply count changes to the reference dict (dropping zeros) and to target.update."""
+    for k, d in deltas.items():
+        counts[k] = counts.get(k, 0) + d
+        if counts[k] == 0:
+            del counts[k]
+    upd = sorted(deltas)
+    target.update(np.array(upd, dtype=np.int64), np.array([deltas[k] for k in upd], dtype=np.int64))
+
+
 @pytest.mark.parametrize("n", [1, 3, 16, 17, 200, 5000])
 def test_ranked_equals_sorted_reference(n):
     rng = random.Random(n)
@@ -59,12 +69,7 @@ def test_ranking_follows_updates_and_new_tokens():
             other = rng.randrange(97, 110)
             k = int(pack(new_token, other)) if rng.random() < 0.5 else int(pack(other, new_token))
             deltas[k] = rng.randint(1, 60)
-        for k, d in deltas.items():
-            counts[k] = counts.get(k, 0) + d
-            if counts[k] == 0:
-                del counts[k]
-        upd = sorted(deltas)
-        queue.update(np.array(upd, dtype=np.int64), np.array([deltas[k] for k in upd], dtype=np.int64))
+        _apply(deltas, counts, queue)
         n = rng.choice([1, 2, 16, 40, 300])
         assert queue.ranked(n)[0].tolist() == _reference_ranking(counts, vocab)[:n], step
 
@@ -108,12 +113,7 @@ def test_pair_counts_follow_a_dict_through_rounds():
             newest += 1
             other = rng.randrange(newest)
             deltas[int(pack(newest, other)) if rng.random() < 0.5 else int(pack(other, newest))] = rng.randint(1, 9)
-        for k, d in deltas.items():
-            counts[k] = counts.get(k, 0) + d
-            if counts[k] == 0:
-                del counts[k]
-        upd = sorted(deltas)
-        store.update(np.array(upd, dtype=np.int64), np.array([deltas[k] for k in upd], dtype=np.int64))
+        _apply(deltas, counts, store)
         assert store.live == len(counts), step
         ages, values = store.arrays()
         assert dict(zip(pair_of_age(ages[values > 0]).tolist(), values[values > 0].tolist())) == counts, step
