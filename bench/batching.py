@@ -21,12 +21,13 @@ import os
 import time
 
 from parbpe.config import TrainConfig
-from parbpe.evaluate import evaluate
-from parbpe.merge import learn_merges
-from parbpe.read import plan
-from parbpe.reduce import load_counts_files, select_training_chunks
-from parbpe.table import build_table
-from parbpe.tokenizer import Tokenizer
+from parbpe.count.counts_file import load_counts_files
+from parbpe.count.reduce import select_training_chunks
+from parbpe.io.plan import plan
+from parbpe.merge.coordinator import learn_merges
+from parbpe.merge.table import build_table
+from parbpe.tokenizer.evaluate import evaluate
+from parbpe.tokenizer.model import Tokenizer
 
 SETTINGS = [("serial", 2, 1, "batchbpe"), ("exact", 2, 0, "exact")] + [
     (f"cap_divisor={c}", c, 0, "batchbpe") for c in (2, 4, 8)] + [

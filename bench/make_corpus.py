@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from parbpe.memory import format_size, parse_size  # noqa: E402
+from parbpe.run.memory import format_size, parse_size  # noqa: E402
 
 DEFAULT_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "realmix")
 ROWS_PER_GROUP = 2000

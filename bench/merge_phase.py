@@ -17,11 +17,12 @@ import time
 import numpy as np
 
 from parbpe.config import TrainConfig
-from parbpe.memory import PeakSampler
-from parbpe.merge import learn_merges
-from parbpe.read import plan
-from parbpe.reduce import load_counts_files, select_training_chunks
-from parbpe.table import build_table
+from parbpe.count.counts_file import load_counts_files
+from parbpe.count.reduce import select_training_chunks
+from parbpe.io.plan import plan
+from parbpe.merge.coordinator import learn_merges
+from parbpe.merge.table import build_table
+from parbpe.run.memory import PeakSampler
 
 
 def main() -> None:

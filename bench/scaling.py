@@ -23,7 +23,7 @@ from harness import run_sampled, save_results
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from parbpe.memory import format_size, parse_size  # noqa: E402
+from parbpe.run.memory import format_size, parse_size  # noqa: E402
 
 MEMORY_BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "memory.py")
 

@@ -3,8 +3,8 @@
 __version__ = "0.1.0"
 
 from .config import TrainConfig  # noqa: E402
-from .evaluate import evaluate  # noqa: E402
-from .tokenizer import Tokenizer  # noqa: E402
+from .tokenizer.evaluate import evaluate  # noqa: E402
+from .tokenizer.model import Tokenizer  # noqa: E402
 from .train import TrainResult, count_to_file, train  # noqa: E402
 
 __all__ = ["TrainConfig", "TrainResult", "Tokenizer", "count_to_file", "evaluate", "train", "__version__"]

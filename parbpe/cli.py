@@ -8,9 +8,9 @@ import os
 import sys
 
 from .config import TrainConfig
-from .memory import format_size, parse_size
 from .patterns import PATTERNS
-from .progress import MODES, Progress
+from .run.memory import format_size, parse_size
+from .run.progress import MODES, Progress
 
 
 def _add_corpus_options(p: argparse.ArgumentParser) -> None:
@@ -92,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .evaluate import evaluate
-    from .tokenizer import Tokenizer
+    from .tokenizer.evaluate import evaluate
+    from .tokenizer.model import Tokenizer
     from .train import count_to_file, train
 
     if args.command == "train":
@@ -121,7 +121,7 @@ def _run(args: argparse.Namespace) -> int:
               f"({summary['bytes_read'] / 1e6 / max(seconds, 1e-9):.1f} MB/s); {summary['spills']} spills, "
               f"peak RSS {format_size(summary['peak_rss_bytes'])}.")
         if args.stats:
-            from .tokenizer import write_text_atomically
+            from .io.atomic import write_text_atomically
 
             write_text_atomically(args.stats, json.dumps(summary, indent=1))
         return 0

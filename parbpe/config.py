@@ -7,8 +7,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from .memory import parse_size
 from .patterns import pattern_name, resolve_pattern
+from .run.memory import parse_size
 
 BATCHING_MODES = ("batchbpe", "exact")
 PAIR_COUNT_MODES = ("overlap", "nonoverlap")

@@ -16,14 +16,17 @@ import pyarrow.compute as pc
 
 from . import __version__
 from .config import TrainConfig
-from .count import CountResult, count_to_runs
-from .memory import PeakSampler, default_budget, format_size, tree_rss, worker_data_limit
-from .merge import learn_merges
-from .progress import Progress
-from .read import WorkUnit, default_corpus_files, plan, unit_text_bytes
-from .reduce import combine_selections, reduce_runs, write_counts_file
-from .table import build_table
-from .tokenizer import Tokenizer, write_text_atomically
+from .count.counter import CountResult, count_to_runs
+from .count.counts_file import write_counts_file
+from .count.reduce import combine_selections, reduce_runs
+from .io.atomic import write_text_atomically
+from .io.plan import default_corpus_files, plan, unit_text_bytes
+from .io.units import WorkUnit
+from .merge.coordinator import learn_merges
+from .merge.table import build_table
+from .run.memory import PeakSampler, default_budget, format_size, tree_rss, worker_data_limit
+from .run.progress import Progress
+from .tokenizer.model import Tokenizer
 
 
 @dataclass
@@ -190,7 +193,7 @@ def count_to_file(inputs: Sequence[str] | None, out_path: str, config: TrainConf
                   freq_cutoff: int = 0, progress: Progress | str = "none",
                   start_method: str | None = None, data_limit: int | None = None) -> dict[str, Any]:
     """Count chunks of inputs and write them as a counts file (stages 1-3 without cutoff/stop list).
-    Rows are grouped by hash partition and sorted by chunk bytes within each (see reduce.py)."""
+    Rows are grouped by hash partition and sorted by chunk bytes within each (see count/counts_file.py)."""
     reporter = progress if isinstance(progress, Progress) else Progress(progress)
     inputs = list(inputs) if inputs else default_corpus_files()
     times: dict[str, float] = {}

@@ -95,8 +95,8 @@ def reference_train(
 
 def count_with(units, config, run_dir, **kwargs):
     """Chunk counts of units through parbpe's count and reduce stages: (plain dict, CountResult)."""
-    from parbpe.count import count_to_runs
-    from parbpe.reduce import reduce_runs
+    from parbpe.count.counter import count_to_runs
+    from parbpe.count.reduce import reduce_runs
 
     result = count_to_runs(units, config, str(run_dir), **kwargs)
     counts: dict[str, int] = {}

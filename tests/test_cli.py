@@ -77,7 +77,7 @@ def test_bad_input_is_an_error_message_not_a_traceback(tmp_path, capsys):
 def test_train_with_no_input_uses_the_default_corpus(tmp_path, monkeypatch):
     import sys
 
-    from parbpe.read import default_corpus_files
+    from parbpe.io.plan import default_corpus_files
 
     few = default_corpus_files()[:20]  # a few standard-library files stand in for all, to keep it quick
     monkeypatch.setattr(sys.modules["parbpe.train"], "default_corpus_files", lambda: few)

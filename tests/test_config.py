@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from parbpe.config import TrainConfig
-from parbpe.memory import parse_size
 from parbpe.patterns import GPT2_PATTERN
+from parbpe.run.memory import parse_size
 
 
 def test_defaults_and_pattern_names():
@@ -55,7 +55,7 @@ def test_parse_size():
 
 
 def test_worker_data_limit_follows_the_budget():
-    from parbpe.memory import (
+    from parbpe.run.memory import (
         HELD_FACTOR,
         MAX_WORKER_DATA,
         MIN_WORKER_DATA,

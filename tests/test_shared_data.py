@@ -10,7 +10,8 @@ import pytest
 
 import parbpe
 from parbpe.config import TrainConfig
-from parbpe.read import plan, read_counts
+from parbpe.io.counts_files import read_counts
+from parbpe.io.plan import plan
 
 
 def test_fineweb_counts_file_reads(shared_data):
@@ -47,7 +48,7 @@ def test_piece_shortcut_is_exact_on_real_text(shared_data, pattern, tmp_path):
 
     import regex
 
-    from parbpe.count import ShardCounter
+    from parbpe.count.counter import ShardCounter
 
     texts = pq.read_table(shared_data / "realmix" / "heldout.parquet", columns=["text"]).column(0)
     config = TrainConfig(pattern=pattern, workers=1)

@@ -1,59 +1,24 @@
-"""Planning inputs into work units, and streaming the text of one work unit.
+"""Streaming the text of one work unit as pyarrow string arrays of documents.
 
-Inputs are paths, globs or directories. Text inputs become work units: one parquet row group, or
-a byte range of an uncompressed text/jsonl file (cut where no split pattern can match across, so
-the counts equal those of the whole file), or a whole compressed file. Counts files (parbpe's
-parquet, BatchBPE's CSV) are one unit each. Units are sorted so the plan, and everything computed
-from it, is deterministic. Text is streamed as pyarrow string arrays of documents.
+Parquet is read by row group, only the text column; text and jsonl files in blocks between safe
+cuts, so no reader ever holds a whole file. Invalid UTF-8 is replaced and counted in ReadStats.
 """
 
 from __future__ import annotations
 
-import csv
 import functools
-import glob
 import json
-import os
-import sys
-import sysconfig
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-COUNTS_MAGIC = b"parbpe.counts"  # parquet key-value metadata marking a parbpe counts file
-TEXT_SUFFIXES = (".txt", ".text", ".md", ".rst", ".py")
-JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
-COMPRESSIONS = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
+from .units import WorkUnit, compression
+
 READ_BLOCK = 8 << 20  # bytes of a text file decoded at a time
-RANGE_BYTES = 64 << 20  # uncompressed text/jsonl files larger than this become several units
 BATCH_BYTES = 8 << 20  # documents of a jsonl file handed on together
-
-
-@dataclass(frozen=True, order=True)
-class WorkUnit:
-    """One piece of input: a parquet row group, a byte range of a text or jsonl file, or a counts file.
-
-    A byte range [start, end) is nominal: the unit reads from the first cut at or after start to
-    the first cut at or after end (see snap_text, snap_line), so neighbouring units tile the file.
-    end == -1 means the end of the file.
-    """
-
-    path: str
-    kind: str  # "parquet", "text", "jsonl", "counts-parquet", "counts-csv"
-    row_group: int = -1
-    start: int = 0
-    end: int = -1
-
-    def describe(self) -> str:
-        if self.row_group >= 0:
-            return f"{self.path} (row group {self.row_group})"
-        if self.start or self.end != -1:
-            return f"{self.path} (bytes {self.start}-{self.end if self.end != -1 else 'end'})"
-        return self.path
 
 
 @dataclass
@@ -69,77 +34,6 @@ class ReadStats:
         self.bytes += other.bytes
         self.replaced_bytes += other.replaced_bytes
         return self
-
-
-def _kind_of(path: str) -> str | None:
-    name = path.lower()
-    for suffix in COMPRESSIONS:
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-            break
-    if name.endswith(".parquet"):
-        return "parquet"  # refined to counts-parquet by its metadata
-    if name.endswith(".csv"):
-        return "counts-csv"
-    if name.endswith(JSONL_SUFFIXES):
-        return "jsonl"
-    if name.endswith(TEXT_SUFFIXES):
-        return "text"
-    return None
-
-
-def expand_inputs(inputs: Sequence[str]) -> list[str]:
-    """Files named by paths, globs and directories (recursively), sorted and without duplicates."""
-    files: set[str] = set()
-    for item in inputs:
-        if os.path.isdir(item):
-            found = [str(p) for p in Path(item).rglob("*") if p.is_file() and _kind_of(str(p))]
-            if not found:
-                raise FileNotFoundError(f"directory {item!r} holds no readable input (.parquet, .txt, .jsonl, .csv)")
-            files.update(found)
-        elif os.path.isfile(item):
-            files.add(item)
-        else:
-            matches = sorted(glob.glob(item, recursive=True))
-            if not matches:
-                raise FileNotFoundError(f"no such file, directory or glob match: {item!r}")
-            for m in matches:
-                if os.path.isdir(m):
-                    files.update(expand_inputs([m]))
-                else:
-                    files.add(m)
-    return sorted(files)
-
-
-def plan(inputs: Sequence[str], range_bytes: int = RANGE_BYTES) -> list[WorkUnit]:
-    """Expand inputs into sorted work units: one per parquet row group, byte ranges of about
-    range_bytes for uncompressed text and jsonl files, one per other file."""
-    units = []
-    for path in expand_inputs(inputs):
-        kind = _kind_of(path)
-        if kind is None:
-            raise ValueError(
-                f"cannot tell how to read {path!r}: use .parquet, .txt, .jsonl (optionally .gz/.zst) "
-                "or a counts file (.parquet made by `parbpe count`, or BatchBPE's .csv)"
-            )
-        if kind == "parquet":
-            try:
-                pf = pq.ParquetFile(path)
-            except (pa.ArrowInvalid, OSError) as exc:
-                raise ValueError(f"{path}: not a readable parquet file ({exc})") from None
-            metadata = pf.schema_arrow.metadata or {}
-            if COUNTS_MAGIC in metadata:
-                units.append(WorkUnit(path, "counts-parquet"))
-            else:
-                units.extend(WorkUnit(path, "parquet", rg) for rg in range(pf.metadata.num_row_groups))
-        elif kind in ("text", "jsonl") and _compression(path) is None:
-            size = os.path.getsize(path)
-            starts = range(0, max(size, 1), range_bytes)
-            units.extend(WorkUnit(path, kind, start=a, end=a + range_bytes if a + range_bytes < size else -1)
-                         for a in starts)
-        else:
-            units.append(WorkUnit(path, kind))
-    return sorted(units)
 
 
 def _decode(data: bytes, stats: ReadStats) -> str:
@@ -166,12 +60,8 @@ def replace_surrogates(text: str, stats: ReadStats | None = None) -> str:
         return fixed
 
 
-def _compression(path: str) -> str | None:
-    return next((c for s, c in COMPRESSIONS.items() if path.lower().endswith(s)), None)
-
-
 def _open_binary(path: str) -> pa.NativeFile:
-    return pa.input_stream(path, compression=_compression(path))
+    return pa.input_stream(path, compression=compression(path))
 
 
 def iter_text_batches(unit: WorkUnit, text_column: str, stats: ReadStats) -> Iterator[pa.Array]:
@@ -201,21 +91,6 @@ def iter_documents(unit: WorkUnit, text_column: str, stats: ReadStats) -> Iterat
     """The documents of a text work unit as Python strings (see iter_text_batches)."""
     for texts in iter_text_batches(unit, text_column, stats):
         yield from texts.to_pylist()
-
-
-def unit_text_bytes(unit: WorkUnit) -> int:
-    """The most text bytes reading this unit holds at once (for the memory budget's floor)."""
-    if unit.kind == "parquet":
-        try:
-            meta = pq.ParquetFile(unit.path).metadata
-            return max(meta.row_group(unit.row_group).total_byte_size, 1)
-        except (pa.ArrowInvalid, OSError):
-            return 1
-    if unit.kind == "text":
-        return 2 * READ_BLOCK
-    if unit.kind == "jsonl":
-        return 2 * BATCH_BYTES
-    return os.path.getsize(unit.path)  # a counts file is read whole
 
 
 def _parquet_batches(unit: WorkUnit, text_column: str, stats: ReadStats) -> Iterator[pa.Array]:
@@ -407,81 +282,3 @@ def iter_text_pieces(path: str, stats: ReadStats, block: int = READ_BLOCK, start
         if buffer:
             stats.bytes += len(buffer)
             yield _decode(buffer, stats)
-
-
-# -- counts files ---------------------------------------------------------------------------
-
-
-@dataclass
-class CountsFile:
-    chunks: list[bytes]
-    counts: list[int]
-    pattern: str | None
-    special_tokens: tuple[str, ...] | None
-
-
-def read_counts(unit: WorkUnit) -> CountsFile:
-    """Read a parbpe counts parquet file or a BatchBPE counts CSV."""
-    if unit.kind == "counts-parquet":
-        table = pq.read_table(unit.path)
-        meta = json.loads(table.schema.metadata[COUNTS_MAGIC])
-        if "chunk" not in table.column_names or "count" not in table.column_names:
-            raise ValueError(f"{unit.path}: a counts file needs columns 'chunk' and 'count'")
-        return CountsFile(
-            chunks=table.column("chunk").to_pylist(),
-            counts=table.column("count").to_pylist(),
-            pattern=meta.get("pattern"),
-            special_tokens=tuple(meta.get("special_tokens", ())),
-        )
-    if unit.kind == "counts-csv":
-        return _read_batchbpe_csv(unit.path)
-    raise ValueError(f"{unit.describe()} is not a counts file")
-
-
-def _read_batchbpe_csv(path: str) -> CountsFile:
-    """BatchBPE's CSV: a header, then chunk,count rows; a last row of count 0 may hold the pattern."""
-    chunks: list[bytes] = []
-    counts: list[int] = []
-    pattern = None
-    csv.field_size_limit(sys.maxsize)
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if header is None or len(header) != 2:
-            raise ValueError(f"{path}:1: expected a header of two columns (chunk,count), got {header}")
-        for line_no, row in enumerate(reader, start=2):
-            if len(row) != 2:
-                raise ValueError(f"{path}:{line_no}: expected two columns (chunk,count), got {len(row)}")
-            try:
-                count = int(row[1])
-            except ValueError:
-                raise ValueError(f"{path}:{line_no}: count {row[1]!r} is not an integer") from None
-            if count == 0:
-                pattern = row[0]  # BatchBPE stores the split pattern as a row with count 0
-                continue
-            if count < 0:
-                raise ValueError(f"{path}:{line_no}: negative count {count}")
-            chunks.append(row[0].encode("utf-8"))
-            counts.append(count)
-    return CountsFile(chunks=chunks, counts=counts, pattern=pattern, special_tokens=None)
-
-
-# -- the built-in default corpus ------------------------------------------------------------
-
-
-def default_corpus_files() -> list[str]:
-    """The Python standard library's own sources: text every machine with Python already has.
-
-    Test suites, site-packages and idle's data are left out; the result is sorted so it is the
-    same on every run of the same Python.
-    """
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    skip = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
-    files = [
-        str(p)
-        for p in stdlib.rglob("*.py")
-        if not skip.intersection(p.relative_to(stdlib).parts) and p.is_file()
-    ]
-    if not files:
-        raise FileNotFoundError(f"no standard-library sources found under {stdlib}")
-    return sorted(files)

@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from parbpe import short_keys
-from parbpe.pieces import StringCounts
+from parbpe.count import short_keys
+from parbpe.count.pieces import StringCounts
 
 
 def _random_strings(rng: random.Random, n: int) -> tuple[np.ndarray, np.ndarray, list[bytes]]:

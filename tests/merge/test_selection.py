@@ -7,8 +7,8 @@ import random
 import numpy as np
 import pytest
 
-from parbpe.batch import PairCounts, PairQueue, age_key, descending_key, pair_of_age, safe_batch, search_width
-from parbpe.pairs import pack
+from parbpe.merge.pairs import pack
+from parbpe.merge.selection import PairCounts, PairQueue, age_key, descending_key, pair_of_age, safe_batch, search_width
 
 
 def test_descending_key_reverses_byte_order():

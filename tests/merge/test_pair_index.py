@@ -7,9 +7,10 @@ import random
 import numpy as np
 import pytest
 
-from parbpe.merge import LinkedEngine, PairIndex, _IndexBlock, _merge_sorted, narrow_key
-from parbpe.pairs import pack
-from parbpe.table import build_table
+from parbpe.merge.engines import LinkedEngine
+from parbpe.merge.pair_index import PairIndex, _IndexBlock, _merge_sorted, narrow_key
+from parbpe.merge.pairs import pack
+from parbpe.merge.table import build_table
 
 
 @pytest.mark.parametrize("seed", range(10))

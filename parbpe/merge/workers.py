@@ -1,7 +1,7 @@
 """The merge engine spread over worker processes: each owns a slice of the chunk table.
 
 The table is cut into contiguous slices of chunks with about the same number of tokens (not of
-chunks). A worker builds an engine (merge.py) on its slice once: its first message is the pair
+chunks). A worker builds an engine (engines.py) on its slice once: its first message is the pair
 counts of the slice. Every round, the coordinator (learn_merges) sends the batch, each worker
 applies it in place and answers with only the count changes it caused; the coordinator adds
 them up (int64). Nothing but these small arrays crosses between processes, and nothing is copied
@@ -21,9 +21,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .merge import ChunkEngine, LinkedEngine, boundary_events, prefix_stop
+from ..run.pool import get_context
+from .engines import ChunkEngine, LinkedEngine
+from .exact import boundary_events, prefix_stop
 from .pairs import aggregate
-from .pool import get_context
 from .table import ChunkTable
 
 _POLL = 0.2  # seconds between checks that a silent worker is still alive

@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from .read import ReadStats, iter_documents, plan
-from .tokenizer import Tokenizer
+from ..io.plan import plan
+from ..io.readers import ReadStats, iter_documents
+from .model import Tokenizer
 
 
 def evaluate(tokenizer: Tokenizer, inputs: Sequence[str], text_column: str = "text") -> dict[str, Any]:

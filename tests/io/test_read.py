@@ -11,24 +11,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import regex
+from corpora import random_text
 from reference import count_with, reference_counts
 
 import parbpe
 from parbpe.config import TrainConfig
+from parbpe.count.counts_file import load_counts_files, write_counts_file
+from parbpe.count.partitions import split_partitions
+from parbpe.count.pieces import counter_table
+from parbpe.io.counts_files import read_counts
+from parbpe.io.plan import default_corpus_files, plan
+from parbpe.io.readers import ReadStats, _is_safe_cut, iter_text_pieces
 from parbpe.patterns import PATTERNS
-from parbpe.pieces import counter_table
-from parbpe.read import ReadStats, _is_safe_cut, default_corpus_files, iter_text_pieces, plan, read_counts
-from parbpe.reduce import load_counts_files, split_partitions, write_counts_file
-
-ALPHABET = (
-    list("abcXYZ019") + [" ", " ", "  ", "\n", "\n", "\r\n", "\t", "\x0b", "\x0c", "\x85", "\xa0", "\u3000"]
-    + list(".,!?'\"/-_()#") + ["'s", "'T", "'ll"]
-    + ["é", "ß", "\u0301", "中", "文", "ж", "😀", "١", "²", "\x00", "\x1c"]
-)
-
-
-def random_text(rng: random.Random, n: int) -> str:
-    return "".join(rng.choice(ALPHABET) for _ in range(n))
 
 
 @pytest.mark.parametrize("pattern", ["gpt2", "gpt4", "gpt4o"])

@@ -21,7 +21,7 @@ comes down to rules about runs of one kind of character:
   chunk.
 The classes are `regex`'s own (\p{L}, \p{N}, \s, case folding), read off it for every code point.
 ASCII text is classified byte by byte; other text is decoded from UTF-8 first. Every piece given
-is matched from its start, as the pattern would match it alone. tests/test_lexer.py checks the
+is matched from its start, as the pattern would match it alone. tests/count/test_lexer.py checks the
 chunks against `regex` on random strings of the characters that matter and on real text.
 """
 

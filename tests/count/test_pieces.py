@@ -9,13 +9,13 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 import regex
-from test_read import ALPHABET, random_text
+from corpora import ALPHABET, random_text
 
-from parbpe import pieces
 from parbpe.config import TrainConfig
-from parbpe.count import ShardCounter
+from parbpe.count import pieces
+from parbpe.count.counter import ShardCounter
+from parbpe.count.pieces import WHITESPACE, count_table, cut_pieces, supports
 from parbpe.patterns import PATTERNS
-from parbpe.pieces import WHITESPACE, count_table, cut_pieces, supports
 
 # Heavier on what the cuts look at: spaces after all kinds of characters, letters next to punctuation.
 CUT_ALPHABET = ALPHABET + [" ", " ", " a", "a ", "a.", "Z,", "b'", ". ", "\n ", "\t ", "\u3000 ", "  x", "A-", "x@",

@@ -4,7 +4,7 @@ Each worker process owns a ShardCounter: worker r takes units[r::workers], count
 (with the exact piece shortcut of pieces.py where it is proven, the plain pattern otherwise), and
 writes its counts to a run file whenever they pass its share of the memory budget (a spill), and
 once at the end. Only file names and small stats travel between processes, never text or counts.
-Partial counts add up, so the order in which workers finish never matters. reduce.py sums runs.
+Partial counts add up, so the order in which workers finish never matters. reduce.py sums runs (partitions.py).
 """
 
 from __future__ import annotations
@@ -18,12 +18,14 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .config import TrainConfig
-from .patterns import Splitter
+from ..config import TrainConfig
+from ..io.readers import ReadStats, iter_text_batches
+from ..io.units import WorkUnit
+from ..patterns import Splitter
+from ..run.pool import default_start_method, parallel
+from .counts_file import counts_file_table
+from .partitions import write_run
 from .pieces import PieceCounter, counter_table, sum_tables, supports
-from .pool import default_start_method, parallel
-from .read import ReadStats, WorkUnit, iter_text_batches
-from .reduce import counts_file_table, write_run
 
 _PLAIN_ENTRY_BYTES = 120  # estimated memory of one entry of a Counter[str] (object, int, hash slot)
 

@@ -4,7 +4,8 @@ Applying the split pattern with `regex` to every document is the count stage's i
 5 MB/s per core here). Text repeats, so instead: cut each document into small pieces at places
 where no match of a built-in pattern can cross (numpy, over the UTF-8 bytes), count the distinct
 pieces (those of up to 8 bytes as integer keys sorted by numpy, longer ones hashed by pyarrow), and
-split each distinct piece once, multiplying its chunks by the piece's count. With the GPT-4 pattern the vectorized lexer of lexer.py splits every piece; with
+split each distinct piece once, multiplying its chunks by the piece's count. With the GPT-4
+pattern the vectorized lexer of lexer.py splits every piece; with
 GPT-2 and GPT-4o, pieces that are not one word run through `regex`.
 
 The cuts fall where the character before is not whitespace:
@@ -16,7 +17,7 @@ non-space character into a space, or from a letter or digit into such a symbol o
 only a run of symbols takes trailing line breaks); the text after the cut is matched exactly as
 before (no pattern looks behind); and the text before it ends in a character that is not
 whitespace, where the only lookahead, (?!\S) after whitespace, is never tried.
-tests/test_pieces.py checks the cuts against a character-by-character reference, and the counts
+tests/count/test_pieces.py checks the cuts against a character-by-character reference, and the counts
 against the plain path on random Unicode built from the characters that matter and on real text.
 Documents holding a special token, and custom patterns, take the plain path.
 """
@@ -30,9 +31,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..patterns import pattern_name
 from . import short_keys
 from .lexer import gpt4_chunk_starts, gpt4_chunk_starts_utf8
-from .patterns import pattern_name
 
 # Exactly the characters the `regex` module's \s matches (tests check all code points).
 WHITESPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B)))
@@ -46,13 +47,12 @@ _ONE_CHUNK = {
 }
 
 # string, not large_string: pyarrow groups 32-bit-offset strings about 3x faster. Tables stay far
-# below 2 GB of text each (a worker's held counts are capped by MAX_WORKER_DATA in memory.py).
+# below 2 GB of text each (a worker's held counts are capped by MAX_WORKER_DATA in run/memory.py).
 SCHEMA = pa.schema([("chunk", pa.string()), ("count", pa.int64())])
 _FLOAT_EXACT = 2**53
 _COMPACT_ROWS = 8_000_000  # pending rows (distinct within their batch) that force a compaction
 _CUT_WINDOW = 4 << 20  # bytes cut at a time (bounds the temporary arrays)
 _CONVERT_BATCH = 200_000  # distinct pieces split per batch (bounds the Python lists and numpy arrays)
-
 _WIDE_WHITESPACE: dict[int, set[int]] = {2: set(), 3: set()}  # by UTF-8 length
 for _char in WHITESPACE:
     if ord(_char) >= 128:

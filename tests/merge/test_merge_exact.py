@@ -6,12 +6,13 @@ import random
 
 import numpy as np
 import pytest
+from corpora import random_corpus
 from reference import reference_counts, reference_train
 
 import parbpe
-from parbpe.merge import learn_merges
+from parbpe.merge.coordinator import learn_merges
+from parbpe.merge.table import build_table
 from parbpe.patterns import PATTERNS
-from parbpe.table import build_table
 
 ENGINES = ["linked", "chunk"]
 
@@ -26,14 +27,6 @@ def engine_merges(counts: dict[bytes, int], n_merges: int, **kwargs) -> list[tup
     table = build_table([c for c, _ in items], [n for _, n in items], 256 + n_merges)
     vocab = [bytes([b]) for b in range(256)]
     return learn_merges(table, vocab, n_merges, **kwargs).merges
-
-
-def random_corpus(rng: random.Random, alphabet: bytes, n_words: int, max_len: int) -> dict[bytes, int]:
-    counts: dict[bytes, int] = {}
-    for _ in range(n_words):
-        word = bytes(rng.choice(alphabet) for _ in range(rng.randint(1, max_len)))
-        counts[word] = counts.get(word, 0) + rng.randint(1, 9)
-    return counts
 
 
 def test_wikipedia_example_overlap():

@@ -7,12 +7,12 @@ import random
 import signal
 
 import pytest
+from corpora import random_corpus
 from reference import reference_train
-from test_merge_exact import random_corpus
 
-from parbpe.merge import learn_merges
-from parbpe.merge_workers import SlicedEngine, slice_bounds
-from parbpe.table import build_table
+from parbpe.merge.coordinator import learn_merges
+from parbpe.merge.table import build_table
+from parbpe.merge.workers import SlicedEngine, slice_bounds
 
 MODES = {"batchbpe": {}, "exact": {"batching": "exact"}, "serial": {"max_batch_size": 1}}
 

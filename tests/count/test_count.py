@@ -12,7 +12,7 @@ from reference import count_with, reference_counts
 
 import parbpe
 from parbpe.config import TrainConfig
-from parbpe.read import plan
+from parbpe.io.plan import plan
 
 WORDS = ["alpha", "beta", "gamma", "delta", "épsilon", "ζήτα", "中文", "😀", "1234", "don't", "  ", "\n", "x.y",
          "end.", "(paren)"]
@@ -110,7 +110,7 @@ def test_worker_error_names_the_unit(tmp_path, run_dir):
 def test_a_killed_worker_is_a_clear_error_not_a_hang(corpus, monkeypatch, run_dir):
     import signal
 
-    import parbpe.count as count_module
+    import parbpe.count.counter as count_module
 
     # With fork, the workers inherit this stand-in: each kills itself as the kernel's OOM killer would.
     monkeypatch.setattr(count_module, "count_unit", lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL))

@@ -10,7 +10,8 @@ import random
 import pytest
 
 import parbpe
-from parbpe.tokenizer import Tokenizer, bytes_to_unicode, token_to_unicode
+from parbpe.tokenizer.byte_level import bytes_to_unicode, token_to_unicode
+from parbpe.tokenizer.model import Tokenizer
 
 CORPUS = (
     "The quick brown fox jumps over the lazy dog. It's 2024, isn't it? Numbers: 1234567 3.14159\n"

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 import regex
 
-from parbpe.lexer import (
+from parbpe.count.lexer import (
     BYTE_CANON,
     BYTE_CLASS,
     HIGH,

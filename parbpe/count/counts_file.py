@@ -1,0 +1,72 @@
+"""Counts files as counts tables, and writing them.
+
+A counts file (parquet: chunk as binary, count as int64, pattern and special tokens in the
+metadata) is a valid training input; files made with the same pattern add up. Rows are written
+grouped by hash partition and sorted by chunk bytes within each, so a counts file is the same
+whether the run spilled or not.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..config import TrainConfig
+from ..io.atomic import write_atomically
+from ..io.counts_files import COUNTS_MAGIC, read_counts
+from ..io.units import WorkUnit
+from .partitions import sort_by_chunk
+from .pieces import SCHEMA, sum_tables
+
+
+def counts_file_table(unit: WorkUnit, config: TrainConfig) -> pa.Table:
+    """A counts file as a counts table, checking it was made with this run's pattern and specials."""
+    counts = read_counts(unit)
+    if counts.pattern is not None and counts.pattern != config.pattern:
+        raise ValueError(
+            f"{unit.path} was counted with the pattern {counts.pattern!r}, but this run uses "
+            f"{config.pattern!r}; pass the same pattern (--pattern) or recount the text"
+        )
+    if counts.special_tokens is not None and tuple(counts.special_tokens) != config.special_tokens:
+        raise ValueError(
+            f"{unit.path} was counted with special tokens {list(counts.special_tokens)}, but this "
+            f"run uses {list(config.special_tokens)}; pass the same --special-tokens"
+        )
+    try:
+        chunks = pa.array(counts.chunks, pa.large_binary()).cast(pa.string())
+    except pa.ArrowInvalid:
+        raise ValueError(f"{unit.path}: a chunk is not valid UTF-8; the counts file is damaged") from None
+    return sum_tables([pa.table({"chunk": chunks, "count": pa.array(counts.counts, pa.int64())}, schema=SCHEMA)])
+
+
+def load_counts_files(units: Iterable[WorkUnit], config: TrainConfig) -> pa.Table:
+    """Counts files added up into one counts table (for tools that start from counts)."""
+    return sum_tables([counts_file_table(u, config) for u in units])
+
+
+def write_counts_file(path: str, partitions: Iterable[pa.Table], config: TrainConfig, freq_cutoff: int = 0) -> int:
+    """Write counts as parquet, one row group per partition in order (rows sorted by chunk bytes
+    within each), atomically; partitions come from read_partition or split_partitions. Returns rows."""
+    schema = pa.schema([("chunk", pa.binary()), ("count", pa.int64())])
+    meta = {"pattern": config.pattern, "special_tokens": list(config.special_tokens),
+            "freq_cutoff": freq_cutoff, "format": 1}
+    schema = schema.with_metadata({COUNTS_MAGIC: json.dumps(meta).encode()})
+    rows = 0
+
+    def write(tmp: str) -> None:
+        nonlocal rows
+        with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+            for table in partitions:
+                if freq_cutoff > 1:
+                    table = table.filter(pc.greater_equal(table.column("count"), freq_cutoff))
+                table = sort_by_chunk(table)
+                out = pa.table([table.column("chunk").cast(pa.binary()), table.column("count")], schema=schema)
+                writer.write_table(out)
+                rows += out.num_rows
+
+    write_atomically(path, write)
+    return rows

@@ -1,0 +1,90 @@
+"""Hash partitions and run files: how partial counts travel from counting to reducing.
+
+A chunk's partition is a fixed polynomial hash of its UTF-8 bytes (numpy, wrapping uint64), the
+same in every process and start method. A run file is Arrow IPC holding one record batch per
+partition, so the global counts of partition p are the sum of batch p of every run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.ipc as ipc
+
+from .pieces import SCHEMA, sum_tables
+
+N_PARTITIONS = 32
+_HASH_ROWS = 1 << 18  # rows hashed per numpy pass (bounds the temporary arrays)
+_MULT = np.uint64(0x9E3779B97F4A7C15)
+
+
+def partition_ids(chunks: pa.Array | pa.ChunkedArray, n_partitions: int = N_PARTITIONS) -> np.ndarray:
+    """A fixed hash of each chunk's UTF-8 bytes, modulo n_partitions (the same in every process)."""
+    if isinstance(chunks, pa.ChunkedArray):
+        chunks = chunks.combine_chunks() if chunks.num_chunks != 1 else chunks.chunk(0)
+    chunks = chunks.cast(pa.large_binary())
+    out = np.empty(len(chunks), dtype=np.int64)
+    for first in range(0, len(chunks), _HASH_ROWS):
+        part = chunks.slice(first, _HASH_ROWS)
+        out[first:first + len(part)] = _hash_slice(part) % n_partitions
+    return out
+
+
+def _hash_slice(chunks: pa.Array) -> np.ndarray:
+    """Polynomial hash over bytes (wrapping uint64 arithmetic), then mixed; keeps the top bits."""
+    _, offsets_buf, data_buf = chunks.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64)[chunks.offset: chunks.offset + len(chunks) + 1]
+    lengths = np.diff(offsets)
+    h = lengths.astype(np.uint64) * _MULT
+    nonempty = lengths > 0
+    if data_buf is not None and nonempty.any():
+        data = np.frombuffer(data_buf, dtype=np.uint8)[offsets[0]: offsets[-1]].astype(np.uint64)
+        starts = offsets[:-1] - offsets[0]
+        pos = np.arange(len(data), dtype=np.int64) - np.repeat(starts, lengths)
+        powers = np.cumprod(np.full(int(lengths.max()), np.uint64(1099511628211), dtype=np.uint64))
+        powers = np.concatenate([np.ones(1, dtype=np.uint64), powers[:-1]])
+        sums = np.add.reduceat(data * powers[pos], starts[nonempty])
+        h[nonempty] ^= sums
+    h ^= h >> np.uint64(31)
+    h *= _MULT
+    h ^= h >> np.uint64(29)
+    return (h >> np.uint64(33)).astype(np.int64)
+
+
+def write_run(path: str, table: pa.Table, n_partitions: int = N_PARTITIONS) -> None:
+    """Write counts as a run file: record batch p holds the rows of partition p."""
+    pids = partition_ids(table.column("chunk"), n_partitions)
+    order = np.argsort(pids, kind="stable")
+    bounds = np.searchsorted(pids[order], np.arange(n_partitions + 1))
+    batches = table.take(pa.array(order)).combine_chunks().to_batches()
+    batch = batches[0] if batches else pa.RecordBatch.from_arrays(
+        [pa.array([], pa.string()), pa.array([], pa.int64())], schema=SCHEMA)
+    with pa.OSFile(path, "wb") as sink, ipc.new_file(sink, SCHEMA) as writer:
+        for p in range(n_partitions):
+            writer.write_batch(batch.slice(int(bounds[p]), int(bounds[p + 1] - bounds[p])))
+
+
+def read_partition(runs: Iterable[str], partition: int) -> pa.Table:
+    """The global counts of one partition: batch `partition` of every run, summed."""
+    tables = []
+    for path in runs:
+        with pa.OSFile(path, "rb") as source:
+            reader = ipc.open_file(source)
+            tables.append(pa.Table.from_batches([reader.get_batch(partition)], schema=SCHEMA))
+    return sum_tables(tables)
+
+
+def split_partitions(table: pa.Table, n_partitions: int = N_PARTITIONS) -> Iterator[pa.Table]:
+    """A counts table held whole, cut into its hash partitions in order (like read_partition gives)."""
+    pids = partition_ids(table.column("chunk"), n_partitions)
+    for p in range(n_partitions):
+        yield table.filter(pa.array(pids == p))
+
+
+def sort_by_chunk(table: pa.Table) -> pa.Table:
+    """Rows in the order of their chunk's UTF-8 bytes."""
+    order = pc.sort_indices(table.column("chunk").cast(pa.large_binary()))
+    return table.take(order)

@@ -1,0 +1,122 @@
+"""Stage 3, reduce: partial counts become the global chunk counts, then freq_cutoff and the stop list.
+
+Partitions are reduced one per task, in parallel, never all in memory at once; freq_cutoff applies
+to global counts only. The parent picks the stop list from every partition's candidates and sorts
+the kept chunks by bytes, so the result never depends on which worker finished first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..config import TrainConfig
+from ..run.pool import get_context, parallel
+from .partitions import N_PARTITIONS, read_partition, sort_by_chunk
+from .pieces import SCHEMA
+
+
+@dataclass
+class Selection:
+    """One partition's share of the training chunks (or, after combine, all of them)."""
+
+    kept: pa.Table  # chunks with count >= freq_cutoff
+    stop_candidates: pa.Table  # the partition's top stop_list_size chunks longer than one character
+    unique_chunks: int
+    total_chunks: int
+    dropped_by_cutoff: int
+
+
+def select_partition(table: pa.Table, config: TrainConfig) -> Selection:
+    """freq_cutoff on one partition's global counts, and its candidates for the stop list."""
+    counts = table.column("count")
+    candidates = SCHEMA.empty_table()
+    if config.stop_list_size:
+        long = table.filter(pc.greater(pc.utf8_length(table.column("chunk")), 1))
+        candidates = _top(long, config.stop_list_size)
+    kept = table.filter(pc.greater_equal(counts, config.freq_cutoff)) if config.freq_cutoff > 1 else table
+    return Selection(kept=kept, stop_candidates=candidates, unique_chunks=table.num_rows,
+                     total_chunks=pc.sum(counts).as_py() or 0, dropped_by_cutoff=table.num_rows - kept.num_rows)
+
+
+def _top(table: pa.Table, n: int) -> pa.Table:
+    """The n rows of greatest (count, chunk bytes)."""
+    keyed = pa.table({"count": table.column("count"), "bytes": table.column("chunk").cast(pa.large_binary())})
+    order = pc.sort_indices(keyed, sort_keys=[("count", "descending"), ("bytes", "descending")])
+    return table.take(order[:n])
+
+
+@dataclass
+class TrainingChunks:
+    """What the merge stage trains on: chunks (UTF-8 bytes, sorted) and counts, plus the stop list."""
+
+    chunks: list[bytes]
+    counts: list[int]
+    stop_words: list[bytes]  # in token order: stop word k is token 256 + k
+    unique_chunks: int  # before freq_cutoff and the stop list
+    total_chunks: int  # occurrences, before freq_cutoff and the stop list
+    dropped_by_cutoff: int
+
+
+def combine_selections(selections: list[Selection], config: TrainConfig) -> TrainingChunks:
+    """The stop list from every partition's candidates; the kept chunks minus stop words, sorted.
+
+    Stop list (BatchBPE): the stop_list_size most frequent chunks longer than one character get
+    whole-chunk tokens and leave training; ties go to the greater chunk bytes, as for pairs.
+    """
+    stop_words: list[bytes] = []
+    kept = pa.concat_tables([s.kept for s in selections]) if selections else SCHEMA.empty_table()
+    if config.stop_list_size:
+        top = _top(pa.concat_tables([s.stop_candidates for s in selections]), config.stop_list_size)
+        stop_words = [c.encode("utf-8") for c in top.column("chunk").to_pylist()]
+        if stop_words:
+            kept = kept.filter(pc.invert(pc.is_in(kept.column("chunk"), value_set=top.column("chunk"))))
+    kept = sort_by_chunk(kept)
+    return TrainingChunks(
+        chunks=kept.column("chunk").cast(pa.large_binary()).to_pylist(),
+        counts=kept.column("count").to_pylist(),
+        stop_words=stop_words,
+        unique_chunks=sum(s.unique_chunks for s in selections),
+        total_chunks=sum(s.total_chunks for s in selections),
+        dropped_by_cutoff=sum(s.dropped_by_cutoff for s in selections),
+    )
+
+
+def select_training_chunks(table: pa.Table, config: TrainConfig) -> TrainingChunks:
+    """freq_cutoff and the stop list on global counts held in one table."""
+    return combine_selections([select_partition(table, config)], config)
+
+
+def _partition_job(args: tuple[list[str], int]) -> pa.Table:
+    runs, partition = args
+    try:
+        return read_partition(runs, partition)
+    except Exception as exc:
+        raise RuntimeError(f"reducing partition {partition} failed: {exc}") from exc
+
+
+def _select_job(args: tuple[list[str], int, TrainConfig]) -> Selection:
+    runs, partition, config = args
+    return select_partition(_partition_job((runs, partition)), config)
+
+
+def reduce_runs(runs: list[str], workers: int = 1, start_method: str | None = None,
+                on_progress: Callable[[int, int], None] | None = None, config: TrainConfig | None = None,
+                n_partitions: int = N_PARTITIONS) -> Iterator:
+    """The global counts of every partition, in partition order: one task per partition, on
+    `workers` processes. With config, each partition comes as its Selection instead."""
+    if config is None:
+        func, tasks = _partition_job, [(runs, p) for p in range(n_partitions)]
+    else:
+        func, tasks = _select_job, [(runs, p, config) for p in range(n_partitions)]
+    if workers <= 1:
+        results: Iterable = map(func, tasks)
+    else:
+        results = parallel(func, tasks, workers, get_context(start_method))
+    for done, result in enumerate(results, start=1):
+        if on_progress:
+            on_progress(done, n_partitions)
+        yield result

@@ -1,0 +1,150 @@
+"""Stage 5, merge: the coordinator loop that ranks pairs, picks safe batches and drives an engine.
+
+learn_merges builds the engine (one in this process, or one per table slice in merge workers),
+then each round ranks the top pairs (selection.py), keeps BatchBPE's safe batch (or the exact
+prefix), has the engine apply it and adds up the count changes, until the vocabulary is full.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .engines import ChunkEngine, LinkedEngine
+from .selection import PairQueue, descending_key, safe_batch, search_width
+from .table import ChunkTable
+from .workers import SlicedEngine
+
+# A merge worker's slice must hold this many table tokens. On 2 cores, two merge workers against one
+# process (bench/merge_phase.py, 2026-11-22): FineWeb-Edu counts, 1.8M tokens, 0.9x the speed;
+# realmix, 11.8M, 1.1x; a generated 1 GB corpus, 13.2M, 1.03x at 1.7x the peak memory (forked
+# workers each hold an engine and pages of the coordinator). Tables of the corpora we measured
+# (up to 10 GB: Heaps' law keeps them small) merge in one process.
+MIN_TOKENS_PER_WORKER = 32_000_000
+
+
+def _round_rank_key(queue: PairQueue, vocab: list[bytes], first: np.ndarray, second: np.ndarray, first_id: int):
+    """The tie-rule key of a pair whose tokens may be made in this round (id first_id + k for member k)."""
+
+    def token_key(t: int) -> bytes:
+        if t < first_id:
+            return queue.tie_key(t)
+        k = t - first_id
+        return descending_key(vocab[int(first[k])] + vocab[int(second[k])])
+
+    def rank_key(pair: int) -> tuple:
+        a, b = pair >> 32, pair & 0xFFFFFFFF
+        return (token_key(a), -a, token_key(b), -b)
+
+    return rank_key
+
+
+@dataclass
+class MergeResult:
+    merges: list[tuple[int, int]]  # in rank order; merge k makes token first_id + k
+    batch_sizes: list[int]
+    stopped_early: bool  # no pair was left before the vocabulary was full
+    engine: ChunkEngine | LinkedEngine | ChunkTable  # final tokens of every chunk (chunk_tokens)
+    seconds: dict[str, float] = field(default_factory=dict)  # counting, selection, applying, updating, communication
+
+
+def learn_merges(
+    table: ChunkTable,
+    vocab: list[bytes],
+    n_merges: int,
+    *,
+    max_batch_size: int = 0,
+    cap_divisor: int = 2,
+    nonoverlap: bool = False,
+    engine: str = "auto",
+    batching: str = "batchbpe",
+    workers: int = 1,
+    start_method: str | None = None,
+    min_tokens_per_worker: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> MergeResult:
+    """Run merge rounds on the table until n_merges merges are made or no pair is left.
+
+    `vocab` holds the bytes of every token that exists before merging (the 256 bytes, then the
+    stop-list tokens); it is extended in place with the new tokens. Each round ranks the top pairs,
+    keeps BatchBPE's safe batch of them, applies it to the table and updates the pair counts.
+    engine: "linked" (overlap counting only), "chunk", or "auto" (linked where it applies).
+    batching: "batchbpe" (skip conflicting pairs, BatchBPE's rule) or "exact" (the longest ranked
+    prefix that serial BPE would merge in the same order: the same merges as max_batch_size=1).
+    Exact batching needs the linked engine; with nonoverlap counting it runs serially.
+    workers > 1 spreads the engine over processes, one per slice of the table (workers.py),
+    each given at least min_tokens_per_worker tokens (fewer workers, or none, on smaller tables);
+    the merges are the same for any number of workers.
+    """
+    if engine not in ("auto", "linked", "chunk"):
+        raise ValueError(f"engine must be 'auto', 'linked' or 'chunk', got {engine!r}")
+    if engine == "linked" and nonoverlap:
+        raise ValueError("the linked engine counts overlapping pairs only; use engine='chunk'")
+    if batching not in ("batchbpe", "exact"):
+        raise ValueError(f"batching must be 'batchbpe' or 'exact', got {batching!r}")
+    use_chunk = nonoverlap or engine == "chunk"
+    exact = batching == "exact" and not use_chunk
+    if batching == "exact" and use_chunk:
+        max_batch_size = 1  # serial BPE is exact by definition
+    clock = time.perf_counter()
+    per_worker = MIN_TOKENS_PER_WORKER if min_tokens_per_worker is None else min_tokens_per_worker
+    workers = min(workers, len(table.tokens) // max(per_worker, 1))
+    if workers <= 1 or table.n_chunks < 2 * workers:
+        runner = ChunkEngine(table, nonoverlap=nonoverlap) if use_chunk else LinkedEngine(table)
+        return _merge_rounds(runner, vocab, n_merges, max_batch_size, cap_divisor, exact, progress, clock)
+    sliced = SlicedEngine(table, workers, use_chunk=use_chunk, nonoverlap=nonoverlap, start_method=start_method)
+    try:
+        result = _merge_rounds(sliced, vocab, n_merges, max_batch_size, cap_divisor, exact, progress, clock)
+        result.engine = sliced.finish()  # the compacted table: chunk_tokens(c) as with one engine
+        return result
+    finally:
+        sliced.close()
+
+
+def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int, cap_divisor: int,
+                  exact: bool, progress, clock: float) -> MergeResult:
+    """The rounds of learn_merges on a ready engine."""
+    queue = PairQueue(*runner.initial_pair_counts(), vocab)
+    seconds = {"counting": time.perf_counter() - clock, "selection": 0.0, "applying": 0.0, "updating": 0.0}
+    merges: list[tuple[int, int]] = []
+    batch_sizes: list[int] = []
+    while len(merges) < n_merges:
+        clock = time.perf_counter()
+        width = search_width(n_merges - len(merges), len(vocab), cap_divisor, max_batch_size)
+        ranked, counts = queue.ranked(width)
+        if len(ranked) == 0:
+            break
+        safe = safe_batch(ranked)
+        first_id = len(vocab)
+        seconds["selection"] += time.perf_counter() - clock
+        clock = time.perf_counter()
+        if exact:
+            n = len(safe) if safe.all() else int(np.argmin(safe))  # stop at the first conflict
+            first, second = ranked[:n] >> 32, ranked[:n] & 0xFFFFFFFF
+            n, changes = runner.exact_round(first, second, counts[:n], first_id,
+                                            _round_rank_key(queue, vocab, first, second, first_id))
+            accepted = ranked[:n]
+        else:
+            accepted = ranked[safe]
+        first, second = accepted >> 32, accepted & 0xFFFFFFFF
+        for a, b in zip(first.tolist(), second.tolist()):
+            vocab.append(vocab[a] + vocab[b])
+            queue.add_token(vocab[-1], a, b)
+            merges.append((a, b))
+        batch_sizes.append(len(accepted))
+        if not exact:
+            changes = runner.apply(first, second, np.arange(first_id, first_id + len(accepted), dtype=np.int64))
+        seconds["applying"] += time.perf_counter() - clock  # exact: finding the prefix counts here
+        clock = time.perf_counter()
+        queue.update(*changes)
+        seconds["updating"] += time.perf_counter() - clock
+        if progress is not None:
+            progress(len(merges), n_merges)
+    # With merge workers, the messages' time is inside "applying": report it apart.
+    seconds["communication"] = getattr(runner, "communication", 0.0)
+    seconds["applying"] -= seconds["communication"]
+    return MergeResult(merges=merges, batch_sizes=batch_sizes, stopped_early=len(merges) < n_merges,
+                       engine=runner, seconds={k: round(v, 3) for k, v in seconds.items()})

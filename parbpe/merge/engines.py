@@ -1,0 +1,255 @@
+"""Merge engines: apply a batch of merges to a chunk table in place and return the change in pair counts.
+
+- LinkedEngine (overlap counting, the default): token positions are linked within their chunk, an
+  index maps each pair to the positions where it occurs, and a round costs in proportion to the
+  occurrences of its pairs.
+- ChunkEngine (both countings, used for nonoverlap): an index maps each pair to the chunks that
+  hold it, and a round recounts those chunks whole.
+
+Both offer initial_pair_counts(), apply(first, second, new_ids) and chunk_tokens(c); the
+coordinator (coordinator.py) drives them, directly or through merge workers (workers.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .exact import boundary_events, prefix_stop
+from .pair_index import PairIndex
+from .pairs import aggregate, aggregate_sorted, gather, pack, pair_keys_and_weights, run_parity
+from .table import ChunkTable
+
+
+class ChunkEngine:
+    """Applies merge batches by recounting the chunks they touch (exact for both pair counts).
+
+    Used for nonoverlap counting, where a merge can change the parity of a run of one token
+    further along the chunk; LinkedEngine is faster for overlap counting.
+    """
+
+    def __init__(self, table: ChunkTable, nonoverlap: bool = False) -> None:
+        self.table = table
+        self.nonoverlap = nonoverlap
+        small = table.n_chunks < 2**31
+        self.index = PairIndex(value_dtype=np.int32 if small else np.int64,
+                               packed=small and table.tokens.dtype == np.uint16)
+
+    def chunk_tokens(self, c: int) -> list[int]:
+        """Current tokens of chunk c (for tests and debugging)."""
+        return self.table.chunk_tokens(c)
+
+    def initial_pair_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Count every pair of the table once and build the index; returns (sorted keys, counts)."""
+        t = self.table
+        idx, seg = gather(t.tokens, t.starts[:-1], t.lengths)
+        keys, weights, pos = pair_keys_and_weights(t.tokens[idx], seg, t.counts, self.nonoverlap)
+        self.index.add(keys, seg[pos])
+        return aggregate(keys, weights)
+
+    def apply(self, first: np.ndarray, second: np.ndarray, new_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Apply a safe batch of merges (first[k], second[k]) -> new_ids[k] to every chunk.
+
+        A safe batch has no token that is the second of one pair and the first of another (except
+        a pair (x, x) on its own), so its occurrences never overlap but in runs of x, which merge
+        left to right. Returns the change in pair counts: (sorted keys, non-zero deltas).
+        """
+        t = self.table
+        batch_keys = pack(first, second)
+        order = np.argsort(batch_keys)
+        batch_keys, new_ids = batch_keys[order], np.asarray(new_ids, dtype=np.int64)[order]
+
+        chunk_ids = self.index.chunks_with(batch_keys, t.n_chunks)
+        if len(chunk_ids) == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        starts, lengths = t.starts[chunk_ids], t.lengths[chunk_ids]
+        idx, seg = gather(t.tokens, starts, lengths)
+        old = t.tokens[idx]
+        counts = t.counts[chunk_ids]
+
+        before_keys, before_w, pos = pair_keys_and_weights(old, seg, counts, self.nonoverlap)
+        where = np.searchsorted(batch_keys, before_keys)
+        where[where == len(batch_keys)] = 0
+        match = np.zeros(len(old), dtype=bool)
+        match[pos] = batch_keys[where] == before_keys
+        hits = np.flatnonzero(run_parity(match))
+        hit_pair = where[np.searchsorted(pos, hits)]
+
+        new = old.copy()
+        new[hits] = new_ids[hit_pair].astype(old.dtype)
+        keep = np.ones(len(old), dtype=bool)
+        keep[hits + 1] = False
+        new, new_seg = new[keep], seg[keep]
+        new_lengths = np.bincount(new_seg, minlength=len(chunk_ids)).astype(np.int64)
+        dest, _ = gather(t.tokens, starts, new_lengths)
+        t.tokens[dest] = new
+        t.lengths[chunk_ids] = new_lengths
+
+        after_keys, after_w, after_pos = pair_keys_and_weights(new, new_seg, counts, self.nonoverlap)
+        # Every pair that holds a token of this batch is new: index it under its chunks.
+        lowest_new = int(new_ids.min())
+        fresh = (new[after_pos] >= lowest_new) | (new[after_pos + 1] >= lowest_new)
+        self.index.add(after_keys[fresh], chunk_ids[new_seg[after_pos[fresh]]])
+        if not self.nonoverlap:
+            # Only pairs that touch a merge site change; the rest cancel out, so leave them out.
+            # (With nonoverlap, a merge can shift the parity of a run further away: recount all.)
+            near = np.zeros(len(old) + 1, dtype=bool)
+            near[hits] = True
+            near[hits + 1] = True
+            near[np.maximum(hits - 1, 0)] = True
+            changed = near[pos]
+            before_keys, before_w = before_keys[changed], before_w[changed]
+            after_keys, after_w = after_keys[fresh], after_w[fresh]
+        return aggregate(np.concatenate([before_keys, after_keys]), np.concatenate([-before_w, after_w]))
+
+
+class LinkedEngine:
+    """Applies merge batches at the positions where their pairs occur (overlap counting).
+
+    Each token position links to the next and previous live position of its chunk; a merge
+    rewrites the first position and unlinks the second, so nothing is ever moved. The index maps
+    pairs to positions, and a round costs in proportion to the occurrences of its pairs, not to
+    the length of the chunks that hold them.
+    """
+
+    REMOVED = -2  # next[p] of a position merged away; -1 marks the last position of a chunk
+
+    def __init__(self, table: ChunkTable) -> None:
+        self.table = table
+        t = table
+        n_tokens = len(t.tokens)
+        link_dtype = np.int32 if n_tokens < 2**31 - 1 else np.int64
+        positions = np.arange(n_tokens, dtype=link_dtype)
+        self.next = positions + 1
+        self.prev = positions - 1
+        if len(t.counts):
+            self.next[t.starts[1:] - 1] = -1
+            self.prev[t.starts[:-1]] = -1
+        # Each position carries its chunk's count (int32 while counts fit; sums are made in int64).
+        weight_dtype = np.int32 if len(t.counts) == 0 or int(t.counts.max()) < 2**31 else np.int64
+        self.weight = np.repeat(t.counts.astype(weight_dtype), t.lengths)
+        self.index = PairIndex(value_dtype=link_dtype, packed=link_dtype == np.int32 and t.tokens.dtype == np.uint16)
+        self._marked = np.zeros(n_tokens, dtype=bool)  # scratch, all False between rounds
+
+    def _pairs_at(self, positions: np.ndarray) -> np.ndarray:
+        return pack(self.table.tokens[positions], self.table.tokens[self.next[positions]])
+
+    def initial_pair_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Count every pair of the table once and build the index; returns (sorted keys, counts)."""
+        starts = np.flatnonzero(self.next >= 0)
+        if not self.index.packed:
+            keys = self._pairs_at(starts)
+            order = np.argsort(keys)  # one sort serves both the index and the counts
+            keys, starts = keys[order], starts[order]
+            self.index.add(keys, starts, presorted=True)
+            return aggregate_sorted(keys, self.weight[starts])
+        # The table's largest moment: sort the index's packed entries (narrow key, position) in
+        # place, instead of keys, positions, a permutation and sorted copies of both.
+        tokens = self.table.tokens
+        packed = tokens[starts].astype(np.uint64) << np.uint64(48)
+        packed |= tokens[self.next[starts]].astype(np.uint64) << np.uint64(32)
+        packed |= starts.astype(np.uint64)
+        del starts
+        packed.sort()
+        self.index.add_packed(packed)
+        weights = self.weight[(packed & np.uint64(0xFFFFFFFF)).astype(self.next.dtype)]
+        narrow, counts = aggregate_sorted((packed >> np.uint64(32)).astype(np.uint32), weights)
+        narrow = narrow.astype(np.int64)
+        return pack(narrow >> 16, narrow & 0xFFFF), counts
+
+    def chunk_tokens(self, c: int) -> list[int]:
+        """Current tokens of chunk c, following the links (for tests and debugging)."""
+        out, p = [], int(self.table.starts[c])
+        while p >= 0:
+            out.append(int(self.table.tokens[p]))
+            p = int(self.next[p])
+        return out
+
+    def apply(self, first: np.ndarray, second: np.ndarray, new_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Apply a safe batch of merges (first[k], second[k]) -> new_ids[k]; see ChunkEngine.apply."""
+        hits, which = self.find_hits(first, second)
+        return self.apply_hits(hits, which, new_ids)
+
+    def find_hits(self, first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where a safe batch merges: (positions of the first token, index of the merge in the batch)."""
+        tokens, nxt, prv = self.table.tokens, self.next, self.prev
+        batch_keys = pack(first, second)
+
+        # Candidate positions from the index; keep those that still hold their pair.
+        cand, which = self.index.lookup(batch_keys)
+        after = nxt[cand].astype(np.int64)
+        live = after >= 0
+        cand, which, after = cand[live], which[live], after[live]
+        holds = pack(tokens[cand], tokens[after]) == batch_keys[which]
+        cand, which = cand[holds], which[holds]
+        # In a run x x x ... of a pair (x, x), occurrences follow each other through the links:
+        # merge the 1st, 3rd, ... of each run, as a left-to-right merge does. Other pairs of a
+        # safe batch never overlap, so all their occurrences merge.
+        is_self = first[which] == second[which]
+        if is_self.any():
+            selfs, self_which = cand[is_self], which[is_self]
+            order = np.argsort(selfs)
+            selfs, self_which = selfs[order], self_which[order]
+            follows = np.zeros(len(selfs), dtype=bool)
+            follows[1:] = (prv[selfs[1:]] == selfs[:-1]) & (self_which[1:] == self_which[:-1])
+            run_start = np.maximum.accumulate(np.where(follows, 0, np.arange(len(selfs))))
+            take = ((np.arange(len(selfs)) - run_start) & 1) == 0
+            cand = np.concatenate([cand[~is_self], selfs[take]])
+            which = np.concatenate([which[~is_self], self_which[take]])
+        return cand, which
+
+    def exact_round(self, first: np.ndarray, second: np.ndarray, counts: np.ndarray, first_id: int,
+                    rank_key: Callable[[int], tuple]) -> tuple[int, tuple[np.ndarray, np.ndarray]]:
+        """Exact batching: merge the longest prefix serial BPE would (see prefix_stop); (its length, changes)."""
+        hits, which = self.find_hits(first, second)
+        n = prefix_stop(*boundary_events(self, first, second, first_id, hits, which), first, second, counts, rank_key)
+        keep = which < n
+        return n, self.apply_hits(hits[keep], which[keep], np.arange(first_id, first_id + n, dtype=np.int64))
+
+    def compact(self) -> None:
+        """Write each chunk's current tokens to the front of its region and set lengths (at the end)."""
+        t = self.table
+        live = self.next != self.REMOVED
+        chunk_of = np.repeat(np.arange(t.n_chunks), np.diff(t.starts))[live]
+        lengths = np.bincount(chunk_of, minlength=t.n_chunks).astype(np.int64)
+        dest, _ = gather(t.tokens, t.starts[:-1], lengths)
+        t.tokens[dest] = t.tokens[live]
+        t.lengths[:] = lengths
+
+    def apply_hits(self, hits: np.ndarray, which: np.ndarray, new_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Merge at the positions find_hits gave; returns the change in pair counts."""
+        tokens, nxt, prv = self.table.tokens, self.next, self.prev
+        new_ids = np.asarray(new_ids, dtype=np.int64)
+        if len(hits) == 0:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty
+        partners = nxt[hits].astype(np.int64)
+        beyond = nxt[partners].astype(np.int64)
+        marked = self._marked
+
+        # Pairs before the merge that involve a merged position: left of, at, and right of it.
+        # A left neighbour can be another hit's partner (a b a b): count that pair once.
+        lefts = prv[hits].astype(np.int64)
+        marked[partners] = True
+        lone_lefts = lefts[(lefts >= 0) & ~marked[np.maximum(lefts, 0)]]
+        marked[partners] = False
+        before_pos = np.concatenate([lone_lefts, hits, partners[beyond >= 0]])
+        before_keys, before_w = self._pairs_at(before_pos), self.weight[before_pos]
+
+        tokens[hits] = new_ids[which].astype(tokens.dtype)
+        nxt[hits] = beyond
+        linked = beyond >= 0
+        prv[beyond[linked]] = hits[linked]
+        nxt[partners] = self.REMOVED
+
+        # Pairs after the merge that involve a new token: they are all new, index them.
+        # A left neighbour can be another hit (ab ab): its pair is already the hit's right pair.
+        lefts = prv[hits].astype(np.int64)
+        marked[hits] = True
+        lone_lefts = lefts[(lefts >= 0) & ~marked[np.maximum(lefts, 0)]]
+        marked[hits] = False
+        after_pos = np.concatenate([lone_lefts, hits[linked]])
+        after_keys, after_w = self._pairs_at(after_pos), self.weight[after_pos]
+        self.index.add(after_keys, after_pos)
+        return aggregate(np.concatenate([before_keys, after_keys]), np.concatenate([-before_w, after_w]))

@@ -1,0 +1,149 @@
+"""The export formats: HF tokenizer.json, GPT-2's vocab.json + merges.txt, tiktoken's rank file,
+parbpe.json; and save(), which writes every format a tokenizer can express, each atomically.
+
+A new format is a function here and one line in save()'s table; its reader goes in load.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import os
+from typing import Any, Protocol
+
+from ..io.atomic import write_text_atomically
+from ..patterns import pattern_name
+from .byte_level import token_to_unicode
+
+FORMAT_VERSION = 1
+
+
+class Tokenizer(Protocol):
+    """What an export reads of a tokenizer (model.Tokenizer has it; model.py imports this module)."""
+
+    pattern: str
+    byte_ids: list[int]
+    merges: list[tuple[int, int, int]]
+    stop_words: dict[bytes, int]
+    special_tokens: dict[str, int]
+    vocab: dict[int, bytes]
+
+    @property
+    def n_vocab(self) -> int: ...
+
+
+def export_problems(tok: Tokenizer) -> dict[str, str]:
+    """Formats this tokenizer cannot be written in, with the reason."""
+    problems = {}
+    if tok.stop_words:
+        reason = ("a stop list maps whole chunks to tokens, which merges-only formats cannot "
+                  "express (they would encode differently); use parbpe.json")
+        problems.update(dict.fromkeys(("tokenizer.json", "vocab.json", "merges.txt", "tokenizer.tiktoken"), reason))
+        return problems
+    regular = [t for i, t in tok.vocab.items() if i not in tok.special_tokens.values()]
+    if len(set(regular)) != len(regular):
+        reason = "two tokens have the same bytes, which a string-keyed vocabulary cannot hold"
+        problems.update(dict.fromkeys(("tokenizer.json", "vocab.json", "merges.txt", "tokenizer.tiktoken"), reason))
+        return problems
+    new_ids = [new for _, _, new in tok.merges]
+    if new_ids != sorted(new_ids) or (new_ids and min(new_ids) < max(tok.byte_ids)):
+        problems["tokenizer.tiktoken"] = "tiktoken ranks are token ids, but here ids do not follow merge order"
+    return problems
+
+
+def hf_json(tok: Tokenizer) -> dict[str, Any]:
+    """The `tokenizers` library's tokenizer.json (BPE model, Split + ByteLevel pre-tokenizer)."""
+    specials = tok.special_tokens
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {"id": i, "content": s, "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False, "special": True}
+            for s, i in sorted(specials.items(), key=lambda kv: kv[1])
+        ],
+        "normalizer": None,
+        "pre_tokenizer": {
+            "type": "Sequence",
+            "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": tok.pattern}, "behavior": "Isolated", "invert": False},
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+            ],
+        },
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+        "model": {
+            "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+            "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+            "vocab": unicode_vocab(tok),
+            "merges": merge_lines(tok),
+        },
+    }
+
+
+def unicode_vocab(tok: Tokenizer) -> dict[str, int]:
+    """Token strings in GPT-2's byte-to-unicode form (specials as they are) -> ids."""
+    specials = set(tok.special_tokens.values())
+    vocab = {token_to_unicode(t): i for i, t in sorted(tok.vocab.items()) if i not in specials}
+    vocab.update(tok.special_tokens)
+    return vocab
+
+
+def merge_lines(tok: Tokenizer) -> list[str]:
+    """Merges in rank order as "first second" in GPT-2's byte-to-unicode form."""
+    return [f"{token_to_unicode(tok.vocab[a])} {token_to_unicode(tok.vocab[b])}" for a, b, _ in tok.merges]
+
+
+def gpt2_files(tok: Tokenizer) -> tuple[str, str]:
+    """(vocab.json text, merges.txt text) in the GPT-2 release format."""
+    merges = ["#version: 0.2", *merge_lines(tok)]
+    return json.dumps(unicode_vocab(tok), ensure_ascii=False), "\n".join(merges) + "\n"
+
+
+def tiktoken_ranks(tok: Tokenizer) -> str:
+    """tiktoken's rank file: base64 of each token's bytes and its rank (= id), specials excluded."""
+    specials = set(tok.special_tokens.values())
+    return "".join(
+        f"{base64.b64encode(t).decode()} {i}\n" for i, t in sorted(tok.vocab.items()) if i not in specials
+    )
+
+
+def parbpe_json(tok: Tokenizer, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """parbpe's own file: everything needed to load the tokenizer back, and the config that trained it."""
+    return {
+        "format": "parbpe",
+        "version": FORMAT_VERSION,
+        "pattern": tok.pattern,
+        "pattern_name": pattern_name(tok.pattern),
+        "byte_ids": None if tok.byte_ids == list(range(256)) else tok.byte_ids,
+        "stop_words": [[base64.b64encode(t).decode(), i]
+                       for t, i in sorted(tok.stop_words.items(), key=lambda x: x[1])],
+        "special_tokens": tok.special_tokens,
+        "merges": [list(m) for m in tok.merges],
+        "vocab_size": tok.n_vocab,
+        "config": config,
+    }
+
+
+def save(tok: Tokenizer, directory: str, *, config: dict[str, Any] | None = None) -> dict[str, str]:
+    """Write every format to directory (each atomically); returns {file: "written" | reason}."""
+    os.makedirs(directory, exist_ok=True)
+    problems = export_problems(tok)
+    outcome: dict[str, str] = {}
+    gpt2_texts = functools.cache(lambda: gpt2_files(tok))  # vocab.json and merges.txt come from one call
+    writers = {
+        "parbpe.json": lambda: json.dumps(parbpe_json(tok, config), indent=1),
+        "tokenizer.json": lambda: json.dumps(hf_json(tok), ensure_ascii=False),
+        "vocab.json": lambda: gpt2_texts()[0],
+        "merges.txt": lambda: gpt2_texts()[1],
+        "tokenizer.tiktoken": lambda: tiktoken_ranks(tok),
+    }
+    for name, make_text in writers.items():
+        if name in problems:
+            outcome[name] = f"not written: {problems[name]}"
+            continue
+        write_text_atomically(os.path.join(directory, name), make_text())
+        outcome[name] = "written"
+    return outcome

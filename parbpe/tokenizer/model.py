@@ -1,0 +1,194 @@
+"""The trained tokenizer: ids, encoding and decoding; saving and loading go through exports.py and load.py.
+
+Training returns merges; this class only encodes. A chunk is encoded by applying merges in rank
+order (the lowest-ranked pair present first, all its occurrences left to right), which reproduces
+exactly what training did to that chunk, batched or not: a safe batch's merges never overlap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any, Literal
+
+from ..io.readers import replace_surrogates
+from ..patterns import Splitter
+from . import exports, load
+
+_CACHE_LIMIT = 200_000
+
+
+class Tokenizer:
+    """A byte-level BPE tokenizer: split pattern, merges, optional stop list and special tokens.
+
+    Ids: byte_ids[b] is the token of byte b (b for parbpe's own); merges[r] = (a, b, new) makes
+    token `new` at rank r; stop_words map whole chunks to tokens; special tokens come last.
+    """
+
+    def __init__(
+        self,
+        *,
+        pattern: str,
+        merges: Sequence[tuple[int, int, int]],
+        byte_ids: Sequence[int] = tuple(range(256)),
+        stop_words: dict[bytes, int] | None = None,
+        special_tokens: dict[str, int] | None = None,
+    ) -> None:
+        if len(byte_ids) != 256 or len(set(byte_ids)) != 256:
+            raise ValueError("byte_ids must give 256 distinct ids, one per byte")
+        self.pattern = pattern
+        self.byte_ids = list(byte_ids)
+        self.merges = [tuple(m) for m in merges]
+        self.stop_words = dict(stop_words or {})
+        self.special_tokens = dict(special_tokens or {})
+        self.vocab: dict[int, bytes] = {i: bytes([b]) for b, i in enumerate(self.byte_ids)}
+        for token, i in self.stop_words.items():
+            self.vocab[i] = token
+        for a, b, new in self.merges:
+            if a not in self.vocab or b not in self.vocab:
+                raise ValueError(f"merge ({a}, {b}) -> {new} uses a token defined later or never")
+            self.vocab[new] = self.vocab[a] + self.vocab[b]
+        for s, i in self.special_tokens.items():
+            if i in self.vocab:
+                raise ValueError(f"special token {s!r} reuses id {i}")
+            self.vocab[i] = s.encode("utf-8")
+        if len(self.vocab) != len(self.byte_ids) + len(self.stop_words) + len(self.merges) + len(self.special_tokens):
+            raise ValueError("token ids overlap: every byte, stop word, merge and special token needs its own id")
+        self._ranks = {(a, b): (r, new) for r, (a, b, new) in enumerate(self.merges)}
+        self._stop_by_text = {t.decode("utf-8", errors="replace"): i for t, i in self.stop_words.items()}
+        self._splitter = Splitter(pattern, tuple(self.special_tokens))
+        self._cache: dict[str, list[int]] = {}
+
+    # -- basic facts ---------------------------------------------------------------------------
+
+    @property
+    def n_vocab(self) -> int:
+        """Number of tokens, special tokens included."""
+        return len(self.vocab)
+
+    def token_bytes(self, token: int) -> bytes:
+        return self.vocab[token]
+
+    # -- encoding ------------------------------------------------------------------------------
+
+    def _encode_chunk(self, chunk: str) -> list[int]:
+        cached = self._cache.get(chunk)
+        if cached is not None:
+            return cached
+        stop = self._stop_by_text.get(chunk)
+        if stop is not None:
+            return [stop]
+        byte_ids = self.byte_ids
+        ids = [byte_ids[b] for b in chunk.encode("utf-8")]
+        ranks = self._ranks
+        while len(ids) >= 2:
+            best = None
+            for pair in zip(ids, ids[1:]):
+                found = ranks.get(pair)
+                if found is not None and (best is None or found[0] < best[0]):
+                    best = found
+                    best_pair = pair
+            if best is None:
+                break
+            a, b = best_pair
+            new = best[1]
+            out = []
+            i = 0
+            n = len(ids)
+            while i < n:
+                if i + 1 < n and ids[i] == a and ids[i + 1] == b:
+                    out.append(new)
+                    i += 2
+                else:
+                    out.append(ids[i])
+                    i += 1
+            ids = out
+        if len(self._cache) >= _CACHE_LIMIT:
+            self._cache.clear()
+        self._cache[chunk] = ids
+        return ids
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Encode text, treating special-token strings as ordinary text."""
+        out: list[int] = []
+        for chunk in self._splitter.chunks(replace_surrogates(text)):
+            out.extend(self._encode_chunk(chunk))
+        return out
+
+    def encode(
+        self,
+        text: str,
+        *,
+        allowed_special: Literal["all"] | Collection[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> list[int]:
+        """Encode text; special tokens as in tiktoken.
+
+        Specials in allowed_special become their ids. Any other special in disallowed_special
+        ("all" = every special not allowed) raises ValueError; the rest are encoded as text.
+        """
+        text = replace_surrogates(text)
+        allowed = set(self.special_tokens) if allowed_special == "all" else set(allowed_special)
+        unknown = allowed - set(self.special_tokens)
+        if unknown:
+            raise ValueError(f"allowed_special names tokens this tokenizer does not have: {sorted(unknown)}")
+        disallowed = (set(self.special_tokens) - allowed) if disallowed_special == "all" else set(disallowed_special)
+        out: list[int] = []
+        for piece, is_special in self._splitter.segments(text):
+            if is_special and piece in allowed:
+                out.append(self.special_tokens[piece])
+                continue
+            if is_special and piece in disallowed:
+                raise ValueError(
+                    f"the text contains the special token {piece!r}, which is not allowed. To encode "
+                    f"it as a special token pass allowed_special={{{piece!r}}} (or 'all'); to encode it "
+                    "as plain text pass disallowed_special=() or use encode_ordinary"
+                )
+            for chunk in self._splitter.chunks(piece):
+                out.extend(self._encode_chunk(chunk))
+        return out
+
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        try:
+            return b"".join(self.vocab[i] for i in ids)
+        except KeyError as exc:
+            raise ValueError(f"token id {exc} is not in the vocabulary (0..{self.n_vocab - 1})") from None
+
+    def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
+        return self.decode_bytes(ids).decode("utf-8", errors=errors)
+
+    # -- export formats and files (exports.py, load.py) ----------------------------------------
+
+    def export_problems(self) -> dict[str, str]:
+        """Formats this tokenizer cannot be written in, with the reason."""
+        return exports.export_problems(self)
+
+    def to_hf_json(self) -> dict[str, Any]:
+        """The `tokenizers` library's tokenizer.json (BPE model, Split + ByteLevel pre-tokenizer)."""
+        return exports.hf_json(self)
+
+    def to_gpt2_files(self) -> tuple[str, str]:
+        """(vocab.json text, merges.txt text) in the GPT-2 release format."""
+        return exports.gpt2_files(self)
+
+    def to_tiktoken(self) -> str:
+        """tiktoken's rank file: base64 of each token's bytes and its rank (= id), specials excluded."""
+        return exports.tiktoken_ranks(self)
+
+    def to_parbpe_json(self, config: dict[str, Any] | None = None) -> dict[str, Any]:
+        return exports.parbpe_json(self, config)
+
+    def save(self, directory: str, *, config: dict[str, Any] | None = None) -> dict[str, str]:
+        """Write every format to directory (each atomically); returns {file: "written" | reason}."""
+        return exports.save(self, directory, config=config)
+
+    @classmethod
+    def load(cls, directory: str) -> Tokenizer:
+        """Load from a directory with parbpe.json, or with GPT-2's vocab.json + merges.txt."""
+        return cls(**load.read_directory(directory))
+
+    @classmethod
+    def from_gpt2_files(cls, vocab_path: str, merges_path: str, pattern: str = "gpt2",
+                        special_tokens: Collection[str] = ("<|endoftext|>",)) -> Tokenizer:
+        """Load GPT-2's release format. Tokens of vocab.json that are not byte-level strings and
+        are listed in special_tokens become special tokens."""
+        return cls(**load.read_gpt2_files(vocab_path, merges_path, pattern, special_tokens))
