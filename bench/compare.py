@@ -2,6 +2,11 @@
 
     python bench/compare.py [--corpus GLOB ...] [--heldout FILE] [--vocab-size 32768] [--repeat 3]
                             [--trainers parbpe,parbpe-w1,tokenizers,rustbpe,bpeasy] [--json OUT]
+                            [--baseline DIR]
+
+With --baseline DIR (a checkout of another parbpe commit, e.g. made by `git worktree add`), the
+trainer `parbpe-baseline` runs parbpe imported from DIR, interleaved with the others: a before/after
+comparison of a change in one run.
 
 Every trainer runs in its own process, interleaved (A B C A B C ...), on the same parquet text
 column, GPT-4 split pattern and the same number of merges (vocab_size less 256 bytes less one
@@ -35,7 +40,7 @@ SPECIAL = "<|endoftext|>"
 REALMIX = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "realmix")
 DEFAULT_CORPUS = os.path.join(REALMIX, "train-*.parquet")
 DEFAULT_HELDOUT = os.path.join(REALMIX, "heldout.parquet")
-TRAINERS = ("parbpe", "parbpe-w1", "tokenizers", "rustbpe", "bpeasy")
+TRAINERS = ("parbpe", "parbpe-w1", "tokenizers", "rustbpe", "bpeasy")  # and parbpe-baseline (--baseline)
 PEER_MODULES = {"tokenizers": "tokenizers", "rustbpe": "rustbpe", "bpeasy": "bpeasy"}
 
 
@@ -50,10 +55,16 @@ def iter_texts(files: list[str], batch_rows: int = 1024):
 # -- one trainer, in a child process: writes ranks.json (token bytes in rank order) ----------------
 
 
-def run_one(name: str, files: list[str], vocab_size: int, out: str, memory_budget: str | None = None) -> None:
+def run_one(name: str, files: list[str], vocab_size: int, out: str, memory_budget: str | None = None,
+            baseline: str | None = None) -> None:
     n_regular = vocab_size - 1  # bytes + merges; the special token comes last
     if name.startswith("parbpe"):
+        if name == "parbpe-baseline":
+            sys.path.insert(0, os.path.abspath(baseline))
         import parbpe
+
+        if name == "parbpe-baseline" and not parbpe.__file__.startswith(os.path.abspath(baseline)):
+            raise SystemExit(f"parbpe-baseline imported {parbpe.__file__}, not the one in {baseline}")
 
         workers = 1 if name == "parbpe-w1" else (os.cpu_count() or 1)
         result = parbpe.train(files, vocab_size=vocab_size, special_tokens=(SPECIAL,), pattern="gpt4",
@@ -73,7 +84,7 @@ def run_one(name: str, files: list[str], vocab_size: int, out: str, memory_budge
                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
         tok.train_from_iterator(iter_texts(files), trainer=trainer)
         tok.save(os.path.join(out, "tokenizer.json"))
-        from parbpe.tokenizer import unicode_to_token
+        from parbpe.tokenizer.byte_level import unicode_to_token
 
         by_id = {i: s for s, i in tok.get_vocab().items() if s != SPECIAL}
         ranks = [unicode_to_token(by_id[i]) for i in sorted(by_id)]
@@ -104,11 +115,14 @@ def run_one(name: str, files: list[str], vocab_size: int, out: str, memory_budge
 # -- the parent: runs, samples, evaluates, prints the table ---------------------------------------
 
 
-def measure(name: str, files: list[str], vocab_size: int, out: str, memory_budget: str | None = None) -> dict:
+def measure(name: str, files: list[str], vocab_size: int, out: str, memory_budget: str | None = None,
+            baseline: str | None = None) -> dict:
     cmd = [sys.executable, __file__, "--run-one", name, "--vocab-size", str(vocab_size), "--out", out,
            "--corpus", *files]
     if memory_budget:
         cmd += ["--memory-budget", memory_budget]
+    if baseline:
+        cmd += ["--baseline", baseline]
     result = run_sampled(cmd, os.path.join(out, "rusage.json"))
     result["peak_kernel"] = result.pop("peak_kernel_process")
     return result
@@ -154,6 +168,8 @@ def main() -> None:
     parser.add_argument("--trainers", default=",".join(TRAINERS))
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--memory-budget", help="parbpe's --memory-budget (default: its own default)")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="a checkout of another parbpe commit; adds the trainer parbpe-baseline")
     parser.add_argument("--run-one", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -161,10 +177,14 @@ def main() -> None:
     if not files:
         raise SystemExit(f"no corpus files match {args.corpus}")
     if args.run_one:
-        run_one(args.run_one, files, args.vocab_size, args.out, args.memory_budget)
+        run_one(args.run_one, files, args.vocab_size, args.out, args.memory_budget, args.baseline)
         return
 
     names = [n.strip() for n in args.trainers.split(",") if n.strip()]
+    if args.baseline and "parbpe-baseline" not in names:
+        names.append("parbpe-baseline")
+    if "parbpe-baseline" in names and not args.baseline:
+        raise SystemExit("the trainer parbpe-baseline needs --baseline DIR")
     skipped = [n for n in names if not available(n)]
     names = [n for n in names if n not in skipped]
     runs: dict[str, list[dict]] = {n: [] for n in names}
@@ -176,7 +196,7 @@ def main() -> None:
                 out = os.path.join(tmp, f"{name}-{rep}")
                 os.makedirs(out)
                 budget = args.memory_budget if name.startswith("parbpe") else None
-                runs[name].append(measure(name, files, args.vocab_size, out, budget))
+                runs[name].append(measure(name, files, args.vocab_size, out, budget, args.baseline))
                 print(f"# run {rep + 1}/{args.repeat} {name}: {runs[name][-1]['wall']:.1f} s", file=sys.stderr)
                 if rep == 0:
                     if os.path.exists(args.heldout):
@@ -198,13 +218,13 @@ def main() -> None:
             "merges_equal_first": ranks[name] == ranks[reference],
             "tokens_not_in_first": len(set(ranks[name]) - set(ranks[reference])),
         })
-    header = (f"{'trainer':12s} {'median s':>9s} {'min':>7s} {'max':>7s} {'x first':>8s} {'RSS MB':>8s} "
+    header = (f"{'trainer':15s} {'median s':>9s} {'min':>7s} {'max':>7s} {'x first':>8s} {'RSS MB':>8s} "
               f"{'kern MB':>8s} {'B/token':>8s} {'tok/word':>8s} {'same merges':>11s} {'other tokens':>12s}")
     print(f"corpus: {len(files)} files, {corpus_mb:.1f} MB on disk; vocab {args.vocab_size}; "
           f"{args.repeat} interleaved runs; {platform.python_version()}, {os.cpu_count()} cores")
     print(header)
     for r in rows:
-        print(f"{r['trainer']:12s} {r['median_s']:9.1f} {r['min_s']:7.1f} {r['max_s']:7.1f} {r['ratio_to_first']:8.2f} "
+        print(f"{r['trainer']:15s} {r['median_s']:9.1f} {r['min_s']:7.1f} {r['max_s']:7.1f} {r['ratio_to_first']:8.2f} "
               f"{r['peak_rss_sampled_mb']:8.0f} {r['peak_rss_kernel_mb']:8.0f} {r.get('bytes_per_token', 0):8.4f} "
               f"{r.get('tokens_per_word', 0):8.4f} {str(r['merges_equal_first']):>11s} {r['tokens_not_in_first']:12d}")
     for name in skipped:
