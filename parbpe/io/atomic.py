@@ -6,9 +6,19 @@ from __future__ import annotations
 import os
 import tempfile
 
+from .filesystems import is_remote, local_path, write_remote
+
 
 def write_atomically(path: str, write) -> None:
-    """Call write(temporary path) next to path, then rename it into place."""
+    """Call write(temporary path) next to path, then rename it into place.
+
+    For an object-store URI (no rename there), write to a local temporary file and upload it to
+    the final key only when complete.
+    """
+    if is_remote(path):
+        write_remote(path, write)
+        return
+    path = local_path(path)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=directory)

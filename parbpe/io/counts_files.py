@@ -5,12 +5,14 @@ BatchBPE's CSV (chunk,count rows; a last row of count 0 may hold the split patte
 from __future__ import annotations
 
 import csv
+import io
 import json
 import sys
 from dataclasses import dataclass
 
 import pyarrow.parquet as pq
 
+from .filesystems import open_input_file
 from .units import WorkUnit
 
 COUNTS_MAGIC = b"parbpe.counts"  # parquet key-value metadata marking a parbpe counts file
@@ -27,7 +29,8 @@ class CountsFile:
 def read_counts(unit: WorkUnit) -> CountsFile:
     """Read a parbpe counts parquet file or a BatchBPE counts CSV."""
     if unit.kind == "counts-parquet":
-        table = pq.read_table(unit.path)
+        with open_input_file(unit.path) as source:
+            table = pq.read_table(source)
         meta = json.loads(table.schema.metadata[COUNTS_MAGIC])
         if "chunk" not in table.column_names or "count" not in table.column_names:
             raise ValueError(f"{unit.path}: a counts file needs columns 'chunk' and 'count'")
@@ -48,7 +51,7 @@ def _read_batchbpe_csv(path: str) -> CountsFile:
     counts: list[int] = []
     pattern = None
     csv.field_size_limit(sys.maxsize)
-    with open(path, encoding="utf-8", newline="") as f:
+    with open_input_file(path) as source, io.TextIOWrapper(source, encoding="utf-8", newline="") as f:
         reader = csv.reader(f)
         header = next(reader, None)
         if header is None or len(header) != 2:

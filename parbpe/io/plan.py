@@ -15,19 +15,27 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .counts_files import COUNTS_MAGIC
-from .readers import BATCH_BYTES, READ_BLOCK
+from .filesystems import check_scheme, expand_remote, file_size, is_remote, local_path
+from .readers import BATCH_BYTES, READ_BLOCK, open_parquet
 from .units import WorkUnit, compression, kind_of
 
 RANGE_BYTES = 64 << 20  # uncompressed text/jsonl files larger than this become several units
 
 
 def expand_inputs(inputs: Sequence[str]) -> list[str]:
-    """Files named by paths, globs and directories (recursively), sorted and without duplicates."""
+    """Files named by paths, globs and directories (recursively), sorted and without duplicates.
+
+    URIs (s3://, gs://, hf://) are listed on their filesystem; file:// URIs are local paths.
+    """
     files: set[str] = set()
     for item in inputs:
+        check_scheme(item)
+        if is_remote(item):
+            files.update(expand_remote(item, kind_of))
+            continue
+        item = local_path(item)
         if os.path.isdir(item):
             found = [str(p) for p in Path(item).rglob("*") if p.is_file() and kind_of(str(p))]
             if not found:
@@ -59,17 +67,14 @@ def plan(inputs: Sequence[str], range_bytes: int = RANGE_BYTES) -> list[WorkUnit
                 "or a counts file (.parquet made by `parbpe count`, or BatchBPE's .csv)"
             )
         if kind == "parquet":
-            try:
-                pf = pq.ParquetFile(path)
-            except (pa.ArrowInvalid, OSError) as exc:
-                raise ValueError(f"{path}: not a readable parquet file ({exc})") from None
+            pf = open_parquet(path)
             metadata = pf.schema_arrow.metadata or {}
             if COUNTS_MAGIC in metadata:
                 units.append(WorkUnit(path, "counts-parquet"))
             else:
                 units.extend(WorkUnit(path, "parquet", rg) for rg in range(pf.metadata.num_row_groups))
         elif kind in ("text", "jsonl") and compression(path) is None:
-            size = os.path.getsize(path)
+            size = file_size(path)
             starts = range(0, max(size, 1), range_bytes)
             units.extend(WorkUnit(path, kind, start=a, end=a + range_bytes if a + range_bytes < size else -1)
                          for a in starts)
@@ -82,15 +87,15 @@ def unit_text_bytes(unit: WorkUnit) -> int:
     """The most text bytes reading this unit holds at once (for the memory budget's floor)."""
     if unit.kind == "parquet":
         try:
-            meta = pq.ParquetFile(unit.path).metadata
+            meta = open_parquet(unit.path).metadata
             return max(meta.row_group(unit.row_group).total_byte_size, 1)
-        except (pa.ArrowInvalid, OSError):
+        except (pa.ArrowInvalid, OSError, ValueError):
             return 1
     if unit.kind == "text":
         return 2 * READ_BLOCK
     if unit.kind == "jsonl":
         return 2 * BATCH_BYTES
-    return os.path.getsize(unit.path)  # a counts file is read whole
+    return file_size(unit.path)  # a counts file is read whole
 
 
 def default_corpus_files() -> list[str]:

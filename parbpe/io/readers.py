@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .filesystems import open_input_file, open_input_stream
 from .units import WorkUnit, compression
 
 READ_BLOCK = 8 << 20  # bytes of a text file decoded at a time
@@ -61,7 +62,17 @@ def replace_surrogates(text: str, stats: ReadStats | None = None) -> str:
 
 
 def _open_binary(path: str) -> pa.NativeFile:
-    return pa.input_stream(path, compression=compression(path))
+    return open_input_stream(path, compression(path))
+
+
+def open_parquet(path: str) -> pq.ParquetFile:
+    """A parquet file opened for ranged reads (footer first, then only the row groups and columns asked for)."""
+    source = open_input_file(path)
+    try:
+        return pq.ParquetFile(source)
+    except (pa.ArrowInvalid, OSError) as exc:
+        source.close()
+        raise ValueError(f"{path}: not a readable parquet file ({exc})") from None
 
 
 def iter_text_batches(unit: WorkUnit, text_column: str, stats: ReadStats) -> Iterator[pa.Array]:
@@ -94,10 +105,7 @@ def iter_documents(unit: WorkUnit, text_column: str, stats: ReadStats) -> Iterat
 
 
 def _parquet_batches(unit: WorkUnit, text_column: str, stats: ReadStats) -> Iterator[pa.Array]:
-    try:
-        pf = pq.ParquetFile(unit.path)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise ValueError(f"{unit.path}: not a readable parquet file ({exc})") from None
+    pf = open_parquet(unit.path)
     names = pf.schema_arrow.names
     if text_column not in names:
         raise ValueError(
@@ -153,7 +161,7 @@ def _range(unit: WorkUnit, stream: pa.NativeFile, snap) -> tuple[int, int]:
     """The snapped [start, end) of a byte-range unit, with stream positioned at start (end -1: to EOF)."""
     if unit.start == 0 and unit.end == -1:
         return 0, -1
-    with open(unit.path, "rb") as f:
+    with open_input_file(unit.path) as f:
         start = snap(f, unit.start)
         end = snap(f, unit.end) if unit.end != -1 else -1
     stream.seek(start)
@@ -168,7 +176,7 @@ def _line_of(path: str, start: int, line_in_range: int) -> str:
 def _count_newlines(path: str, upto: int) -> int:
     """Newlines in the first upto bytes of a file."""
     count = 0
-    with open(path, "rb") as f:
+    with open_input_file(path) as f:
         while upto > 0:
             block = f.read(min(READ_BLOCK, upto))
             if not block:

@@ -13,6 +13,7 @@ import os
 from typing import Any, Protocol
 
 from ..io.atomic import write_text_atomically
+from ..io.filesystems import makedirs
 from ..patterns import pattern_name
 from .byte_level import token_to_unicode
 
@@ -129,7 +130,7 @@ def parbpe_json(tok: Tokenizer, config: dict[str, Any] | None = None) -> dict[st
 
 def save(tok: Tokenizer, directory: str, *, config: dict[str, Any] | None = None) -> dict[str, str]:
     """Write every format to directory (each atomically); returns {file: "written" | reason}."""
-    os.makedirs(directory, exist_ok=True)
+    makedirs(directory)  # a local directory; object stores have none
     problems = export_problems(tok)
     outcome: dict[str, str] = {}
     gpt2_texts = functools.cache(lambda: gpt2_files(tok))  # vocab.json and merges.txt come from one call
