@@ -31,6 +31,11 @@ def _add_corpus_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--start-method", choices=["fork", "spawn", "forkserver"], default=None,
                    help="how worker processes start (default: fork where available)")
     p.add_argument("--progress", choices=MODES, default="bar", help="progress on stderr (default bar)")
+    _add_debug(p)
+
+
+def _add_debug(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--debug", action="store_true", help="show the full traceback of an error")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,12 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
     encode.add_argument("text", nargs="?", help="text to encode (default: read stdin)")
     encode.add_argument("--allow-special", action="store_true", help="encode special-token strings as specials")
     encode.add_argument("--show", action="store_true", help="print each token's bytes next to its id")
+    _add_debug(encode)
 
     ev = sub.add_parser("eval", help="bytes per token, tokens per word and unused vocabulary on text")
     ev.add_argument("--tokenizer", required=True, metavar="DIR")
     ev.add_argument("inputs", nargs="+", metavar="INPUT")
     ev.add_argument("--text-column", default="text")
     ev.add_argument("--json", action="store_true", help="print JSON")
+    _add_debug(ev)
     return parser
 
 
@@ -80,15 +87,38 @@ def _config(args: argparse.Namespace, **extra) -> TrainConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run a command; errors are one line on stderr (a traceback only with --debug).
+
+    Exit status: 0 done, 2 a user, input, disk or worker error (a killed worker included),
+    3 an internal error (a bug: please report it with the --debug traceback), 130 interrupted.
+    """
+    from .run.pool import WorkerDied
+
     args = build_parser().parse_args(argv)
     try:
         return _run(args)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"parbpe {args.command}: error: {exc}", file=sys.stderr)
+    except (ValueError, OSError, WorkerDied) as exc:
+        if args.debug:
+            raise
+        print(f"parbpe {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("parbpe: interrupted", file=sys.stderr)
+        if args.debug:
+            raise
+        print(f"parbpe {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        print(f"parbpe {args.command}: internal error: {type(exc).__name__}: {_one_line(exc)} "
+              "(run again with --debug for the traceback, and please report it)", file=sys.stderr)
+        return 3
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception's message on one line (a worker's multi-line report keeps its first line)."""
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -22,7 +22,8 @@ from ..config import TrainConfig
 from ..io.readers import ReadStats, iter_text_batches
 from ..io.units import WorkUnit
 from ..patterns import Splitter
-from ..run.pool import default_start_method, parallel
+from ..run.memory import default_budget, format_size
+from ..run.pool import default_start_method, fault_point, parallel
 from .counts_file import counts_file_table
 from .partitions import write_run
 from .pieces import PieceCounter, counter_table, sum_tables, supports
@@ -139,7 +140,8 @@ class CountResult:
     data_limit: int | None = None
 
 
-# Set in each worker by the pool initializer: shared counters of units, bytes and spills done.
+# Set in each worker by the pool initializer: units, bytes and spills done, three slots per worker
+# rank. Each slot has one writer and no lock, so a worker that dies can never block the parent.
 _shared_progress = None
 
 
@@ -152,18 +154,31 @@ def _count_shard_job(args: tuple[int, list[WorkUnit], TrainConfig, str, int | No
     """One worker's shard: all its units into run files; returns (runs, spills, stats)."""
     rank, units, config, run_dir, data_limit = args
     shard = ShardCounter(config, run_dir, f"w{rank}", data_limit)
-    for unit in units:
-        before, spills = shard.stats.bytes, shard.spills
+    for done, unit in enumerate(units, start=1):
+        fault_point("count", done - 1)
         try:
             count_unit(unit, shard)
         except Exception as exc:  # re-raised in the parent, naming the worker and its unit
-            raise RuntimeError(f"worker {rank} (pid {os.getpid()}) failed on {unit.describe()}: {exc}") from exc
+            where = f"worker {rank} (pid {os.getpid()}) failed on {unit.describe()}: {exc}"
+            if isinstance(exc, (ValueError, OSError)):  # bad input, full disk: the same kind, for one line
+                raise type(exc)(where) from exc
+            raise RuntimeError(where) from exc
         if _shared_progress is not None:
-            with _shared_progress.get_lock():
-                _shared_progress[0] += 1
-                _shared_progress[1] += shard.stats.bytes - before
-                _shared_progress[2] += shard.spills - spills
+            _shared_progress[3 * rank:3 * rank + 3] = [done, shard.stats.bytes, shard.spills]
     return shard.finish(), shard.spills, shard.stats
+
+
+def _unit_names(units: list[WorkUnit], shown: int = 3) -> str:
+    """A short list of work units for a message: the first few, then how many more."""
+    names = ", ".join(u.describe() for u in units[:shown])
+    return names + (f" and {len(units) - shown} more" if len(units) > shown else "")
+
+
+def memory_hint(config: TrainConfig) -> str:
+    """What to try when a worker was killed for memory: a smaller budget, fewer workers."""
+    budget = config.memory_budget or default_budget()
+    fewer = f" or --workers {config.workers // 2}" if config.workers > 1 else ""
+    return f"try --memory-budget {format_size(budget // 2).replace(' ', '')}{fewer}"
 
 
 def count_to_runs(
@@ -194,15 +209,20 @@ def count_to_runs(
     import multiprocess
 
     context = multiprocess.get_context(start_method or default_start_method())
-    progress = context.Array("q", [0, 0, 0])
+    progress = context.Array("q", 3 * workers, lock=False)
     jobs = [(r, units[r::workers], config, run_dir, data_limit) for r in range(workers)]
 
     def tick() -> None:
         if on_progress:
-            on_progress(progress[0], len(units), progress[1], progress[2])
+            done, done_bytes, spills = (sum(progress[i::3]) for i in range(3))
+            on_progress(done, len(units), done_bytes, spills)
 
-    results = list(parallel(_count_shard_job, jobs, workers, context, tick,
-                            initializer=_init_worker, initargs=(progress,)))
+    def describe(_: int, rank: int) -> str:  # worker k runs shard k: one task each
+        shard = jobs[rank][1]
+        return f"worker {rank} (units {_unit_names(shard)})"
+
+    results = list(parallel(_count_shard_job, jobs, workers, context, tick, initializer=_init_worker,
+                            initargs=(progress,), describe=describe, hint=memory_hint(config)))
     stats = ReadStats()
     runs: list[str] = []
     for shard_runs, _, shard_stats in results:

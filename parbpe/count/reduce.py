@@ -94,6 +94,8 @@ def _partition_job(args: tuple[list[str], int]) -> pa.Table:
     runs, partition = args
     try:
         return read_partition(runs, partition)
+    except OSError:
+        raise  # a disk error names its file already
     except Exception as exc:
         raise RuntimeError(f"reducing partition {partition} failed: {exc}") from exc
 
@@ -115,7 +117,9 @@ def reduce_runs(runs: list[str], workers: int = 1, start_method: str | None = No
     if workers <= 1:
         results: Iterable = map(func, tasks)
     else:
-        results = parallel(func, tasks, workers, get_context(start_method))
+        results = parallel(func, tasks, workers, get_context(start_method), stage="reduce",
+                           describe=lambda k, p: f"reducing worker {k} (partition {p} of {n_partitions})",
+                           hint="try --workers 1 (one partition in memory at a time)")
     for done, result in enumerate(results, start=1):
         if on_progress:
             on_progress(done, n_partitions)

@@ -15,19 +15,20 @@ hang; the workers are stopped on every exit path (close()).
 
 from __future__ import annotations
 
+import itertools
 import time
 import traceback
 from collections.abc import Callable
 
 import numpy as np
 
-from ..run.pool import get_context
+from ..run.pool import WorkerDied, death_reason, fault_point, get_context, ignore_sigint, start_workers, stop_workers
 from .engines import ChunkEngine, LinkedEngine
 from .exact import boundary_events, prefix_stop
 from .pairs import aggregate
 from .table import ChunkTable
 
-_POLL = 0.2  # seconds between checks that a silent worker is still alive
+_POLL = 0.2  # seconds of one wait for answers (a death ends the wait at once)
 
 
 def slice_bounds(table: ChunkTable, workers: int) -> list[int]:
@@ -45,12 +46,15 @@ def _slice(table: ChunkTable, c0: int, c1: int) -> ChunkTable:
 
 def _worker(conn, part: ChunkTable, use_chunk: bool, nonoverlap: bool) -> None:
     """A worker's loop: build the engine, then answer the coordinator's messages until "finish"."""
+    ignore_sigint()
+    fault_point("merge", 0)
     try:
         engine = ChunkEngine(part, nonoverlap=nonoverlap) if use_chunk else LinkedEngine(part)
         conn.send(("ok", engine.initial_pair_counts(), 0.0))
         hits = which = None
-        while True:
+        for step in itertools.count(1):
             command, *args = conn.recv()
+            fault_point("merge", step)
             clock = time.perf_counter()  # each answer says how long the work took (the rest is communication)
             if command == "apply":
                 answer = engine.apply(*args)
@@ -85,14 +89,13 @@ class SlicedEngine:
         self._conns, self._procs = [], []
         self._sent_at, self.communication = time.perf_counter(), 0.0
         try:
-            for c0, c1 in zip(self.bounds, self.bounds[1:]):
-                ours, theirs = context.Pipe()
-                proc = context.Process(target=_worker, args=(theirs, _slice(table, c0, c1), use_chunk, nonoverlap),
-                                       daemon=True)
-                proc.start()
+            pipes = [context.Pipe() for _ in self.bounds[1:]]
+            self._conns = [ours for ours, _ in pipes]
+            self._procs = start_workers(
+                context, _worker, lambda k: (pipes[k][1], _slice(table, self.bounds[k], self.bounds[k + 1]),
+                                             use_chunk, nonoverlap), len(pipes))
+            for _, theirs in pipes:
                 theirs.close()
-                self._conns.append(ours)
-                self._procs.append(proc)
             self._initial = self._gather()
             self.communication = 0.0  # seconds of the rounds' messages (starting the workers is not counted)
         except BaseException:
@@ -103,31 +106,41 @@ class SlicedEngine:
         c0, c1 = self.bounds[k], self.bounds[k + 1]
         return f"merge worker {k} (chunks {c0}-{c1 - 1}, pid {self._procs[k].pid})"
 
-    def _died(self, k: int) -> RuntimeError:
-        return RuntimeError(f"{self._describe(k)} died (exit {self._procs[k].exitcode}); it was probably killed "
-                            "for running out of memory: lower --workers or free memory")
+    def _died(self, k: int) -> WorkerDied:
+        self._procs[k].join(timeout=1)
+        reason = death_reason(self._procs[k].exitcode, "try --workers 1 (merging in one process needs less memory)")
+        return WorkerDied(f"{self._describe(k)} died ({reason})")
 
     def _gather(self) -> list:
-        """One answer from every worker; a worker's error or death becomes a RuntimeError.
+        """One answer from every worker; a worker's error becomes a RuntimeError, its death WorkerDied.
 
-        Adds to `communication` the time since the message went out beyond the slowest worker's work.
+        Waits on every pipe and every worker's exit at once, so a death is seen at once whichever
+        worker it is. Adds to `communication` the time since the message went out beyond the
+        slowest worker's work.
         """
-        answers, busy = [], 0.0
-        for k, conn in enumerate(self._conns):
-            try:
-                while not conn.poll(_POLL):
-                    if not self._procs[k].is_alive():
-                        raise self._died(k)
-                status, payload, seconds = conn.recv()
-            except (EOFError, OSError):  # the pipe broke: the worker is gone
-                self._procs[k].join(timeout=1)
-                raise self._died(k) from None
-            if status != "ok":
-                raise RuntimeError(f"{self._describe(k)} failed:\n{payload}")
-            answers.append(payload)
-            busy = max(busy, seconds)
+        from multiprocess.connection import wait
+
+        answers: dict[int, object] = {}
+        busy = 0.0
+        while len(answers) < len(self._conns):
+            waiting = {self._conns[k]: k for k in range(len(self._conns)) if k not in answers}
+            waiting |= {self._procs[k].sentinel: k for k in waiting.values()}
+            for ready in wait(list(waiting), timeout=_POLL):
+                k = waiting[ready]
+                if k in answers:
+                    continue
+                if not self._conns[k].poll():
+                    raise self._died(k)
+                try:
+                    status, payload, seconds = self._conns[k].recv()
+                except (EOFError, OSError):  # the pipe broke: the worker is gone
+                    raise self._died(k) from None
+                if status != "ok":
+                    raise RuntimeError(f"{self._describe(k)} failed:\n{payload}")
+                answers[k] = payload
+                busy = max(busy, seconds)
         self.communication += time.perf_counter() - self._sent_at - busy
-        return answers
+        return [answers[k] for k in range(len(self._conns))]
 
     def _send(self, message: tuple) -> None:
         self._sent_at = time.perf_counter()
@@ -135,7 +148,6 @@ class SlicedEngine:
             try:
                 conn.send(message)
             except OSError:  # a broken pipe: the worker is gone
-                self._procs[k].join(timeout=1)
                 raise self._died(k) from None
 
     @staticmethod
@@ -170,9 +182,5 @@ class SlicedEngine:
         """Stop every worker (on success and on error alike)."""
         for conn in self._conns:
             conn.close()
-        for proc in self._procs:
-            proc.join(timeout=1)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join()
+        stop_workers(self._procs)
         self._conns, self._procs = [], []

@@ -1,8 +1,48 @@
-"""Process pools for the data-parallel stages: ordered results, and no hang when a worker dies."""
+"""Process pools for the data-parallel stages: ordered results, and no hang when a worker dies.
+
+Each worker has its own pipe to the parent and nothing else is shared: no lock, no queue a dying
+worker could hold. The parent waits on every pipe and every worker's exit at once, so a worker
+killed by the kernel (or by anyone) ends the stage within a poll with WorkerDied, naming the task
+it held. Workers ignore SIGINT: on Ctrl-C only the parent stops (and stops them), with no worker
+tracebacks.
+"""
 
 from __future__ import annotations
 
+import os
+import signal
+import traceback
 from collections.abc import Callable, Iterator
+
+# The test hook for dying workers: PARBPE_TEST_KILL="stage:n" makes a worker of that stage (count,
+# reduce, merge) SIGKILL itself when it reaches its n-th unit, task or round (see fault_point).
+KILL_HOOK = "PARBPE_TEST_KILL"
+
+
+class WorkerDied(RuntimeError):
+    """A worker process ended without answering: killed by a signal (usually the kernel, out of memory)."""
+
+
+def death_reason(exitcode: int | None, hint: str) -> str:
+    """Why a worker ended, from its exit code: 'signal 9: probably out of memory; try ...'."""
+    if exitcode is None:
+        return "it vanished"
+    if exitcode < 0:
+        number = -exitcode
+        if number == signal.SIGKILL:
+            return f"signal {number}: probably out of memory; {hint}"
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = "unknown"
+        return f"signal {number}, {name}"
+    return f"exit status {exitcode}"
+
+
+def fault_point(stage: str, n: int) -> None:
+    """The test hook (KILL_HOOK): SIGKILL this process at the n-th step of stage when asked to."""
+    if os.environ.get(KILL_HOOK) == f"{stage}:{n}":
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def default_start_method() -> str:
@@ -18,37 +58,130 @@ def get_context(start_method: str | None = None):
     return multiprocess.get_context(start_method or default_start_method())
 
 
-def parallel(func, tasks: list, workers: int, context, tick: Callable[[], object] | None = None,
-             initializer=None, initargs=(), poll: float = 0.5) -> Iterator:
-    """Yield func(task) for every task, in order, computed on a pool of `workers` processes.
+def ignore_sigint() -> None:
+    """In a worker: leave Ctrl-C to the parent (which stops the workers), then let signals in."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
-    A worker killed by the kernel becomes a clear error, not a hang: the pool silently replaces a
-    dead worker (and its task is lost), so a change in the set of worker pids is the sign, since
-    workers never exit on their own. The pool is terminated on every exit path.
-    """
-    import multiprocess
 
-    with context.Pool(workers, initializer=initializer, initargs=initargs) as pool:
+def start_workers(context, target: Callable, args_of: Callable[[int], tuple], workers: int) -> list:
+    """Start `workers` daemon processes running target(*args_of(k)), with SIGINT blocked until each
+    has set it aside (ignore_sigint), so Ctrl-C during the start never reaches a worker."""
+    procs = []
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        for k in range(workers):
+            proc = context.Process(target=target, args=args_of(k), daemon=True)
+            proc.start()
+            procs.append(proc)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    return procs
+
+
+def stop_workers(procs: list) -> None:
+    """Stop worker processes and wait for them (SIGTERM, then SIGKILL after a second)."""
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    for proc in procs:
+        proc.join(timeout=1)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+
+
+def _serve(conn, func: Callable, stage: str | None, initializer, initargs: tuple) -> None:
+    """A worker's loop: run func on each (index, task) received, answer, until None comes."""
+    ignore_sigint()
+    if initializer is not None:
+        initializer(*initargs)
+    done = 0
+    while True:
+        message = conn.recv()
+        if message is None:
+            return
+        index, task = message
+        if stage is not None:
+            fault_point(stage, done)
         try:
-            pids = {p.pid for p in pool._pool}
-            results = pool.imap(func, tasks)
-            for _ in range(len(tasks)):
-                while True:
+            answer = ("ok", index, func(task))
+        except Exception as exc:
+            answer = ("error", index, exc, traceback.format_exc(limit=8))
+        try:
+            conn.send(answer)
+        except Exception:  # an exception that does not pickle travels as text
+            conn.send(("error", index, RuntimeError(f"{answer[2]!r}"), answer[-1]))
+        done += 1
+
+
+def parallel(func: Callable, tasks: list, workers: int, context, tick: Callable[[], object] | None = None,
+             initializer=None, initargs: tuple = (), poll: float = 0.5, stage: str | None = None,
+             describe: Callable[[int, int], str] | None = None,
+             hint: str = "try a smaller --memory-budget or fewer --workers") -> Iterator:
+    """Yield func(task) for every task, in order, computed on `workers` processes.
+
+    Tasks go out one at a time to whichever worker is free. tick() is called every `poll` seconds
+    while waiting. stage names the tasks for the test hook (fault_point). A worker's exception is
+    re-raised here (its traceback as a note); a worker that dies raises WorkerDied naming
+    describe(worker, task index) (default "worker k (task i)") and why. The workers are stopped
+    on every exit path.
+    """
+    from multiprocess.connection import wait
+
+    workers = max(1, min(workers, len(tasks)))
+    pipes = [context.Pipe() for _ in range(workers)]
+    procs = start_workers(context, _serve, lambda k: (pipes[k][1], func, stage, initializer, initargs), workers)
+    conns = [ours for ours, _ in pipes]
+    for _, theirs in pipes:
+        theirs.close()
+    holding: dict[int, int] = {}  # worker -> index of the task it is working on
+    finished: dict[int, object] = {}
+    next_task = 0
+
+    def hand_out(k: int) -> None:
+        nonlocal next_task
+        if next_task < len(tasks):
+            conns[k].send((next_task, tasks[next_task]))
+            holding[k] = next_task
+            next_task += 1
+
+    def died(k: int) -> WorkerDied:
+        procs[k].join(timeout=1)
+        index = holding.get(k)
+        who = describe(k, index) if describe is not None and index is not None else f"worker {k} (task {index})"
+        return WorkerDied(f"{who} died ({death_reason(procs[k].exitcode, hint)})")
+
+    try:
+        for k in range(workers):
+            hand_out(k)
+        for wanted in range(len(tasks)):
+            while wanted not in finished:
+                by_object = {conns[k]: k for k in holding} | {procs[k].sentinel: k for k in holding}
+                ready = wait(list(by_object), timeout=poll)
+                if not ready and tick is not None:
+                    tick()
+                for obj in ready:
+                    k = by_object[obj]
+                    if k not in holding:
+                        continue
+                    if not conns[k].poll():
+                        raise died(k)
                     try:
-                        item = results.next(timeout=poll)
-                        break
-                    except multiprocess.TimeoutError:
-                        pass
-                    if tick is not None:
-                        tick()
-                    procs = list(pool._pool)
-                    dead = [p for p in procs if p.exitcode is not None]
-                    if dead or {p.pid for p in procs} != pids:
-                        codes = ", ".join(f"pid {p.pid} exit {p.exitcode}" for p in dead) or "a worker vanished"
-                        raise RuntimeError(
-                            f"a worker process died ({codes}); it was probably killed for running out of "
-                            "memory: lower --workers or --memory-budget, or free memory"
-                        )
-                yield item
-        finally:
-            pool.terminate()
+                        status, index, *payload = conns[k].recv()
+                    except (EOFError, OSError):
+                        raise died(k) from None
+                    if status != "ok":
+                        exc, remote = payload
+                        exc.add_note(f"in the worker process:\n{remote}")
+                        raise exc
+                    finished[index] = payload[0]
+                    del holding[k]
+                    hand_out(k)
+            yield finished.pop(wanted)
+        for conn in conns:
+            conn.send(None)
+    finally:
+        for conn in conns:
+            conn.close()
+        stop_workers(procs)

@@ -102,7 +102,7 @@ def test_counts_file_is_identical_with_spills(corpus, tmp_path):
 def test_worker_error_names_the_unit(tmp_path, run_dir):
     pq.write_table(pa.table({"text": ["fine text"] * 3}), tmp_path / "a.parquet")
     pq.write_table(pa.table({"body": ["no text column"]}), tmp_path / "b.parquet")
-    with pytest.raises(RuntimeError, match=r"worker \d .*failed on .*b.parquet \(row group 0\).*no column 'text'"):
+    with pytest.raises(ValueError, match=r"worker \d .*failed on .*b.parquet \(row group 0\).*no column 'text'"):
         count_with(plan([str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")]), TrainConfig(workers=2),
                    run_dir)
 
@@ -111,10 +111,11 @@ def test_a_killed_worker_is_a_clear_error_not_a_hang(corpus, monkeypatch, run_di
     import signal
 
     import parbpe.count.counter as count_module
+    from parbpe.run.pool import WorkerDied
 
     # With fork, the workers inherit this stand-in: each kills itself as the kernel's OOM killer would.
     monkeypatch.setattr(count_module, "count_unit", lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL))
-    with pytest.raises(RuntimeError, match="probably killed for running out of memory"):
+    with pytest.raises(WorkerDied, match=r"worker \d \(units .*\) died \(signal 9: probably out of memory; try"):
         count_with(plan([str(corpus)]), TrainConfig(workers=2), run_dir, start_method="fork")
 
 

@@ -1,0 +1,95 @@
+"""Dying workers and Ctrl-C: every run ends quickly with one line, and leaves no temporary files.
+
+Workers really die: the test hook (PARBPE_TEST_KILL="stage:n", read by the workers) makes a
+counting worker, a reducing worker or a merge worker SIGKILL itself at its n-th unit, partition
+or round, as the kernel's OOM killer would.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import parbpe.merge.coordinator as coordinator
+from parbpe.cli import main
+from parbpe.run.pool import KILL_HOOK
+
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
+ONE_LINE = re.compile(r"parbpe train: error: (reducing |merge )?worker \d+ \(.+\) died "
+                      r"\(signal 9: probably out of memory; try --\S+.*\)")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    d = tmp_path_factory.mktemp("corpus")
+    rng = random.Random(0)
+    for k in range(8):
+        words = (rng.choice(WORDS) + str(rng.randint(0, 99)) for _ in range(3000))
+        (d / f"part-{k}.txt").write_text(" ".join(words))
+    return sorted(str(p) for p in d.iterdir())
+
+
+# (stage, how many steps in the kill may come): 4 units per counting worker, 16 partitions per
+# reducing worker, the first rounds of merging.
+STAGES = [("count", 4), ("reduce", 16), ("merge", 6)]
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_a_killed_worker_ends_the_run_in_one_line(seed, corpus, tmp_path, monkeypatch, capsys):
+    stage, steps = STAGES[seed % 3]
+    step = random.Random(seed).randrange(steps)
+    monkeypatch.setenv(KILL_HOOK, f"{stage}:{step}")
+    monkeypatch.setattr(coordinator, "MIN_TOKENS_PER_WORKER", 1)  # merge workers even on this small table
+    tmp, out = tmp_path / "tmp", tmp_path / "out"
+    tmp.mkdir()
+    clock = time.monotonic()
+    status = main(["train", *corpus, "--out", str(out), "--tmp-dir", str(tmp), "--workers", "2",
+                   "--vocab-size", "400", "--max-batch-size", "8", "--progress", "none"])
+    elapsed = time.monotonic() - clock
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert ONE_LINE.fullmatch(err.strip()), err
+    assert ("reducing" in err) == (stage == "reduce") and ("merge worker" in err) == (stage == "merge")
+    assert elapsed < 5, f"the run took {elapsed:.1f} s to end"
+    assert list(tmp.iterdir()) == []  # no spilled runs left behind
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_debug_shows_the_traceback(corpus, tmp_path, monkeypatch):
+    from parbpe.run.pool import WorkerDied
+
+    monkeypatch.setenv(KILL_HOOK, "count:1")
+    with pytest.raises(WorkerDied):
+        main(["train", *corpus, "--out", str(tmp_path / "out"), "--workers", "2", "--vocab-size", "300",
+              "--progress", "none", "--tmp-dir", str(tmp_path), "--debug"])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_ctrl_c_prints_one_line_and_leaves_nothing(seed, tmp_path):
+    corpus = tmp_path / "big.txt"
+    rng = random.Random(seed)
+    corpus.write_text(" ".join(rng.choice(WORDS) + str(rng.randint(0, 9999)) for _ in range(1_500_000)))
+    tmp, out = tmp_path / "tmp", tmp_path / "out"
+    tmp.mkdir()
+    # Its own session, like a shell's job: Ctrl-C goes to the whole group, workers included.
+    proc = subprocess.Popen([sys.executable, "-m", "parbpe.cli", "train", str(corpus), "--out", str(out),
+                             "--tmp-dir", str(tmp), "--workers", "2", "--vocab-size", "2000",
+                             "--progress", "none"], stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not list(tmp.iterdir()) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)  # counting has begun when its temporary directory exists
+    time.sleep(rng.uniform(0, 0.5))
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert err.strip() == "parbpe train: interrupted"
+    assert list(tmp.iterdir()) == []
+    assert not out.exists() or list(out.iterdir()) == []
