@@ -31,6 +31,11 @@ def _add_corpus_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--start-method", choices=["fork", "spawn", "forkserver"], default=None,
                    help="how worker processes start (default: fork where available)")
     p.add_argument("--progress", choices=MODES, default="bar", help="progress on stderr (default bar)")
+    p.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="count and reduce in local processes (default) or as Ray tasks (pip install 'parbpe[ray]')")
+    p.add_argument("--ray-address", default=None, metavar="ADDRESS",
+                   help="with --executor ray: 'auto' joins the cluster this machine belongs to, or host:port / "
+                        "ray://host:port (default: start or use a local Ray instance)")
     _add_debug(p)
 
 
@@ -131,7 +136,7 @@ def _run(args: argparse.Namespace) -> int:
                          stop_list_size=args.stop_list_size, max_batch_size=args.max_batch_size,
                          cap_divisor=args.cap_divisor, pair_count=args.pair_count, batching=args.batching)
         result = train(args.inputs, config, out_dir=args.out, progress=Progress(args.progress),
-                       start_method=args.start_method)
+                       start_method=args.start_method, executor=args.executor, ray_address=args.ray_address)
         s = result.stats
         source = f"{s['bytes_read'] / 1e6:.1f} MB of text" if s["bytes_read"] else "counts files"
         print(f"Trained {s['vocab_size']} tokens ({s['merges']} merges in {s['rounds']} rounds) from "
@@ -144,7 +149,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "count":
         config = _config(args)
         summary = count_to_file(args.inputs, args.out, config, freq_cutoff=args.freq_cutoff,
-                                progress=Progress(args.progress), start_method=args.start_method)
+                                progress=Progress(args.progress), start_method=args.start_method,
+                                executor=args.executor, ray_address=args.ray_address)
         seconds = sum(summary["seconds"].values())
         print(f"Wrote {summary['rows_written']:,} chunk counts ({summary['chunks']:,} chunks, "
               f"{summary['bytes_read'] / 1e6:.1f} MB read) to {summary['out']} in {seconds:.1f} s "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -24,7 +25,7 @@ from .io.plan import default_corpus_files, plan, unit_text_bytes
 from .io.units import WorkUnit
 from .merge.coordinator import learn_merges
 from .merge.table import build_table
-from .run.memory import PeakSampler, default_budget, format_size, tree_rss, worker_data_limit
+from .run.memory import PeakSampler, default_budget, format_size, process_rss, tree_rss, worker_data_limit
 from .run.progress import Progress
 from .tokenizer.model import Tokenizer
 
@@ -44,6 +45,8 @@ def train(
     progress: Progress | str = "none",
     start_method: str | None = None,
     data_limit: int | None = None,
+    executor: str = "local",
+    ray_address: str | None = None,
     **overrides: Any,
 ) -> TrainResult:
     """Train a tokenizer on inputs (paths, globs, directories; None = the built-in default corpus).
@@ -51,7 +54,8 @@ def train(
     Settings come from config, or from keyword arguments (parbpe.train(files, vocab_size=8192)).
     With out_dir, every output file is written there. Returns the tokenizer and the run's stats.
     data_limit (bytes of counts a counting worker holds before it spills) overrides the share the
-    memory budget gives; it is for tests and experiments.
+    memory budget gives; it is for tests and experiments. executor="ray" counts and reduces as Ray
+    tasks (ray_address: None starts or uses a local Ray instance, "auto" joins this machine's cluster).
     """
     if config is None:
         config = TrainConfig(**overrides)
@@ -71,16 +75,16 @@ def train(
         units = plan(inputs)
         times["plan"] = time.perf_counter() - t
 
-        with tempfile.TemporaryDirectory(prefix="parbpe-", dir=config.tmp_dir) as run_dir:
+        with tempfile.TemporaryDirectory(prefix="parbpe-", dir=config.tmp_dir) as run_dir, \
+                cluster_for(executor, ray_address, config) as cluster:
             # 2. count: work units -> run files of chunk counts (spilling under the memory budget)
             t = time.perf_counter()
-            counted = count_stage(units, config, run_dir, reporter, start_method, data_limit)
+            counted = count_stage(units, config, run_dir, reporter, start_method, data_limit, cluster)
             times["count"] = time.perf_counter() - t
 
             # 3. reduce: runs -> global counts per partition, then freq_cutoff and the stop list
             t = time.perf_counter()
-            selections = list(reduce_runs(counted.runs, config.workers, start_method, config=config,
-                                          on_progress=lambda d, n: reporter.update("reduce", d, n, force=d == n)))
+            selections = list(reduce_stage(counted, config, start_method, reporter, cluster, select=True))
             chunks = combine_selections(selections, config)
             del selections
             if not chunks.unique_chunks:
@@ -146,6 +150,8 @@ def train(
         "merges_per_round": {"min": min(sizes), "mean": round(sum(sizes) / len(sizes), 2), "max": max(sizes)},
         "batch_sizes": result.batch_sizes,
         "stopped_early": result.stopped_early,
+        "executor": executor,
+        **({"ray": cluster.stats.to_dict()} if cluster is not None else {}),
         "seconds": {k: round(v, 3) for k, v in times.items()},
         "merge_seconds": result.seconds,  # merge stage: counting pairs, selecting, applying, updating, messages
         "peak_rss_bytes": sampler.peak,
@@ -164,15 +170,33 @@ def train(
     return TrainResult(tokenizer=tokenizer, stats=stats, files=files)
 
 
+def cluster_for(executor: str, ray_address: str | None, config: TrainConfig) -> contextlib.AbstractContextManager:
+    """The Ray executor for executor="ray" (each task gets a worker's share of the memory budget),
+    or nothing for local processes."""
+    if executor == "local":
+        if ray_address is not None:
+            raise ValueError("--ray-address needs --executor ray")
+        return contextlib.nullcontext()
+    if executor != "ray":
+        raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
+    from .run.ray_executor import RayExecutor
+
+    budget = config.memory_budget or default_budget()
+    return RayExecutor(ray_address, task_memory=budget // config.workers, local_cpus=config.workers)
+
+
 def count_stage(units: list[WorkUnit], config: TrainConfig, run_dir: str, reporter: Progress,
-                start_method: str | None = None, data_limit: int | None = None) -> CountResult:
-    """Stage 2: count every unit into run files, with the workers' memory shares set from the budget."""
+                start_method: str | None = None, data_limit: int | None = None, cluster=None) -> CountResult:
+    """Stage 2: count every unit into run files (or, on Ray, partitions in the object store), with
+    the workers' memory shares set from the budget."""
     if not units:
         raise ValueError("the corpus is empty: no input to read")
     budget = config.memory_budget or default_budget()
     workers = max(1, min(config.workers, len(units)))
     if data_limit is None:
-        data_limit = worker_data_limit(budget, workers, tree_rss(), max(unit_text_bytes(u) for u in units))
+        # A Ray task starts like this process alone; locally the workers start as the whole tree is now.
+        base = process_rss() if cluster is not None else tree_rss()
+        data_limit = worker_data_limit(budget, workers, base, max(unit_text_bytes(u) for u in units))
     t = time.perf_counter()
 
     def on_progress(done: int, total_units: int, done_bytes: int, spills: int) -> None:
@@ -180,8 +204,13 @@ def count_stage(units: list[WorkUnit], config: TrainConfig, run_dir: str, report
         reporter.update("count", done, total_units, force=done == total_units, MB=done_bytes / 1e6,
                         MB_s=done_bytes / 1e6 / elapsed, rss_MB=tree_rss() / 1e6, spills=spills)
 
-    counted = count_to_runs(units, config, run_dir, data_limit=data_limit, start_method=start_method,
-                            on_progress=on_progress)
+    if cluster is not None:
+        from .count.on_ray import count_on_ray
+
+        counted = count_on_ray(units, config, cluster, data_limit=data_limit, on_progress=on_progress)
+    else:
+        counted = count_to_runs(units, config, run_dir, data_limit=data_limit, start_method=start_method,
+                                on_progress=on_progress)
     counted.budget, counted.data_limit = budget, data_limit
     if counted.stats.replaced_bytes:
         reporter.event("warning", message=f"replaced {counted.stats.replaced_bytes} invalid UTF-8 sequences "
@@ -189,27 +218,43 @@ def count_stage(units: list[WorkUnit], config: TrainConfig, run_dir: str, report
     return counted
 
 
+def reduce_stage(counted: CountResult, config: TrainConfig, start_method: str | None, reporter: Progress,
+                 cluster=None, select: bool = False):
+    """Stage 3: each partition's global counts (select: its Selection), in partition order, on local
+    processes or as Ray tasks."""
+    def on_progress(done: int, n: int) -> None:
+        reporter.update("reduce", done, n, force=done == n)
+
+    if cluster is not None:
+        from .count.on_ray import reduce_on_ray
+
+        return reduce_on_ray(counted.partitions, cluster, config if select else None, on_progress)
+    return reduce_runs(counted.runs, config.workers, start_method, config=config if select else None,
+                       on_progress=on_progress)
+
+
 def count_to_file(inputs: Sequence[str] | None, out_path: str, config: TrainConfig, *,
                   freq_cutoff: int = 0, progress: Progress | str = "none",
-                  start_method: str | None = None, data_limit: int | None = None) -> dict[str, Any]:
+                  start_method: str | None = None, data_limit: int | None = None,
+                  executor: str = "local", ray_address: str | None = None) -> dict[str, Any]:
     """Count chunks of inputs and write them as a counts file (stages 1-3 without cutoff/stop list).
     Rows are grouped by hash partition and sorted by chunk bytes within each (see count/counts_file.py)."""
     reporter = progress if isinstance(progress, Progress) else Progress(progress)
     inputs = list(inputs) if inputs else default_corpus_files()
     times: dict[str, float] = {}
-    with PeakSampler() as sampler, tempfile.TemporaryDirectory(prefix="parbpe-", dir=config.tmp_dir) as run_dir:
+    with PeakSampler() as sampler, tempfile.TemporaryDirectory(prefix="parbpe-", dir=config.tmp_dir) as run_dir, \
+            cluster_for(executor, ray_address, config) as cluster:
         t = time.perf_counter()
         units = plan(inputs)
         times["plan"] = time.perf_counter() - t
         t = time.perf_counter()
-        counted = count_stage(units, config, run_dir, reporter, start_method, data_limit)
+        counted = count_stage(units, config, run_dir, reporter, start_method, data_limit, cluster)
         times["count"] = time.perf_counter() - t
         t = time.perf_counter()
         totals = {"unique": 0, "chunks": 0}
 
         def partitions():
-            for table in reduce_runs(counted.runs, config.workers, start_method,
-                                     on_progress=lambda d, n: reporter.update("reduce", d, n, force=d == n)):
+            for table in reduce_stage(counted, config, start_method, reporter, cluster):
                 totals["unique"] += table.num_rows
                 totals["chunks"] += pc.sum(table.column("count")).as_py() or 0
                 yield table
@@ -222,6 +267,7 @@ def count_to_file(inputs: Sequence[str] | None, out_path: str, config: TrainConf
                "chunks": totals["chunks"], "documents": counted.stats.documents, "bytes_read": counted.stats.bytes,
                "replaced_utf8_sequences": counted.stats.replaced_bytes, "work_units": len(units),
                "spills": counted.spills, "memory_budget": counted.budget, "worker_data_limit": counted.data_limit,
+               "executor": executor, **({"ray": cluster.stats.to_dict()} if cluster is not None else {}),
                "seconds": {k: round(v, 3) for k, v in times.items()}, "peak_rss_bytes": sampler.peak}
     reporter.event("counted", **{k: v for k, v in summary.items() if k != "seconds"})
     return summary

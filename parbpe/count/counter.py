@@ -138,6 +138,7 @@ class CountResult:
     spills: int = 0
     budget: int | None = None  # set by the caller that chose data_limit
     data_limit: int | None = None
+    partitions: list | None = None  # on Ray: each count task's partition refs instead of run files (on_ray.py)
 
 
 # Set in each worker by the pool initializer: units, bytes and spills done, three slots per worker

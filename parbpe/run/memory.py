@@ -67,6 +67,11 @@ def worker_data_limit(budget: int, workers: int, base_rss: int, unit_bytes: int)
     return min(limit, MAX_WORKER_DATA)
 
 
+def process_rss() -> int:
+    """Resident memory of this process alone, in bytes."""
+    return psutil.Process().memory_info().rss
+
+
 def tree_rss(pid: int | None = None) -> int:
     """Resident memory of a process and all its descendants, in bytes."""
     try:

@@ -1,0 +1,200 @@
+"""Running data-parallel stages as Ray tasks, on a local Ray instance or an existing cluster.
+
+The executor knows nothing of counting: it runs a module-level function on argument tuples, one
+Ray task each, with the resources the memory budget gives a worker. Each function returns a tuple
+whose first value is small (it travels to the driver at once: stats, or a reduced partition) and
+whose other values stay in Ray's object store (which spills to disk by itself) until a later task
+takes them as arguments. Ray retries a task whose worker or node dies, or that raised an error other
+than a user's mistake; the outputs of a failed attempt are never seen, since only the returns of the
+attempt that succeeded exist. A user's mistake (ValueError, FileNotFoundError) is not retried and is
+raised on the driver as it is. Retries are counted from each successful attempt's number.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+FAIL_ONCE_ENV = "PARBPE_TEST_FAIL_ONCE"  # tests: "raise:PATH" or "kill:PATH", comma-separated; see _inject_failure
+MAX_RETRIES = 3
+
+
+def import_ray():
+    """Ray, or an error naming the extra to install."""
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("--executor ray needs Ray: pip install 'parbpe[ray]'") from None
+    return ray
+
+
+@dataclass
+class _Failure:
+    """A user's mistake inside a task, carried back as a value so that Ray does not retry it."""
+
+    error: Exception
+
+
+@dataclass
+class RayStats:
+    """What the cluster did: nodes, tasks per stage and node, and retries (values add up)."""
+
+    nodes: int = 0
+    tasks: dict[str, int] = field(default_factory=dict)
+    retries: dict[str, int] = field(default_factory=dict)
+    tasks_per_node: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"nodes": self.nodes, "nodes_used": len(self.tasks_per_node), "tasks": dict(self.tasks),
+                "retries": dict(self.retries), "tasks_per_node": dict(sorted(self.tasks_per_node.items()))}
+
+
+def _attempt_number() -> int:
+    """Which attempt of the current task this is (0 for the first). Ray keeps it in its core worker."""
+    import ray
+
+    core = ray._private.worker.global_worker.core_worker
+    return int(core.get_current_task_attempt_number())
+
+
+def _inject_failure(spec: str | None) -> None:
+    """For tests: the first attempt (of any task) to create PATH fails, after doing its work, by
+    raising ("raise:PATH") or by killing its own worker process with SIGKILL ("kill:PATH")."""
+    for item in filter(None, (spec or "").split(",")):
+        how, _, path = item.partition(":")
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            continue
+        if how == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise RuntimeError(f"injected failure ({FAIL_ONCE_ENV}={item})")
+
+
+def _run_attempt(func: Callable[..., tuple], n_outputs: int, fail_once: str | None, *args: Any) -> tuple:
+    """One attempt of a task: func(*args) -> (first, *rest); returns (info, *rest), info carrying
+    first, the attempt number and the node."""
+    import ray
+
+    try:
+        first, *rest = func(*args)
+    except (ValueError, FileNotFoundError) as exc:
+        first, rest = _Failure(exc), [None] * (n_outputs - 1)
+    else:
+        _inject_failure(fail_once)
+        first = {"value": first, "attempt": _attempt_number(), "node": ray.get_runtime_context().get_node_id()}
+    return (first, *rest) if n_outputs > 1 else first  # Ray stores a task's single return as it is
+
+
+class RayExecutor:
+    """Ray tasks for the count and reduce stages (use as a context manager).
+
+    address: None starts a local Ray instance (or uses the one this process is already connected
+    to); "auto" joins the cluster running on this machine; "ray://host:port" or "host:port" joins
+    that one. Each task reserves num_cpus=1 and `task_memory` bytes of Ray's memory resource, so a
+    node runs at most as many tasks at once as its CPUs and its memory allow.
+    """
+
+    def __init__(self, address: str | None = None, *, task_memory: int | None = None, local_cpus: int | None = None,
+                 max_retries: int = MAX_RETRIES) -> None:
+        self.address = address
+        self.task_memory = task_memory
+        self.local_cpus = local_cpus
+        self.max_retries = max_retries
+        self.fail_once = os.environ.get(FAIL_ONCE_ENV)
+        self.stats = RayStats()
+        self._owned = False
+
+    def __enter__(self) -> RayExecutor:
+        ray = import_ray()
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
+            if self.address is None:
+                kwargs["num_cpus"] = self.local_cpus
+            try:
+                ray.init(address=self.address, **kwargs)
+            except ConnectionError as exc:
+                raise ValueError(f"cannot join the Ray cluster at {self.address!r} ({exc}); start it with "
+                                 "`ray start --head` or pass --ray-address") from None
+            self._owned = True
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        self.stats.nodes = len(alive)
+        most = max((n["Resources"].get("memory", 0) for n in alive), default=0)
+        if self.task_memory and self.task_memory > most:
+            self.close()
+            raise ValueError(f"each task needs {self.task_memory / 1e9:.2f} GB (--memory-budget / --workers) but no "
+                             f"Ray node offers more than {most / 1e9:.2f} GB of memory; lower --memory-budget or "
+                             "raise --workers")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._owned:
+            import ray
+
+            ray.shutdown()
+            self._owned = False
+
+    @property
+    def cpus(self) -> int:
+        """CPUs of the whole cluster (how many tasks can run at once)."""
+        import ray
+
+        return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+    def submit(self, stage: str, func: Callable[..., tuple], tasks: Sequence[tuple], n_outputs: int) -> list[list]:
+        """Start func(*args) as one Ray task per args tuple; returns each task's object refs
+        [info, *outputs]. Refs may be passed as arguments of later tasks."""
+        ray = import_ray()
+        options: dict[str, Any] = {"num_cpus": 1, "num_returns": n_outputs, "max_retries": self.max_retries,
+                                   "retry_exceptions": True}
+        if self.task_memory:
+            options["memory"] = self.task_memory
+        remote = ray.remote(_run_attempt).options(name=f"parbpe-{stage}", **options)
+        refs = [remote.remote(func, n_outputs, self.fail_once, *args) for args in tasks]
+        self.stats.tasks[stage] = self.stats.tasks.get(stage, 0) + len(refs)
+        self.stats.retries.setdefault(stage, 0)
+        return [r if isinstance(r, list) else [r] for r in refs]
+
+    def results(self, stage: str, handles: list[list], describe: Callable[[int], str],
+                on_done: Callable[[int, Any], None] | None = None, poll: float = 0.5) -> Iterator[Any]:
+        """Yield each task's first value in task order, calling on_done(index, value) as tasks finish
+        in any order. A task that failed past its retries raises an error naming it (describe(index))."""
+        ray = import_ray()
+        pending = {h[0]: i for i, h in enumerate(handles)}
+        done: dict[int, Any] = {}
+        following = 0
+        while following < len(handles):
+            if pending:
+                ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=poll)
+                for ref in ready:
+                    index = pending.pop(ref)
+                    done[index] = self._value(ray, stage, ref, describe(index))
+                    if on_done is not None:
+                        on_done(index, done[index])
+            while following in done:
+                yield done.pop(following)
+                following += 1
+
+    def _value(self, ray, stage: str, ref, what: str) -> Any:
+        try:
+            info = ray.get(ref)
+        except ray.exceptions.RayTaskError as exc:
+            cause = exc.cause if getattr(exc, "cause", None) is not None else exc
+            raise RuntimeError(f"Ray task for {what} failed after {self.max_retries + 1} attempts: "
+                               f"{type(cause).__name__}: {str(cause).strip().splitlines()[-1]}") from None
+        except ray.exceptions.RayError as exc:
+            raise RuntimeError(f"Ray task for {what} was lost after {self.max_retries + 1} attempts (its worker or "
+                               f"node died: {type(exc).__name__}); it may have run out of memory: lower "
+                               "--memory-budget or raise --workers") from None
+        if isinstance(info, _Failure):
+            raise info.error
+        self.stats.retries[stage] = self.stats.retries.get(stage, 0) + info["attempt"]
+        node = info["node"][:12]
+        self.stats.tasks_per_node[node] = self.stats.tasks_per_node.get(node, 0) + 1
+        return info["value"]
