@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .pool import WorkerDied
+
 FAIL_ONCE_ENV = "PARBPE_TEST_FAIL_ONCE"  # tests: "raise:PATH" or "kill:PATH", comma-separated; see _inject_failure
 MAX_RETRIES = 3
 
@@ -189,7 +191,7 @@ class RayExecutor:
             raise RuntimeError(f"Ray task for {what} failed after {self.max_retries + 1} attempts: "
                                f"{type(cause).__name__}: {str(cause).strip().splitlines()[-1]}") from None
         except ray.exceptions.RayError as exc:
-            raise RuntimeError(f"Ray task for {what} was lost after {self.max_retries + 1} attempts (its worker or "
+            raise WorkerDied(f"Ray task for {what} was lost after {self.max_retries + 1} attempts (its worker or "
                                f"node died: {type(exc).__name__}); it may have run out of memory: lower "
                                "--memory-budget or raise --workers") from None
         if isinstance(info, _Failure):
