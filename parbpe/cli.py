@@ -61,6 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--batching", choices=["batchbpe", "exact"], default="batchbpe",
                        help="batchbpe: BatchBPE's safe batches (default); exact: the merges of serial BPE, "
                             "in the same order, many per round")
+    train.add_argument("--run-dir", metavar="DIR", default=None,
+                       help="working files and checkpoints of the run (default OUT/.parbpe-run; with --tmp-dir, "
+                            "a parbpe-run-* directory there)")
+    train.add_argument("--resume", action="store_true",
+                       help="continue a run that stopped (same command), from its last checkpoint")
+    train.add_argument("--keep-run-dir", action="store_true", help="keep the run directory after success")
 
     count = sub.add_parser("count", help="count chunks and write a counts file (a valid training input)")
     _add_corpus_options(count)
@@ -110,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         if args.debug:
             raise
-        print(f"parbpe {args.command}: interrupted", file=sys.stderr)
+        again = " (the same command with --resume continues it)" if args.command == "train" else ""
+        print(f"parbpe {args.command}: interrupted{again}", file=sys.stderr)
         return 130
     except Exception as exc:
         if args.debug:
@@ -136,7 +143,8 @@ def _run(args: argparse.Namespace) -> int:
                          stop_list_size=args.stop_list_size, max_batch_size=args.max_batch_size,
                          cap_divisor=args.cap_divisor, pair_count=args.pair_count, batching=args.batching)
         result = train(args.inputs, config, out_dir=args.out, progress=Progress(args.progress),
-                       start_method=args.start_method, executor=args.executor, ray_address=args.ray_address)
+                       start_method=args.start_method, executor=args.executor, ray_address=args.ray_address,
+                       run_dir=args.run_dir, resume=args.resume, keep_run_dir=args.keep_run_dir)
         s = result.stats
         source = f"{s['bytes_read'] / 1e6:.1f} MB of text" if s["bytes_read"] else "counts files"
         print(f"Trained {s['vocab_size']} tokens ({s['merges']} merges in {s['rounds']} rounds) from "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import platform
@@ -17,16 +18,19 @@ import pyarrow.compute as pc
 
 from . import __version__
 from .config import TrainConfig
-from .count.counter import CountResult, count_to_runs
+from .count.counter import CountResult, count_to_runs, unit_key
 from .count.counts_file import write_counts_file
-from .count.reduce import combine_selections, reduce_runs
+from .count.reduce import TrainingChunks, combine_selections, reduce_runs
 from .io.atomic import write_text_atomically
+from .io.filesystems import file_info, is_remote, local_path
 from .io.plan import default_corpus_files, plan, unit_text_bytes
+from .io.readers import ReadStats
 from .io.units import WorkUnit
 from .merge.coordinator import learn_merges
 from .merge.table import build_table
 from .run.memory import PeakSampler, default_budget, format_size, process_rss, tree_rss, worker_data_limit
 from .run.progress import Progress
+from .run.run_dir import FREE_SETTINGS, RunDirectory, clean_stale_temp_dirs, temp_work_dir, test_stop
 from .tokenizer.model import Tokenizer
 
 
@@ -47,6 +51,9 @@ def train(
     data_limit: int | None = None,
     executor: str = "local",
     ray_address: str | None = None,
+    run_dir: str | None = None,
+    resume: bool = False,
+    keep_run_dir: bool = False,
     **overrides: Any,
 ) -> TrainResult:
     """Train a tokenizer on inputs (paths, globs, directories; None = the built-in default corpus).
@@ -56,6 +63,11 @@ def train(
     data_limit (bytes of counts a counting worker holds before it spills) overrides the share the
     memory budget gives; it is for tests and experiments. executor="ray" counts and reduces as Ray
     tasks (ray_address: None starts or uses a local Ray instance, "auto" joins this machine's cluster).
+
+    With out_dir (or run_dir), the run keeps its working files in run_dir (default
+    out_dir/.parbpe-run): the plan, counted work units, the reduced counts, merge checkpoints.
+    resume=True continues a run that stopped, from its last checkpoint, and writes the same files
+    an uninterrupted run writes; the run directory is removed on success unless keep_run_dir.
     """
     if config is None:
         config = TrainConfig(**overrides)
@@ -69,29 +81,25 @@ def train(
                    inputs=("the Python standard library's sources" if default_corpus else len(inputs)))
 
     times: dict[str, float] = {}
+    run: RunDirectory | None = None
     with PeakSampler() as sampler:
         # 1. plan: inputs -> sorted work units
         t = time.perf_counter()
         units = plan(inputs)
         times["plan"] = time.perf_counter() - t
+        for note in clean_stale_temp_dirs(config.tmp_dir):
+            reporter.event("note", message=note)
+        where = run_dir or (default_run_dir(out_dir, config.tmp_dir) if out_dir is not None else None)
+        if where is not None:
+            run, notes = open_run_dir(where, units, config, resume)
+            for note in notes:
+                reporter.event("note", message=note)
+        elif resume:
+            raise ValueError("resume needs the run directory: give out_dir (or run_dir) as the run that stopped did")
 
-        with tempfile.TemporaryDirectory(prefix="parbpe-", dir=config.tmp_dir) as run_dir, \
-                cluster_for(executor, ray_address, config) as cluster:
-            # 2. count: work units -> run files of chunk counts (spilling under the memory budget)
-            t = time.perf_counter()
-            counted = count_stage(units, config, run_dir, reporter, start_method, data_limit, cluster)
-            times["count"] = time.perf_counter() - t
-
-            # 3. reduce: runs -> global counts per partition, then freq_cutoff and the stop list
-            t = time.perf_counter()
-            selections = list(reduce_stage(counted, config, start_method, reporter, cluster, select=True))
-            chunks = combine_selections(selections, config)
-            del selections
-            if not chunks.unique_chunks:
-                raise ValueError("the corpus is empty: no text chunk was found in the inputs")
-            times["reduce"] = time.perf_counter() - t
-            reporter.event("counted", unique_chunks=chunks.unique_chunks, chunks=chunks.total_chunks,
-                           training_chunks=len(chunks.chunks), MB=counted.stats.bytes / 1e6, spills=counted.spills)
+        # 2-3. count and reduce: work units -> run files -> global counts, then freq_cutoff and the stop list
+        with cluster_for(executor, ray_address, config) as cluster:
+            chunks, counted = count_and_reduce(units, config, run, reporter, start_method, data_limit, times, cluster)
 
         # 4. table: chunk counts -> numpy arrays
         t = time.perf_counter()
@@ -105,11 +113,15 @@ def train(
         # 5. merge: rounds of safe batches until the vocabulary is full
         t = time.perf_counter()
         vocab = [bytes([b]) for b in range(256)] + list(chunks.stop_words)
+        replay = run.load_merges() if run is not None else None
+        if replay is not None:
+            reporter.event("note", message=f"replaying {len(replay[0])} merges from the checkpoint")
         result = learn_merges(
             table, vocab, config.n_merges, max_batch_size=config.max_batch_size,
             cap_divisor=config.cap_divisor, nonoverlap=config.pair_count == "nonoverlap", batching=config.batching,
             workers=config.workers, start_method=start_method,
             progress=lambda done, total_: reporter.update("merge", done, total_, force=done == total_),
+            replay=replay, on_round=run.merge_checkpointer() if run is not None else None,
         )
         times["merge"] = time.perf_counter() - t
         if result.stopped_early:
@@ -132,12 +144,12 @@ def train(
         "config": config.to_dict(),
         "default_corpus": default_corpus,
         "work_units": len(units),
-        "documents": counted.stats.documents,
-        "bytes_read": counted.stats.bytes,
-        "replaced_utf8_sequences": counted.stats.replaced_bytes,
-        "memory_budget": counted.budget,
-        "worker_data_limit": counted.data_limit,
-        "spills": counted.spills,
+        "documents": counted["documents"],
+        "bytes_read": counted["bytes"],
+        "replaced_utf8_sequences": counted["replaced_bytes"],
+        "memory_budget": counted["budget"],
+        "worker_data_limit": counted["data_limit"],
+        "spills": counted["spills"],
         "chunks": chunks.total_chunks,
         "unique_chunks": chunks.unique_chunks,
         "training_chunks": n_training_chunks,
@@ -164,6 +176,8 @@ def train(
         files["stats.json"] = "written"
         stats["files"] = files
         write_text_atomically(os.path.join(out_dir, "stats.json"), json.dumps(stats, indent=1))
+    if run is not None:
+        run.finish(keep_run_dir)
     reporter.event("done", vocab_size=tokenizer.n_vocab, rounds=len(result.batch_sizes),
                    seconds=round(sum(times.values()), 2), peak_rss=format_size(sampler.peak))
     reporter.close()
@@ -183,6 +197,96 @@ def cluster_for(executor: str, ray_address: str | None, config: TrainConfig) -> 
 
     budget = config.memory_budget or default_budget()
     return RayExecutor(ray_address, task_memory=budget // config.workers, local_cpus=config.workers)
+def default_run_dir(out_dir: str, tmp_dir: str | None) -> str:
+    """OUT/.parbpe-run; with a temporary directory given, or a remote OUT, a directory there named
+    after OUT (the same for the same command, so --resume finds it)."""
+    if tmp_dir is None and not is_remote(out_dir):
+        return os.path.join(local_path(out_dir), ".parbpe-run")
+    name = hashlib.sha256(os.path.abspath(out_dir).encode() if not is_remote(out_dir) else out_dir.encode())
+    return os.path.join(tmp_dir or tempfile.gettempdir(), f"parbpe-run-{name.hexdigest()[:16]}")
+
+
+def input_fingerprint(units: list[WorkUnit]) -> list[dict[str, Any]]:
+    """Each input file's path, size and modification time: what a resumed run checks is unchanged."""
+    out = []
+    for path in sorted({u.path for u in units}):
+        if is_remote(path):
+            info = file_info(path)[2]
+            size, mtime = info.size, info.mtime_ns
+        else:
+            st = os.stat(path)
+            path, size, mtime = os.path.abspath(path), st.st_size, st.st_mtime_ns
+        out.append({"path": path, "size": size, "mtime_ns": mtime})
+    return out
+
+
+def open_run_dir(path: str, units: list[WorkUnit], config: TrainConfig,
+                 resume: bool) -> tuple[RunDirectory, list[str]]:
+    """The run directory for this run: new, or (resume) the one a stopped run of the same command left."""
+    settings = config.to_dict()
+    identity = {"parbpe_version": __version__, **{k: v for k, v in settings.items() if k not in FREE_SETTINGS}}
+    run, notes = RunDirectory.open(path, identity=identity, settings={k: settings[k] for k in FREE_SETTINGS},
+                                   inputs=input_fingerprint(units), resume=resume)
+    run.save_plan([unit_key(u) for u in units])
+    return run, notes
+
+
+def count_and_reduce(units: list[WorkUnit], config: TrainConfig, run: RunDirectory | None, reporter: Progress,
+                     start_method: str | None, data_limit: int | None, times: dict[str, float],
+                     cluster=None) -> tuple[TrainingChunks, dict[str, Any]]:
+    """Stages 2 and 3: the training chunks, and the counting stats (documents, bytes, replaced_bytes,
+    spills, budget, data_limit). With a run directory, units counted by an earlier attempt are
+    skipped, and the reduced counts are kept (or taken from there when an earlier attempt got so far).
+    On Ray (cluster), counts live in the object store: only the reduced counts are kept."""
+    saved = run.load_reduced() if run is not None else None
+    if saved is not None:
+        chunk_list, counts, meta = saved
+        reporter.event("note", message="counting and reducing were done: the reduced counts are in the run directory")
+        chunks = TrainingChunks(chunks=chunk_list, counts=counts,
+                                stop_words=[bytes.fromhex(w) for w in meta["stop_words"]],
+                                unique_chunks=meta["unique_chunks"], total_chunks=meta["total_chunks"],
+                                dropped_by_cutoff=meta["dropped_by_cutoff"])
+        return chunks, meta["counted"]
+    with contextlib.ExitStack() as stack:
+        # 2. count: work units -> run files of chunk counts (spilling under the memory budget)
+        t = time.perf_counter()
+        if run is None or cluster is not None:
+            runs_dir = stack.enter_context(temp_work_dir(config.tmp_dir))
+            done, runs, before = set(), [], {"documents": 0, "bytes": 0, "replaced_bytes": 0, "spills": 0}
+        else:
+            done, runs, before = run.committed_units()
+            runs_dir = run.new_count_dir()
+            if done:
+                reporter.event("note", message=f"{len(done)} of {len(units)} work units were counted before")
+        todo = [u for u in units if unit_key(u) not in done]
+        if todo:
+            counted = count_stage(todo, config, runs_dir, reporter, start_method, data_limit, cluster)
+        else:
+            counted = CountResult([], ReadStats(), budget=config.memory_budget or default_budget())
+        counted.runs = runs + counted.runs
+        stats = {"documents": before["documents"] + counted.stats.documents,
+                 "bytes": before["bytes"] + counted.stats.bytes,
+                 "replaced_bytes": before["replaced_bytes"] + counted.stats.replaced_bytes,
+                 "spills": before["spills"] + counted.spills, "budget": counted.budget,
+                 "data_limit": counted.data_limit}
+        times["count"] = time.perf_counter() - t
+
+        # 3. reduce: runs -> global counts per partition, then freq_cutoff and the stop list
+        t = time.perf_counter()
+
+        selections = list(reduce_stage(counted, config, start_method, reporter, cluster, select=True))
+        chunks = combine_selections(selections, config)
+        del selections
+        if not chunks.unique_chunks:
+            raise ValueError("the corpus is empty: no text chunk was found in the inputs")
+        times["reduce"] = time.perf_counter() - t
+    reporter.event("counted", unique_chunks=chunks.unique_chunks, chunks=chunks.total_chunks,
+                   training_chunks=len(chunks.chunks), MB=stats["bytes"] / 1e6, spills=stats["spills"])
+    if run is not None:
+        run.save_reduced(chunks.chunks, chunks.counts, {
+            "stop_words": [w.hex() for w in chunks.stop_words], "unique_chunks": chunks.unique_chunks,
+            "total_chunks": chunks.total_chunks, "dropped_by_cutoff": chunks.dropped_by_cutoff, "counted": stats})
+    return chunks, stats
 
 
 def count_stage(units: list[WorkUnit], config: TrainConfig, run_dir: str, reporter: Progress,
@@ -224,6 +328,7 @@ def reduce_stage(counted: CountResult, config: TrainConfig, start_method: str | 
     processes or as Ray tasks."""
     def on_progress(done: int, n: int) -> None:
         reporter.update("reduce", done, n, force=done == n)
+        test_stop("reduce", done)
 
     if cluster is not None:
         from .count.on_ray import reduce_on_ray
@@ -242,7 +347,9 @@ def count_to_file(inputs: Sequence[str] | None, out_path: str, config: TrainConf
     reporter = progress if isinstance(progress, Progress) else Progress(progress)
     inputs = list(inputs) if inputs else default_corpus_files()
     times: dict[str, float] = {}
-    with PeakSampler() as sampler, tempfile.TemporaryDirectory(prefix="parbpe-", dir=config.tmp_dir) as run_dir, \
+    for note in clean_stale_temp_dirs(config.tmp_dir):
+        reporter.event("note", message=note)
+    with PeakSampler() as sampler, temp_work_dir(config.tmp_dir) as run_dir, \
             cluster_for(executor, ray_address, config) as cluster:
         t = time.perf_counter()
         units = plan(inputs)

@@ -10,7 +10,9 @@ Partial counts add up, so the order in which workers finish never matters. reduc
 from __future__ import annotations
 
 import functools
+import json
 import os
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,6 +26,7 @@ from ..io.units import WorkUnit
 from ..patterns import Splitter
 from ..run.memory import default_budget, format_size
 from ..run.pool import default_start_method, fault_point, parallel
+from ..run.run_dir import COUNT_COMMIT_SECONDS, checkpoint_seconds, sync_file, test_stop, write_json
 from .counts_file import counts_file_table
 from .partitions import write_run
 from .pieces import PieceCounter, counter_table, sum_tables, supports
@@ -36,11 +39,19 @@ def _splitter(pattern: str, special_tokens: tuple[str, ...]) -> Splitter:
     return Splitter(pattern, special_tokens)
 
 
+def unit_key(unit: WorkUnit) -> str:
+    """A work unit as a string, as commit records name it."""
+    return json.dumps([unit.path, unit.kind, unit.row_group, unit.start, unit.end])
+
+
 class ShardCounter:
     """One worker's counts, written to run files in run_dir (named after `name`).
 
     data_limit bounds the bytes of counts held in memory; passing it writes a run (a spill).
     use_pieces=False forces the plain path (tests compare both).
+    Commits: at the end, and after a unit when a minute has passed since the last (run/run_dir.py),
+    what is held goes to a run and a record `NAME-commitNNNNN.json` names the units now wholly in
+    the runs it lists (with their read stats), so a resumed run skips them.
     """
 
     def __init__(self, config: TrainConfig, run_dir: str, name: str, data_limit: int | None = None,
@@ -57,6 +68,11 @@ class ShardCounter:
         self.runs: list[str] = []
         self.spills = 0
         self.stats = ReadStats()
+        self.commits = 0
+        self._commit_every = checkpoint_seconds(COUNT_COMMIT_SECONDS)
+        self._last_commit = time.monotonic()
+        self._uncommitted_units: list[str] = []
+        self._committed = (0, ReadStats(), 0)  # runs, stats and spills at the last commit
 
     @property
     def nbytes(self) -> int:
@@ -67,10 +83,13 @@ class ShardCounter:
         if unit.kind.startswith("counts"):
             self.counted.append(counts_file_table(unit, self.config))
             self._check_limit()
-            return
-        for texts in iter_text_batches(unit, self.config.text_column, self.stats):
-            self.add_texts(texts)
-            self._check_limit()
+        else:
+            for texts in iter_text_batches(unit, self.config.text_column, self.stats):
+                self.add_texts(texts)
+                self._check_limit()
+        self._uncommitted_units.append(unit_key(unit))
+        if time.monotonic() - self._last_commit >= self._commit_every:
+            self.commit()
 
     def add_texts(self, texts: pa.Array) -> None:
         """Count the chunks of a string array of documents."""
@@ -119,10 +138,29 @@ class ShardCounter:
         del table
         pa.default_memory_pool().release_unused()  # give freed buffers back to the OS
 
+    def commit(self) -> None:
+        """Write what is held to a run, flush the new runs to disk, and record the units they finish."""
+        if self.nbytes:
+            self.write_run()
+        runs, stats, spills = self._committed
+        for path in self.runs[runs:]:
+            sync_file(path)
+        write_json(os.path.join(self.run_dir, f"{self.name}-commit{self.commits:05d}.json"), {
+            "units": self._uncommitted_units, "runs": [os.path.basename(p) for p in self.runs[runs:]],
+            "documents": self.stats.documents - stats.documents, "bytes": self.stats.bytes - stats.bytes,
+            "replaced_bytes": self.stats.replaced_bytes - stats.replaced_bytes, "spills": self.spills - spills})
+        self.commits += 1
+        self._uncommitted_units = []
+        self._committed = (len(self.runs), ReadStats(self.stats.documents, self.stats.bytes,
+                                                     self.stats.replaced_bytes), self.spills)
+        self._last_commit = time.monotonic()
+
     def finish(self) -> list[str]:
-        """Write the last run (always at least one per counter) and return all run files."""
+        """Write the last run (always at least one per counter), commit, and return all run files."""
         if not self.runs or self.nbytes:
             self.write_run()
+        if self._uncommitted_units or self._committed[0] < len(self.runs):
+            self.commit()
         return self.runs
 
 
@@ -164,6 +202,7 @@ def _count_shard_job(args: tuple[int, list[WorkUnit], TrainConfig, str, int | No
             if isinstance(exc, (ValueError, OSError)):  # bad input, full disk: the same kind, for one line
                 raise type(exc)(where) from exc
             raise RuntimeError(where) from exc
+        test_stop("count", done)
         if _shared_progress is not None:
             _shared_progress[3 * rank:3 * rank + 3] = [done, shard.stats.bytes, shard.spills]
     return shard.finish(), shard.spills, shard.stats
@@ -203,6 +242,7 @@ def count_to_runs(
         shard = ShardCounter(config, run_dir, "w0", data_limit)
         for done, unit in enumerate(units, start=1):
             count_unit(unit, shard)
+            test_stop("count", done)
             if on_progress:
                 on_progress(done, len(units), shard.stats.bytes, shard.spills)
         return CountResult(shard.finish(), shard.stats, shard.spills)

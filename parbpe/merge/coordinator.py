@@ -65,6 +65,8 @@ def learn_merges(
     start_method: str | None = None,
     min_tokens_per_worker: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    replay: tuple[list[tuple[int, int]], list[int]] | None = None,
+    on_round: Callable[[list[tuple[int, int]], list[int], bool], None] | None = None,
 ) -> MergeResult:
     """Run merge rounds on the table until n_merges merges are made or no pair is left.
 
@@ -78,6 +80,10 @@ def learn_merges(
     workers > 1 spreads the engine over processes, one per slice of the table (workers.py),
     each given at least min_tokens_per_worker tokens (fewer workers, or none, on smaller tables);
     the merges are the same for any number of workers.
+    replay = (merges, batch_sizes) of an earlier run with the same table and settings (a
+    checkpoint): those rounds are applied as recorded, without ranking, which leaves the engine and
+    the pair counts as that run had them, and the rounds go on from there. on_round(merges,
+    batch_sizes, final) is called after every round and once at the end (to write checkpoints).
     """
     if engine not in ("auto", "linked", "chunk"):
         raise ValueError(f"engine must be 'auto', 'linked' or 'chunk', got {engine!r}")
@@ -94,10 +100,12 @@ def learn_merges(
     workers = min(workers, len(table.tokens) // max(per_worker, 1))
     if workers <= 1 or table.n_chunks < 2 * workers:
         runner = ChunkEngine(table, nonoverlap=nonoverlap) if use_chunk else LinkedEngine(table)
-        return _merge_rounds(runner, vocab, n_merges, max_batch_size, cap_divisor, exact, progress, clock)
+        return _merge_rounds(runner, vocab, n_merges, max_batch_size, cap_divisor, exact, progress, clock,
+                             replay, on_round)
     sliced = SlicedEngine(table, workers, use_chunk=use_chunk, nonoverlap=nonoverlap, start_method=start_method)
     try:
-        result = _merge_rounds(sliced, vocab, n_merges, max_batch_size, cap_divisor, exact, progress, clock)
+        result = _merge_rounds(sliced, vocab, n_merges, max_batch_size, cap_divisor, exact, progress, clock,
+                               replay, on_round)
         result.engine = sliced.finish()  # the compacted table: chunk_tokens(c) as with one engine
         return result
     finally:
@@ -105,12 +113,17 @@ def learn_merges(
 
 
 def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int, cap_divisor: int,
-                  exact: bool, progress, clock: float) -> MergeResult:
+                  exact: bool, progress, clock: float, replay=None, on_round=None) -> MergeResult:
     """The rounds of learn_merges on a ready engine."""
     queue = PairQueue(*runner.initial_pair_counts(), vocab)
-    seconds = {"counting": time.perf_counter() - clock, "selection": 0.0, "applying": 0.0, "updating": 0.0}
+    seconds = {"counting": time.perf_counter() - clock, "selection": 0.0, "applying": 0.0, "updating": 0.0,
+               "replaying": 0.0}
     merges: list[tuple[int, int]] = []
     batch_sizes: list[int] = []
+    if replay is not None:
+        clock = time.perf_counter()
+        _replay(runner, queue, vocab, merges, batch_sizes, *replay)
+        seconds["replaying"] = time.perf_counter() - clock
     while len(merges) < n_merges:
         clock = time.perf_counter()
         width = search_width(n_merges - len(merges), len(vocab), cap_divisor, max_batch_size)
@@ -143,8 +156,36 @@ def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int
         seconds["updating"] += time.perf_counter() - clock
         if progress is not None:
             progress(len(merges), n_merges)
+        if on_round is not None:
+            on_round(merges, batch_sizes, False)
+    if on_round is not None:
+        on_round(merges, batch_sizes, True)
     # With merge workers, the messages' time is inside "applying": report it apart.
     seconds["communication"] = getattr(runner, "communication", 0.0)
     seconds["applying"] -= seconds["communication"]
     return MergeResult(merges=merges, batch_sizes=batch_sizes, stopped_early=len(merges) < n_merges,
                        engine=runner, seconds={k: round(v, 3) for k, v in seconds.items()})
+
+
+def _replay(runner, queue: PairQueue, vocab: list[bytes], merges: list[tuple[int, int]], batch_sizes: list[int],
+            done: list[tuple[int, int]], sizes: list[int]) -> None:
+    """Apply the recorded rounds (merges in rank order, cut by batch sizes) as those rounds did.
+
+    A round of exact batching applied its accepted prefix, which is a safe batch, so apply() gives
+    the same table and count changes as exact_round() did.
+    """
+    if sum(sizes) != len(done):
+        raise ValueError(f"a merge checkpoint of {len(done)} merges in rounds of {sum(sizes)}: it is damaged")
+    start = 0
+    for size in sizes:
+        batch = done[start:start + size]
+        start += size
+        first = np.array([a for a, _ in batch], dtype=np.int64)
+        second = np.array([b for _, b in batch], dtype=np.int64)
+        first_id = len(vocab)
+        for a, b in batch:
+            vocab.append(vocab[a] + vocab[b])
+            queue.add_token(vocab[-1], a, b)
+            merges.append((a, b))
+        batch_sizes.append(size)
+        queue.update(*runner.apply(first, second, np.arange(first_id, first_id + size, dtype=np.int64)))

@@ -1,0 +1,406 @@
+"""The run directory: what a training run has finished, so that a killed run resumes where it stopped.
+
+A run directory (default OUT/.parbpe-run) holds:
+
+- run.json: the format, the parbpe version, the settings that decide the result, the other settings,
+  each input's size and mtime (the fingerprint), and the owner (host, pid and its start time);
+- plan.json: the work units, in order;
+- count/aNNN/: one directory per counting attempt, with its run files and the workers' commit
+  records (`wR-commitNNNNN.json`: these units are counted, wholly, in these run files);
+- reduced.arrow: the training chunks and counts after freq_cutoff and the stop list, with the
+  counting stats in its metadata (the count files are removed once it is written);
+- merges.json: the merges made so far and the batch sizes of their rounds (a checkpoint).
+
+Every file is written to a temporary name, flushed to disk and renamed into place, so a kill at any
+moment leaves each file whole or absent; run files that no commit record names are ignored. This
+module knows files and JSON only: train.py decides what goes in them.
+
+The same module finds the `parbpe-*` temporary directories of runs whose process is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psutil
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+FORMAT = 1
+RUN_FILE = "run.json"
+OWNER_FILE = "owner.json"  # in a parbpe-* temporary directory
+TEMP_PREFIX = "parbpe-"
+# Settings that may change between a run and its resume: they never change the result.
+FREE_SETTINGS = ("workers", "memory_budget", "tmp_dir")
+
+
+# Seconds of work a checkpoint may lose. A counting commit writes the counts a worker holds to a run
+# file, which costs about what counting them cost (pieces are cut into chunks once per run file):
+# committing after every unit made counting of realmix (25 units, 2 workers) 1.7-1.9x slower, so
+# counting commits every minute. A merge checkpoint writes only the merges: every 5 s.
+COUNT_COMMIT_SECONDS = 60.0
+MERGE_CHECKPOINT_SECONDS = 5.0
+
+
+def checkpoint_seconds(default: float) -> float:
+    """default, or PARBPE_CHECKPOINT_SECONDS when set (0 = after every unit and every round: for tests)."""
+    value = os.environ.get("PARBPE_CHECKPOINT_SECONDS", "")
+    try:
+        return max(float(value), 0.0) if value else default
+    except ValueError:
+        raise ValueError(f"PARBPE_CHECKPOINT_SECONDS must be a number of seconds, got {value!r}") from None
+
+
+def test_stop(stage: str, done: int) -> None:
+    """For tests of resuming: PARBPE_TEST_STOP=stage:N:SIGNAL (e.g. merge:3:KILL) sends SIGNAL to the
+    whole process group once `done` reaches N in `stage` (count units, reduce partitions, merge rounds)."""
+    spec = os.environ.get("PARBPE_TEST_STOP")
+    if not spec:
+        return
+    want, n, name = spec.split(":")
+    if want == stage and done >= int(n):
+        os.killpg(os.getpgrp(), getattr(signal, f"SIG{name}"))
+        time.sleep(5)  # the signal arrives; a handled SIGINT raises KeyboardInterrupt here
+
+
+def write_durably(path: str, write: Callable[[str], None]) -> None:
+    """write(temporary path) beside path, flush it to disk, rename it into place (whole or absent)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=directory)
+    os.close(fd)
+    try:
+        write(tmp)
+        sync_file(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    sync_file(directory)
+
+
+def sync_file(path: str) -> None:
+    """Flush a file (or a directory's entries) to disk, so a power cut cannot leave it empty."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json(path: str, data: Any) -> None:
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+
+    write_durably(path, write)
+
+
+def read_json(path: str) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def fingerprint(files: list[str]) -> list[dict[str, Any]]:
+    """Each input file's absolute path, size and modification time (ns)."""
+    out = []
+    for path in files:
+        st = os.stat(path)
+        out.append({"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+    return out
+
+
+def _owner() -> dict[str, Any]:
+    me = psutil.Process()
+    return {"host": socket.gethostname(), "pid": me.pid, "created": me.create_time()}
+
+
+def owner_alive(owner: dict[str, Any] | None) -> bool:
+    """Whether the process that recorded `owner` still runs (same host, pid and start time)."""
+    if not owner or owner.get("host") != socket.gethostname():
+        return False
+    try:
+        return abs(psutil.Process(int(owner["pid"])).create_time() - float(owner["created"])) < 1.0
+    except (psutil.Error, KeyError, TypeError, ValueError):
+        return False
+
+
+def _when(seconds: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(seconds))
+
+
+class RunDirectory:
+    """One training run's working files; see the module docstring for the layout."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.resumed = False
+
+    def _file(self, name: str) -> str:
+        return os.path.join(self.path, name)
+
+    @classmethod
+    def open(cls, path: str, *, identity: dict[str, Any], settings: dict[str, Any], inputs: list[dict[str, Any]],
+             resume: bool) -> tuple[RunDirectory, list[str]]:
+        """Start a run directory at path, or, with resume, take up the one there.
+
+        identity: what must be equal to resume (version, result settings); settings: the others;
+        inputs: fingerprint(files). Refuses a directory another live process uses, a stale run
+        when not resuming (saying how to resume or remove it), and a resume whose identity or
+        inputs differ (saying what differs). Returns the directory and notes for the user.
+        """
+        run = cls(path)
+        notes: list[str] = []
+        record = run._record()
+        owner = record.get("owner") if record is not None else None
+        if owner_alive(owner) and owner["pid"] != os.getpid():  # (this process: a run of it that stopped)
+            raise ValueError(f"the run directory {path} is in use by another parbpe run (pid "
+                             f"{record['owner']['pid']}); wait for it, or give this run another --run-dir")
+        if record is not None and record.get("finished"):
+            notes.append(f"replacing the finished run kept in {path}")
+            if not resume:
+                shutil.rmtree(path)
+                record = None
+        elif record is not None and not resume:
+            raise ValueError(
+                f"{path} holds an unfinished run (started {_when(record.get('started', 0))}, "
+                f"{run.describe()}): continue it with the same command and --resume, or remove it "
+                f"(rm -r '{path}') to start over"
+            )
+        if record is None and resume:
+            notes.append(f"nothing to resume in {path}: starting from the beginning")
+        if record is not None and resume:
+            differences = _differences(record, identity, inputs)
+            if differences:
+                raise ValueError(
+                    f"cannot resume the run in {path}: " + "; ".join(differences) + ". Run the original "
+                    f"command with --resume, or remove {path} (rm -r '{path}') to start over"
+                )
+            run.resumed = True
+            notes.append(f"resuming the run started {_when(record.get('started', 0))}: {run.describe()}")
+        try:
+            os.makedirs(path, exist_ok=True)
+            started = record["started"] if record else time.time()
+            write_json(run._file(RUN_FILE), {"format": FORMAT, "identity": identity, "settings": settings,
+                                             "inputs": inputs, "owner": _owner(), "started": started})
+        except OSError as exc:
+            raise ValueError(f"cannot write the run directory {path} ({exc.strerror or exc}): "
+                             "choose a writable one with --run-dir") from None
+        return run, notes
+
+    def _record(self) -> dict[str, Any] | None:
+        try:
+            return read_json(self._file(RUN_FILE))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{self._file(RUN_FILE)} is unreadable ({exc}): remove {self.path} "
+                             f"(rm -r '{self.path}') to start over") from None
+
+    def describe(self) -> str:
+        """Where the run stands, in words (for messages)."""
+        done = self.load_merges()
+        if done is not None:
+            return f"{len(done[0])} merges made"
+        if os.path.exists(self._file("reduced.arrow")):
+            return "counted and reduced"
+        try:
+            total = len(read_json(self._file("plan.json")))
+        except (OSError, ValueError):
+            return "nothing finished yet"
+        return f"{len(self.committed_units()[0])} of {total} work units counted"
+
+    # plan -----------------------------------------------------------------------------------
+    def save_plan(self, units: list[list[Any]]) -> None:
+        """Record the plan; on resume, check that it is still the one recorded."""
+        path = self._file("plan.json")
+        if self.resumed and os.path.exists(path):
+            if read_json(path) != units:
+                raise ValueError(f"cannot resume the run in {self.path}: the inputs now plan into other work "
+                                 f"units; remove {self.path} (rm -r '{self.path}') to start over")
+            return
+        write_json(path, units)
+
+    # count ----------------------------------------------------------------------------------
+    def new_count_dir(self) -> str:
+        """A fresh directory for this counting attempt's run files and commit records."""
+        root = self._file("count")
+        os.makedirs(root, exist_ok=True)
+        attempt = len([d for d in os.listdir(root) if d.startswith("a")])
+        path = os.path.join(root, f"a{attempt:03d}")
+        os.makedirs(path)
+        return path
+
+    def committed_units(self) -> tuple[set[str], list[str], dict[str, int]]:
+        """What earlier counting attempts finished: unit keys, their run files, and summed stats
+        (documents, bytes, replaced_bytes, spills). Run files no record names are removed."""
+        units: set[str] = set()
+        runs: list[str] = []
+        stats = {"documents": 0, "bytes": 0, "replaced_bytes": 0, "spills": 0}
+        root = self._file("count")
+        if not os.path.isdir(root):
+            return units, runs, stats
+        for attempt in sorted(os.listdir(root)):
+            directory = os.path.join(root, attempt)
+            named: set[str] = set()
+            records = sorted(n for n in os.listdir(directory) if _is_commit(n))
+            for name in records:
+                record = read_json(os.path.join(directory, name))
+                units.update(record["units"])
+                runs += [os.path.join(directory, r) for r in record["runs"]]
+                named.update(record["runs"])
+                for key in stats:
+                    stats[key] += record[key]
+            for name in os.listdir(directory):  # half-written or uncommitted: never used
+                if name not in named and name not in records:
+                    os.unlink(os.path.join(directory, name))
+        return units, runs, stats
+
+    # reduce ---------------------------------------------------------------------------------
+    def save_reduced(self, chunks: list[bytes], counts: list[int], meta: dict[str, Any]) -> None:
+        """The training chunks and their counts (and meta: stop words, counting stats); then the
+        count files are no longer needed and are removed."""
+        table = pa.table({"chunk": pa.array(chunks, pa.large_binary()), "count": pa.array(counts, pa.int64())})
+        table = table.replace_schema_metadata({"parbpe": json.dumps(meta)})
+
+        def write(tmp: str) -> None:
+            with pa.OSFile(tmp, "wb") as sink, ipc.new_file(sink, table.schema) as writer:
+                writer.write_table(table)
+
+        write_durably(self._file("reduced.arrow"), write)
+        shutil.rmtree(self._file("count"), ignore_errors=True)
+
+    def load_reduced(self) -> tuple[list[bytes], list[int], dict[str, Any]] | None:
+        path = self._file("reduced.arrow")
+        if not os.path.exists(path):
+            return None
+        with pa.memory_map(path) as source:
+            table = ipc.open_file(source).read_all()
+        meta = json.loads(table.schema.metadata[b"parbpe"])
+        return table.column("chunk").to_pylist(), table.column("count").to_pylist(), meta
+
+    # merge ----------------------------------------------------------------------------------
+    def load_merges(self) -> tuple[list[tuple[int, int]], list[int]] | None:
+        """The merges of the last checkpoint and the batch sizes of their rounds, if any."""
+        try:
+            data = read_json(self._file("merges.json"))
+        except FileNotFoundError:
+            return None
+        return [(a, b) for a, b in data["merges"]], data["batch_sizes"]
+
+    def merge_checkpointer(self) -> Callable[[list[tuple[int, int]], list[int], bool], None]:
+        """on_round(merges, batch_sizes, final): writes a checkpoint every few seconds and at the end."""
+        every = checkpoint_seconds(MERGE_CHECKPOINT_SECONDS)
+        last = [time.monotonic()]
+
+        def on_round(merges: list[tuple[int, int]], batch_sizes: list[int], final: bool = False) -> None:
+            now = time.monotonic()
+            if final or now - last[0] >= every:
+                write_json(self._file("merges.json"), {"merges": merges, "batch_sizes": batch_sizes})
+                last[0] = time.monotonic()
+            if not final:
+                test_stop("merge", len(batch_sizes))
+
+        return on_round
+
+    def finish(self, keep: bool) -> None:
+        """The run succeeded: remove the directory, or mark it finished when kept."""
+        if keep:
+            record = read_json(self._file(RUN_FILE))
+            record["finished"] = True
+            record["owner"] = None
+            write_json(self._file(RUN_FILE), record)
+        else:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _is_commit(name: str) -> bool:
+    """A commit record's name (temporary names start with .tmp-)."""
+    return not name.startswith(".") and "-commit" in name and name.endswith(".json")
+
+
+def _differences(record: dict[str, Any], identity: dict[str, Any], inputs: list[dict[str, Any]]) -> list[str]:
+    """What differs between the recorded run and this command, in words."""
+    out = []
+    before = record.get("identity", {})
+    for key in sorted(set(before) | set(identity)):
+        if before.get(key) != identity.get(key):
+            out.append(f"{key} was {before.get(key)!r}, now {identity.get(key)!r}")
+    old = {f["path"]: f for f in record.get("inputs", [])}
+    new = {f["path"]: f for f in inputs}
+    for path in sorted(set(old) - set(new)):
+        out.append(f"input {path} is no longer given")
+    for path in sorted(set(new) - set(old)):
+        out.append(f"input {path} was not part of the run")
+    for path in sorted(set(old) & set(new)):
+        a, b = old[path], new[path]
+        if a["size"] != b["size"]:
+            out.append(f"input {path} changed (size {a['size']} -> {b['size']} bytes)")
+        elif a["mtime_ns"] != b["mtime_ns"]:
+            out.append(f"input {path} changed (modified {_when(b['mtime_ns'] / 1e9)})")
+    return out
+
+
+@contextlib.contextmanager
+def temp_work_dir(parent: str | None) -> Iterator[str]:
+    """A `parbpe-*` temporary directory recording its owner (so a later run can tell it is stale),
+    removed on exit."""
+    with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX, dir=parent) as path:
+        write_json(os.path.join(path, OWNER_FILE), _owner())
+        yield path
+
+
+def _tree_size(path: str) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
+
+
+def clean_stale_temp_dirs(parent: str | None) -> list[str]:
+    """Remove the `parbpe-*` directories in parent (default: the system temp dir) whose owner process
+    is gone, and report them; directories without an owner record (older parbpe) are only reported."""
+    parent = parent or tempfile.gettempdir()
+    notes = []
+    try:
+        names = sorted(n for n in os.listdir(parent) if n.startswith(TEMP_PREFIX))
+    except OSError:
+        return notes
+    for name in names:
+        path = os.path.join(parent, name)
+        if not os.path.isdir(path) or os.path.islink(path):
+            continue
+        if os.path.exists(os.path.join(path, RUN_FILE)):  # a training run's directory (--tmp-dir): resumable
+            with contextlib.suppress(OSError, ValueError):
+                record = read_json(os.path.join(path, RUN_FILE))
+                if not record.get("finished") and not owner_alive(record.get("owner")):
+                    notes.append(f"{path} holds an unfinished training run ({RunDirectory(path).describe()}): "
+                                 f"continue it with its command and --resume, or remove it (rm -r '{path}')")
+            continue
+        try:
+            owner = read_json(os.path.join(path, OWNER_FILE))
+        except (OSError, ValueError):
+            owner = None
+        if owner is None:
+            if time.time() - os.path.getmtime(path) > 3600:
+                notes.append(f"{path} ({_tree_size(path) / 1e6:.1f} MB) has no owner record (an older parbpe's?) "
+                             "and is over an hour old: remove it if no parbpe run uses it")
+            continue
+        if owner.get("host") != socket.gethostname() or owner_alive(owner):
+            continue
+        size = _tree_size(path)
+        shutil.rmtree(path, ignore_errors=True)
+        notes.append(f"removed {path} ({size / 1e6:.1f} MB), left by a parbpe run (pid {owner.get('pid')}) "
+                     "that died")
+    return notes

@@ -1,0 +1,110 @@
+"""The run directory's records, and the temporary directories of runs that died."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from parbpe.config import TrainConfig
+from parbpe.count.counter import ShardCounter, unit_key
+from parbpe.io.plan import plan
+from parbpe.run import run_dir as rd
+
+
+def _dead_owner() -> dict:
+    """An owner record of a process that has exited."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    import socket
+
+    return {"host": socket.gethostname(), "pid": proc.pid, "created": time.time() - 5}
+
+
+def test_stale_temp_dirs_are_removed_and_reported(tmp_path):
+    dead = tmp_path / "parbpe-dead"
+    (dead / "sub").mkdir(parents=True)
+    (dead / "sub" / "w0-run00000.arrow").write_bytes(b"x" * 3_000_000)
+    rd.write_json(str(dead / rd.OWNER_FILE), _dead_owner())
+    with rd.temp_work_dir(str(tmp_path)) as live:  # this process's own: left alone
+        old = tmp_path / "parbpe-old"  # no owner record (an older parbpe): reported once it is old
+        old.mkdir()
+        os.utime(old, (time.time() - 7200, time.time() - 7200))
+        (tmp_path / "parbpe-new").mkdir()  # no owner record and recent: may be starting, left alone
+        notes = rd.clean_stale_temp_dirs(str(tmp_path))
+        assert os.path.isdir(live)
+    assert not dead.exists() and old.exists()
+    assert len(notes) == 2
+    assert notes[0].startswith(f"removed {dead} (3.0 MB), left by a parbpe run (pid ")
+    assert str(old) in notes[1] and "no owner" in notes[1]
+
+
+def test_a_killed_count_leaves_a_temp_dir_the_next_run_removes(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("hello world, and more words " * 20000)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    command = [sys.executable, "-m", "parbpe.cli", "count", str(corpus), "--out", str(tmp_path / "counts.parquet"),
+               "--tmp-dir", str(tmp), "--workers", "1", "--progress", "jsonl"]
+    env = {**os.environ, "PARBPE_TEST_STOP": "count:1:KILL"}
+    killed = subprocess.run(command, env=env, capture_output=True, text=True, start_new_session=True)
+    assert killed.returncode == -signal.SIGKILL
+    left = [p for p in tmp.iterdir() if p.name.startswith("parbpe-")]
+    assert len(left) == 1 and (left[0] / rd.OWNER_FILE).exists()
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    notes = [json.loads(line)["message"] for line in done.stderr.splitlines() if '"note"' in line]
+    assert any(n.startswith(f"removed {left[0]}") for n in notes)
+    assert list(tmp.iterdir()) == []
+
+
+def test_uncommitted_runs_are_ignored_and_removed(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("some text to count " * 1000)
+    units = plan([str(corpus)])
+    run = rd.RunDirectory(str(tmp_path / "run"))
+    directory = run.new_count_dir()
+    shard = ShardCounter(TrainConfig(vocab_size=300, workers=1), directory, "w0")
+    shard.add_unit(units[0])
+    shard.finish()
+    # What a worker killed mid-way leaves: a run file no record names, a half-written record.
+    (tmp_path / "run" / "count" / "a000" / "w1-run00000.arrow").write_bytes(b"partial")
+    (tmp_path / "run" / "count" / "a000" / ".tmp-abc-commit00000.json").write_text("{")
+    done, runs, stats = run.committed_units()
+    assert done == {unit_key(units[0])}
+    assert [os.path.basename(r) for r in runs] == ["w0-run00000.arrow"]
+    assert stats["documents"] == 1 and stats["bytes"] == corpus.stat().st_size
+    assert sorted(os.listdir(directory)) == ["w0-commit00000.json", "w0-run00000.arrow"]
+    assert run.new_count_dir().endswith("a001")
+
+
+def test_a_run_dir_in_use_is_refused(tmp_path):
+    path = str(tmp_path / "run")
+    args = {"identity": {"v": 1}, "settings": {}, "inputs": [], "resume": False}
+    rd.RunDirectory.open(path, **args)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        import psutil
+
+        record = rd.read_json(os.path.join(path, rd.RUN_FILE))
+        record["owner"] = {**record["owner"], "pid": sleeper.pid, "created": psutil.Process(sleeper.pid).create_time()}
+        rd.write_json(os.path.join(path, rd.RUN_FILE), record)
+        with pytest.raises(ValueError, match=f"in use by another parbpe run \\(pid {sleeper.pid}\\)"):
+            rd.RunDirectory.open(path, **{**args, "resume": True})
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    run, notes = rd.RunDirectory.open(path, **{**args, "resume": True})
+    assert run.resumed and notes[0].startswith("resuming the run started")
+
+
+def test_an_unwritable_run_dir_is_one_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(ValueError, match="cannot write the run directory .* choose a writable one with --run-dir"):
+        rd.RunDirectory.open(str(blocker / "run"), identity={}, settings={}, inputs=[], resume=False)

@@ -1,0 +1,197 @@
+"""Whole runs killed (SIGKILL, SIGINT) in counting, reducing and merging resume to the same bytes.
+
+Each run is `parbpe train` in its own process group; it is stopped either by itself at a chosen
+point (PARBPE_TEST_STOP=stage:N:SIGNAL, which signals its whole group) or by the test after a
+random delay. Then the same command with --resume must write files byte-identical to an
+uninterrupted run (stats.json: equal but for times, peaks and the machine-dependent fields below).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+# stats.json fields that differ between any two runs (times, peaks, what the free memory allowed).
+VOLATILE = {"seconds", "merge_seconds", "peak_rss_bytes", "memory_budget", "worker_data_limit", "spills"}
+SETTINGS = {
+    "plain": [],
+    "exact": ["--batching", "exact"],
+    "stoplist": ["--stop-list-size", "4", "--freq-cutoff", "2", "--special-tokens", "<|end|>"],
+    "nonoverlap": ["--pair-count", "nonoverlap", "--max-batch-size", "8"],
+}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """Six text files (six work units) of random words: about 80 merge rounds to 1,200 tokens."""
+    root = tmp_path_factory.mktemp("corpus")
+    rng = random.Random(5)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(1500)]
+    for i in range(6):
+        text = " ".join(rng.choice(words) for _ in range(6000))
+        (root / f"part{i}.txt").write_text(text.replace(" q", " <|end|>q"), encoding="utf-8")
+    return root
+
+
+def _command(corpus: Path, out: Path, setting: str, *extra: str, vocab_size: int = 1200) -> list[str]:
+    return [sys.executable, "-m", "parbpe.cli", "train", *sorted(map(str, corpus.glob("*.txt"))),
+            "--vocab-size", str(vocab_size), "--out", str(out), "--progress", "none", *SETTINGS[setting], *extra]
+
+
+def _run(command: list[str], env: dict[str, str] | None = None, kill_after: float | None = None,
+         sig: int = signal.SIGKILL) -> subprocess.CompletedProcess:
+    """Run a command in its own process group; after kill_after seconds, signal the whole group."""
+    proc = subprocess.Popen(command, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=kill_after)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, sig)
+        out, err = proc.communicate(timeout=60)
+    _wait_group(proc.pid)
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
+def _wait_group(pgid: int) -> None:
+    """Wait until no process of the group is left (workers of a killed run die with it)."""
+    for _ in range(200):
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    os.killpg(pgid, signal.SIGKILL)
+
+
+def _outputs(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.is_file()}
+
+
+def _stable_stats(raw: bytes) -> dict:
+    stats = json.loads(raw)
+    stats["config"].pop("workers")
+    return {k: v for k, v in stats.items() if k not in VOLATILE}
+
+
+@pytest.fixture(scope="module")
+def reference(corpus, tmp_path_factory):
+    """Uninterrupted runs' outputs, one per setting, made when first asked for."""
+    made: dict[str, dict[str, bytes]] = {}
+
+    def get(setting: str) -> dict[str, bytes]:
+        if setting not in made:
+            out = tmp_path_factory.mktemp("reference") / "tok"
+            done = _run(_command(corpus, out, setting, "--workers", "2"))
+            assert done.returncode == 0, done.stderr
+            assert not (out / ".parbpe-run").exists()
+            made[setting] = _outputs(out)
+        return made[setting]
+
+    return get
+
+
+def _assert_same_as(reference: dict[str, bytes], out: Path) -> None:
+    got = _outputs(out)
+    assert sorted(got) == sorted(reference)
+    for name in reference:
+        if name == "stats.json":
+            assert _stable_stats(got[name]) == _stable_stats(reference[name])
+        else:
+            assert got[name] == reference[name], name
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_killed_runs_resume_to_identical_files(seed, corpus, reference, tmp_path):
+    rng = random.Random(seed)
+    setting = sorted(SETTINGS)[seed % len(SETTINGS)]
+    sig = (signal.SIGKILL, signal.SIGINT)[(seed + seed // 4) % 2]
+    out = tmp_path / "tok"
+    # Checkpoints after every unit and round, or (a few seeds) the default: none in so short a run.
+    env = {} if seed in (0, 4, 8, 10) else {"PARBPE_CHECKPOINT_SECONDS": "0"}
+    workers = ["--workers", str(rng.choice([1, 2]))]
+    if seed < 9:  # stopped by itself at a chosen point of a chosen stage
+        stage, n = [("count", rng.randint(1, 3)), ("reduce", rng.randint(1, 31)),
+                    ("merge", rng.randint(1, 60))][seed % 3]
+        env["PARBPE_TEST_STOP"] = f"{stage}:{n}:{signal.Signals(sig).name[3:]}"
+        stopped = _run(_command(corpus, out, setting, *workers), env)
+        assert stopped.returncode != 0, f"the run was not stopped at {stage}:{n}"
+    else:  # stopped from outside after a random delay
+        stopped = _run(_command(corpus, out, setting, *workers), env, kill_after=rng.uniform(0.3, 2.5), sig=sig)
+    if stopped.returncode != 0:
+        assert stopped.returncode in (-signal.SIGKILL, 130), stopped.stderr
+        if sig == signal.SIGINT:
+            assert "interrupted (the same command with --resume continues it)" in stopped.stderr
+        assert (out / ".parbpe-run" / "run.json").exists()
+        again = ["--workers", str(rng.choice([1, 2]))]  # the worker count may change on resume
+        resumed = _run(_command(corpus, out, setting, *again, "--resume"), {"PARBPE_CHECKPOINT_SECONDS": "0"})
+        assert resumed.returncode == 0, resumed.stderr
+    _assert_same_as(reference(setting), out)
+    assert not (out / ".parbpe-run").exists()
+
+
+def test_a_resumed_run_killed_again_resumes(corpus, reference, tmp_path):
+    out = tmp_path / "tok"
+    env = {"PARBPE_CHECKPOINT_SECONDS": "0"}
+    for stop in ("count:2:KILL", "merge:20:KILL", "merge:50:INT"):
+        stopped = _run(_command(corpus, out, "plain", "--workers", "2", "--resume"), {**env, "PARBPE_TEST_STOP": stop})
+        assert stopped.returncode in (-signal.SIGKILL, 130), stopped.stderr
+    resumed = _run(_command(corpus, out, "plain", "--workers", "2", "--resume"), env)
+    assert resumed.returncode == 0, resumed.stderr
+    _assert_same_as(reference("plain"), out)
+
+
+def test_resume_with_other_settings_or_inputs_is_refused(corpus, tmp_path):
+    out = tmp_path / "tok"
+    stopped = _run(_command(corpus, out, "plain", "--workers", "1"),
+                   {"PARBPE_CHECKPOINT_SECONDS": "0", "PARBPE_TEST_STOP": "merge:5:KILL"})
+    assert stopped.returncode == -signal.SIGKILL
+    run_dir = out / ".parbpe-run"
+
+    fresh = _run(_command(corpus, out, "plain"))  # not resuming: told how to resume or start over
+    assert fresh.returncode == 2
+    line = fresh.stderr.strip()
+    assert line.startswith(f"parbpe train: error: {run_dir} holds an unfinished run") and "\n" not in line
+    assert "--resume" in line and f"rm -r '{run_dir}'" in line and "merges made" in line
+
+    other = _run(_command(corpus, out, "plain", "--resume", vocab_size=1300))
+    assert other.returncode == 2
+    assert "cannot resume" in other.stderr and "vocab_size was 1200, now 1300" in other.stderr
+
+    pattern = _run(_command(corpus, out, "plain", "--pattern", "gpt2", "--resume"))
+    assert pattern.returncode == 2 and "pattern was" in pattern.stderr and "pattern_name was 'gpt4'" in pattern.stderr
+
+    touched = corpus / "part3.txt"
+    st = touched.stat()
+    os.utime(touched, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    try:
+        changed = _run(_command(corpus, out, "plain", "--resume"))
+    finally:
+        os.utime(touched, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert changed.returncode == 2
+    assert f"input {touched} changed (modified" in changed.stderr and "Traceback" not in changed.stderr
+    assert run_dir.exists()  # a refused resume leaves the run as it was
+    assert _run(_command(corpus, out, "plain", "--resume")).returncode == 0
+    assert not run_dir.exists()
+
+
+def test_run_dir_option_and_keep(corpus, reference, tmp_path):
+    out, run_dir = tmp_path / "tok", tmp_path / "work"
+    stopped = _run(_command(corpus, out, "plain", "--run-dir", str(run_dir)),
+                   {"PARBPE_CHECKPOINT_SECONDS": "0", "PARBPE_TEST_STOP": "reduce:4:KILL"})
+    assert stopped.returncode == -signal.SIGKILL
+    assert (run_dir / "run.json").exists() and not (out / ".parbpe-run").exists()
+    resumed = _run(_command(corpus, out, "plain", "--run-dir", str(run_dir), "--resume", "--keep-run-dir"))
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads((run_dir / "run.json").read_text())["finished"] is True
+    _assert_same_as(reference("plain"), out)
+    again = _run(_command(corpus, out, "plain", "--run-dir", str(run_dir)))  # a finished run dir is replaced
+    assert again.returncode == 0, again.stderr
+    assert not run_dir.exists()
