@@ -62,8 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="batchbpe: BatchBPE's safe batches (default); exact: the merges of serial BPE, "
                             "in the same order, many per round")
     train.add_argument("--run-dir", metavar="DIR", default=None,
-                       help="working files and checkpoints of the run (default OUT/.parbpe-run; with --tmp-dir, "
-                            "a parbpe-run-* directory there)")
+                       help="working files and checkpoints of the run, spilled counts included "
+                            "(default OUT/.parbpe-run)")
     train.add_argument("--resume", action="store_true",
                        help="continue a run that stopped (same command), from its last checkpoint")
     train.add_argument("--keep-run-dir", action="store_true", help="keep the run directory after success")

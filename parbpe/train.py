@@ -89,7 +89,7 @@ def train(
         times["plan"] = time.perf_counter() - t
         for note in clean_stale_temp_dirs(config.tmp_dir):
             reporter.event("note", message=note)
-        where = run_dir or (default_run_dir(out_dir, config.tmp_dir) if out_dir is not None else None)
+        where = run_dir or (default_run_dir(out_dir) if out_dir is not None else None)
         if where is not None:
             run, notes = open_run_dir(where, units, config, resume)
             for note in notes:
@@ -197,13 +197,13 @@ def cluster_for(executor: str, ray_address: str | None, config: TrainConfig) -> 
 
     budget = config.memory_budget or default_budget()
     return RayExecutor(ray_address, task_memory=budget // config.workers, local_cpus=config.workers)
-def default_run_dir(out_dir: str, tmp_dir: str | None) -> str:
-    """OUT/.parbpe-run; with a temporary directory given, or a remote OUT, a directory there named
-    after OUT (the same for the same command, so --resume finds it)."""
-    if tmp_dir is None and not is_remote(out_dir):
+def default_run_dir(out_dir: str) -> str:
+    """OUT/.parbpe-run; for a remote OUT, a directory in the system's temporary directory named after
+    OUT (the same for the same command, so --resume finds it)."""
+    if not is_remote(out_dir):
         return os.path.join(local_path(out_dir), ".parbpe-run")
-    name = hashlib.sha256(os.path.abspath(out_dir).encode() if not is_remote(out_dir) else out_dir.encode())
-    return os.path.join(tmp_dir or tempfile.gettempdir(), f"parbpe-run-{name.hexdigest()[:16]}")
+    name = hashlib.sha256(out_dir.encode()).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), f"parbpe-run-{name}")
 
 
 def input_fingerprint(units: list[WorkUnit]) -> list[dict[str, Any]]:

@@ -41,7 +41,8 @@ def test_train_writes_all_files_and_reports(corpus, tmp_path, capsys):
     stats = json.loads((out / "stats.json").read_text())
     assert stats["vocab_size"] == 300 and stats["peak_rss_bytes"] > 0
     assert set(stats["seconds"]) >= {"plan", "count", "reduce", "table", "merge", "write"}
-    assert set(stats["merge_seconds"]) == {"counting", "selection", "applying", "updating", "communication"}
+    assert set(stats["merge_seconds"]) == {"counting", "selection", "applying", "updating", "replaying",
+                                           "communication"}
     assert stats["files"]["tokenizer.json"] == "written"
 
 

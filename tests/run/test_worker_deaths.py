@@ -60,7 +60,7 @@ def test_a_killed_worker_ends_the_run_in_one_line(seed, corpus, tmp_path, monkey
     assert ("reducing" in err) == (stage == "reduce") and ("merge worker" in err) == (stage == "merge")
     assert elapsed < 5, f"the run took {elapsed:.1f} s to end"
     assert list(tmp.iterdir()) == []  # no spilled runs left behind
-    assert not out.exists() or list(out.iterdir()) == []
+    assert [p.name for p in out.iterdir()] == [".parbpe-run"]  # no output file; the run directory, for --resume
 
 
 def test_debug_shows_the_traceback(corpus, tmp_path, monkeypatch):
@@ -84,12 +84,12 @@ def test_ctrl_c_prints_one_line_and_leaves_nothing(seed, tmp_path):
                              "--tmp-dir", str(tmp), "--workers", "2", "--vocab-size", "2000",
                              "--progress", "none"], stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 60
-    while not list(tmp.iterdir()) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)  # counting has begun when its temporary directory exists
+    while not (out / ".parbpe-run" / "count").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)  # counting has begun when the run directory has a count directory
     time.sleep(rng.uniform(0, 0.5))
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
-    assert err.strip() == "parbpe train: interrupted"
+    assert err.strip() == "parbpe train: interrupted (the same command with --resume continues it)"
     assert list(tmp.iterdir()) == []
-    assert not out.exists() or list(out.iterdir()) == []
+    assert not out.exists() or [p.name for p in out.iterdir()] == [".parbpe-run"]
