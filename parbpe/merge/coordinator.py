@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .engines import ChunkEngine, LinkedEngine
-from .selection import PairQueue, descending_key, safe_batch, search_width
+from .selection import Descending, PairQueue, safe_batch, search_width
 from .table import ChunkTable
 from .workers import SlicedEngine
 
@@ -29,11 +29,11 @@ MIN_TOKENS_PER_WORKER = 32_000_000
 def _round_rank_key(queue: PairQueue, vocab: list[bytes], first: np.ndarray, second: np.ndarray, first_id: int):
     """The tie-rule key of a pair whose tokens may be made in this round (id first_id + k for member k)."""
 
-    def token_key(t: int) -> bytes:
+    def token_key(t: int) -> Descending:
         if t < first_id:
             return queue.tie_key(t)
         k = t - first_id
-        return descending_key(vocab[int(first[k])] + vocab[int(second[k])])
+        return Descending(vocab[int(first[k])] + vocab[int(second[k])])
 
     def rank_key(pair: int) -> tuple:
         a, b = pair >> 32, pair & 0xFFFFFFFF
@@ -145,7 +145,7 @@ def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int
         first, second = accepted >> 32, accepted & 0xFFFFFFFF
         for a, b in zip(first.tolist(), second.tolist()):
             vocab.append(vocab[a] + vocab[b])
-            queue.add_token(vocab[-1], a, b)
+            queue.add_token(vocab[-1])
             merges.append((a, b))
         batch_sizes.append(len(accepted))
         if not exact:

@@ -12,20 +12,29 @@ import heapq
 
 import numpy as np
 
-_INVERTED = bytes(range(255, -1, -1))
 
-
-def descending_key(token: bytes) -> bytes:
-    """A bytes key whose ascending order is the descending order of the tokens' bytes.
-
-    Each byte x becomes (1, 255 - x) and the end becomes 2, so a proper prefix sorts after
-    every longer string it begins.
+class Descending:
+    """A token's bytes, ordered in reverse: greater bytes sort first (a proper prefix after every
+    longer string it begins). It wraps the bytes without copying them, so a tie key costs nothing
+    whatever the token's length, and two keys compare in time bounded by their common prefix.
     """
-    out = bytearray(2 * len(token) + 1)
-    out[0:-1:2] = b"\x01" * len(token)
-    out[1:-1:2] = token.translate(_INVERTED)
-    out[-1] = 2
-    return bytes(out)
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __lt__(self, other: Descending) -> bool:
+        return self.data > other.data
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Descending) and self.data == other.data
+
+    def __hash__(self) -> int:
+        return hash(self.data)
+
+    def __repr__(self) -> str:
+        return f"Descending({self.data!r})"
 
 
 class PairCounts:
@@ -131,32 +140,26 @@ class PairQueue:
 
     def __init__(self, keys: np.ndarray, counts: np.ndarray, vocab: list[bytes]) -> None:
         self.counts = PairCounts(keys, counts)
-        self._desc: list[bytes] = [descending_key(b) for b in vocab]  # tie keys of every token
-        self._desc_array = np.zeros(0, dtype="S8")  # the first _desc_done of them, as numpy bytes
-        self._desc_done = 0
-        self._heap: list[tuple[int, bytes, int, bytes, int, int]] = []
+        self._bytes: list[bytes] = list(vocab)  # every token's bytes (shared with vocab, not copied)
+        self._heap: list[tuple[int, Descending, int, Descending, int, int]] = []
         self._heap_threshold = float("inf")
         # The pool: sorted keys and their current counts, kept up to date from the deltas.
         self._pool_keys = np.zeros(0, dtype=np.int64)
         self._pool_counts = np.zeros(0, dtype=np.int64)
         self._pool_threshold = float("inf")
 
-    def add_token(self, token_bytes: bytes, first: int | None = None, second: int | None = None) -> None:
-        """Register the bytes of the next token id (called once per merge, in id order); first and
-        second, when given, are the tokens whose bytes it joins (their tie keys join the same way)."""
-        if first is None or second is None:
-            self._desc.append(descending_key(token_bytes))
-        else:
-            self._desc.append(self._desc[first][:-1] + self._desc[second])
+    def add_token(self, token_bytes: bytes) -> None:
+        """Register the bytes of the next token id (called once per merge, in id order)."""
+        self._bytes.append(token_bytes)
 
     def __len__(self) -> int:
         return self.counts.live
 
-    def tie_key(self, token: int) -> bytes:
-        """descending_key of a token's bytes."""
-        return self._desc[token]
+    def tie_key(self, token: int) -> Descending:
+        """The tie-rule key of a token: its bytes, greater first."""
+        return Descending(self._bytes[token])
 
-    def _entry(self, key: int, count: int) -> tuple[int, bytes, int, bytes, int, int]:
+    def _entry(self, key: int, count: int) -> tuple[int, Descending, int, Descending, int, int]:
         first, second = key >> 32, key & 0xFFFFFFFF
         return (-count, self.tie_key(first), -first, self.tie_key(second), -second, key)
 
@@ -227,24 +230,6 @@ class PairQueue:
         order = np.argsort(keys)
         return keys[order], values[top][order], threshold
 
-    def _desc_keys(self) -> np.ndarray:
-        """The tie keys of all tokens as a fixed-width numpy bytes array, grown with room to spare.
-
-        Padding never decides a comparison: no key holds a zero byte or begins another key."""
-        n = len(self._desc)
-        if n > self._desc_done:
-            new = self._desc[self._desc_done:]
-            width = max(map(len, new))
-            size = self._desc_array.dtype.itemsize
-            if n > len(self._desc_array) or width > size:
-                itemsize = size if width <= size else max(width, 2 * size)
-                store = np.zeros(2 * n, dtype=f"S{itemsize}")
-                store[:self._desc_done] = self._desc_array[:self._desc_done]
-                self._desc_array = store
-            self._desc_array[self._desc_done:n] = new
-            self._desc_done = n
-        return self._desc_array
-
     def _update_pool(self, fall_keys, fall_deltas, new_keys, new_counts) -> None:
         """Apply count changes to the pool; new pairs join it when they reach its threshold."""
         pool_keys, pool_counts = self._pool_keys, self._pool_counts
@@ -281,14 +266,18 @@ class PairQueue:
             near = counts >= kth
             keys, counts = keys[near], counts[near]
         # Rank order: count, then first token's bytes, then second's; all descending. Tokens are
-        # ranked among those of these pairs only (place 0: the greatest), which orders the pairs the same.
+        # ranked among those of these pairs only (place 0: the greatest), which orders the pairs the
+        # same. Their bytes are compared as they are (no fixed-width keys as wide as the longest
+        # token): a stable sort, from the highest id down, by bytes descending, puts the higher id
+        # first among equal bytes.
         first, second = keys >> 32, keys & 0xFFFFFFFF
         present = np.zeros(int(max(first.max(), second.max())) + 1, dtype=bool)
         present[first] = True
         present[second] = True
         tokens = np.flatnonzero(present)
         place = np.empty(len(present), dtype=np.int64)
-        place[tokens[np.lexsort((-tokens, self._desc_keys()[tokens]))]] = np.arange(len(tokens))
+        ordered = sorted(tokens[::-1].tolist(), key=self._bytes.__getitem__, reverse=True)
+        place[np.array(ordered, dtype=np.int64)] = np.arange(len(tokens))
         by_tokens = place[first] * len(tokens) + place[second]
         if int(counts.max()) < (2**62) // (len(tokens) ** 2):
             order = np.argsort(by_tokens - counts * len(tokens) ** 2)[:n]  # one sort on one int64 key

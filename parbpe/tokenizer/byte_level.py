@@ -23,7 +23,9 @@ _CHAR_TO_BYTE = {c: b for b, c in _BYTE_TO_CHAR.items()}
 
 
 def token_to_unicode(token: bytes) -> str:
-    return "".join(_BYTE_TO_CHAR[b] for b in token)
+    """A token's bytes as GPT-2's printable characters (in C: linear in the token, however long).
+    Latin-1 turns byte b into the character of ordinal b, which the map translates."""
+    return token.decode("latin-1").translate(_BYTE_TO_CHAR)
 
 
 def unicode_to_token(text: str) -> bytes:
