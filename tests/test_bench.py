@@ -138,3 +138,14 @@ def test_scaling_bench_counts_prefixes_of_a_generated_corpus(tmp_path):
     rows = json.loads((tmp_path / "s.json").read_text())["rows"]
     assert [(r["files"], r["workers"]) for r in rows] == [(1, 1), (1, 2), (3, 1), (3, 2)]
     assert rows[0]["unique_chunks"] == rows[1]["unique_chunks"] < rows[2]["unique_chunks"] == rows[3]["unique_chunks"]
+
+
+def test_checkpoints_bench_times_settings_and_a_resume(tmp_path):
+    for k in range(3):
+        _corpus(tmp_path / f"part{k}.parquet", 10 + k)
+    subprocess.run([sys.executable, str(BENCH / "checkpoints.py"), "--corpus", str(tmp_path / "part*.parquet"),
+                    "--vocab-size", "400", "--repeat", "1", "--workers", "1", "--json", str(tmp_path / "r.json")],
+                   capture_output=True, text=True, timeout=600, check=True)
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert sorted(result["median"]) == ["default", "end-only", "every-unit"]
+    assert result["resume"]["killed_status"] == -9 and result["resume"]["identical_files"] is True

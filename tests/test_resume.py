@@ -196,3 +196,23 @@ def test_run_dir_option_and_keep(corpus, reference, tmp_path):
     again = _run(_command(corpus, out, "plain", "--run-dir", str(run_dir)))  # a finished run dir is replaced
     assert again.returncode == 0, again.stderr
     assert not run_dir.exists()
+
+
+def test_library_resume_of_a_kept_run_replays_it(corpus, tmp_path):
+    import parbpe
+
+    files = sorted(map(str, corpus.glob("*.txt")))
+    first = parbpe.train(files, vocab_size=700, workers=1, out_dir=str(tmp_path / "a"), keep_run_dir=True)
+    kept = tmp_path / "a" / ".parbpe-run"
+    assert (kept / "merges.json").exists() and (kept / "reduced.arrow").exists()
+    for written in (tmp_path / "a").iterdir():
+        if written.is_file():
+            written.unlink()
+    again = parbpe.train(files, vocab_size=700, workers=1, out_dir=str(tmp_path / "a"), resume=True)
+    assert again.stats["merge_seconds"]["replaying"] > 0 and again.stats["batch_sizes"] == first.stats["batch_sizes"]
+    assert not kept.exists()
+    parbpe.train(files, vocab_size=700, workers=1, out_dir=str(tmp_path / "b"))
+    for name in ("tokenizer.json", "vocab.json", "merges.txt", "tokenizer.tiktoken", "parbpe.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    with pytest.raises(ValueError, match="resume needs the run directory"):
+        parbpe.train(files, vocab_size=700, workers=1, resume=True)

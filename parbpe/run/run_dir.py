@@ -165,11 +165,9 @@ class RunDirectory:
         if owner_alive(owner) and owner["pid"] != os.getpid():  # (this process: a run of it that stopped)
             raise ValueError(f"the run directory {path} is in use by another parbpe run (pid "
                              f"{record['owner']['pid']}); wait for it, or give this run another --run-dir")
-        if record is not None and record.get("finished"):
+        if record is not None and record.get("finished") and not resume:
             notes.append(f"replacing the finished run kept in {path}")
-            if not resume:
-                shutil.rmtree(path)
-                record = None
+            record = None
         elif record is not None and not resume:
             raise ValueError(
                 f"{path} holds an unfinished run (started {_when(record.get('started', 0))}, "
@@ -188,6 +186,8 @@ class RunDirectory:
             run.resumed = True
             notes.append(f"resuming the run started {_when(record.get('started', 0))}: {run.describe()}")
         try:
+            if record is None:
+                run._clear()
             os.makedirs(path, exist_ok=True)
             started = record["started"] if record else time.time()
             write_json(run._file(RUN_FILE), {"format": FORMAT, "identity": identity, "settings": settings,
@@ -196,6 +196,17 @@ class RunDirectory:
             raise ValueError(f"cannot write the run directory {path} ({exc.strerror or exc}): "
                              "choose a writable one with --run-dir") from None
         return run, notes
+
+    def _clear(self) -> None:
+        """Remove what an earlier run left here (a directory given with --run-dir may hold other files:
+        only the run's own names go)."""
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            for name in os.listdir(self.path):
+                target = self._file(name)
+                if name == "count":
+                    shutil.rmtree(target)
+                elif name in (RUN_FILE, "plan.json", "reduced.arrow", "merges.json") or name.startswith(".tmp-"):
+                    os.unlink(target)
 
     def _record(self) -> dict[str, Any] | None:
         try:
@@ -320,7 +331,10 @@ class RunDirectory:
             record["owner"] = None
             write_json(self._file(RUN_FILE), record)
         else:
-            shutil.rmtree(self.path, ignore_errors=True)
+            os.unlink(self._file(RUN_FILE))  # first: what is left of a kill from here on is not a run
+            self._clear()
+            with contextlib.suppress(OSError):
+                os.rmdir(self.path)  # unless --run-dir named a directory holding other files
 
 
 def _is_commit(name: str) -> bool:

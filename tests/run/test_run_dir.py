@@ -108,3 +108,18 @@ def test_an_unwritable_run_dir_is_one_clear_error(tmp_path):
     blocker.write_text("")
     with pytest.raises(ValueError, match="cannot write the run directory .* choose a writable one with --run-dir"):
         rd.RunDirectory.open(str(blocker / "run"), identity={}, settings={}, inputs=[], resume=False)
+
+
+def test_a_fresh_run_clears_what_an_earlier_run_left_and_nothing_else(tmp_path):
+    path = tmp_path / "run"
+    old = rd.RunDirectory(str(path))
+    stale = old.new_count_dir()
+    rd.write_json(os.path.join(stale, "w0-commit00000.json"), {"units": ["x"], "runs": [], "documents": 1,
+                                                              "bytes": 1, "replaced_bytes": 0, "spills": 0})
+    rd.write_json(str(path / "merges.json"), {"merges": [[97, 98]], "batch_sizes": [1]})
+    (path / "notes.txt").write_text("the user's")  # --run-dir may name a directory holding other files
+    run, _ = rd.RunDirectory.open(str(path), identity={}, settings={}, inputs=[], resume=False)
+    assert run.committed_units()[0] == set() and run.load_merges() is None
+    assert sorted(os.listdir(path)) == ["notes.txt", "run.json"]
+    run.finish(keep=False)
+    assert os.listdir(path) == ["notes.txt"]
