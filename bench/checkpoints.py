@@ -53,7 +53,7 @@ def main() -> None:
     if not files:
         sys.exit(f"no input matches {args.corpus}")
     runs: dict[str, list[dict]] = {name: [] for name in SETTINGS}
-    with tempfile.TemporaryDirectory(prefix="parbpe-ckbench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="ckbench-") as tmp:
         for rep in range(args.repeat):
             for name, env in SETTINGS.items():
                 out = os.path.join(tmp, f"{name}-{rep}")

@@ -185,7 +185,7 @@ def _replay(runner, queue: PairQueue, vocab: list[bytes], merges: list[tuple[int
         first_id = len(vocab)
         for a, b in batch:
             vocab.append(vocab[a] + vocab[b])
-            queue.add_token(vocab[-1], a, b)
+            queue.add_token(vocab[-1])
             merges.append((a, b))
         batch_sizes.append(size)
         queue.update(*runner.apply(first, second, np.arange(first_id, first_id + size, dtype=np.int64)))
