@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
@@ -149,3 +150,16 @@ def test_checkpoints_bench_times_settings_and_a_resume(tmp_path):
     result = json.loads((tmp_path / "r.json").read_text())
     assert sorted(result["median"]) == ["default", "end-only", "every-unit"]
     assert result["resume"]["killed_status"] == -9 and result["resume"]["identical_files"] is True
+
+
+def test_ray_scaling_bench_compares_s3_and_disk(tmp_path):
+    # The S3 half of bench/ray_scaling.py (a moto server on 127.0.0.1); the Ray half is tests/run's.
+    pytest.importorskip("moto.server", reason="needs moto[server] (pip install -e '.[test]')")
+    _corpus(tmp_path / "train-00000.parquet", 0)
+    _corpus(tmp_path / "train-00001.parquet", 1)
+    out = subprocess.run([sys.executable, str(BENCH / "ray_scaling.py"), "--realmix", str(tmp_path), "--repeat", "1",
+                          "--json", str(tmp_path / "r.json")], capture_output=True, text=True, cwd=BENCH, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "realmix from S3" in out.stdout
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["s3"]["s3"][0]["digest"] == result["s3"]["disk"][0]["digest"]

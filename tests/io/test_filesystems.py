@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -180,3 +181,17 @@ def test_unknown_scheme_and_hub_paths(tmp_path):
     pytest.importorskip("huggingface_hub", reason="hf:// needs huggingface_hub")
     fs, path = filesystems.resolve("hf://datasets/HuggingFaceFW/fineweb-edu/sample/10BT")
     assert isinstance(fs, pafs.PyFileSystem) and path == "datasets/HuggingFaceFW/fineweb-edu/sample/10BT"
+
+
+def test_missing_extras_are_named(monkeypatch):
+    # Without huggingface_hub (or Ray), the error names the extra that brings it.
+    from parbpe.run.ray_executor import import_ray
+
+    filesystems._filesystem.cache_clear()
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)
+    with pytest.raises(ValueError, match=r"pip install 'parbpe\[cloud\]'"):
+        filesystems.resolve("hf://datasets/org/name/data.parquet")
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(ValueError, match=r"pip install 'parbpe\[ray\]'"):
+        import_ray()
+    filesystems._filesystem.cache_clear()
