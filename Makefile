@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/parbpe train --vocab-size 4096 --out demo-tokenizer
+	$(BIN)/parbpe train --sample-corpus --vocab-size 4096 --out demo-tokenizer
 	@echo
 	@echo "Wrote:" && ls -l demo-tokenizer
 

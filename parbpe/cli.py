@@ -1,4 +1,4 @@
-"""Command line: parbpe train | count | encode | eval (thin wrappers over the library functions)."""
+"""Command line: parbpe train | count | encode | decode | eval (thin wrappers over the library functions)."""
 
 from __future__ import annotations
 
@@ -12,16 +12,35 @@ from .patterns import PATTERNS
 from .run.memory import format_size, parse_size
 from .run.progress import MODES, Progress
 
+_COUNT_UNITS = {"": 1, "k": 1024, "m": 1024**2}
+
+
+def parse_count(text: str) -> int:
+    """A vocabulary size as people write it: 32768, 50_304, 50,304, 32k (= 32,768), 1M (= 1,048,576)."""
+    cleaned = text.strip().replace("_", "").replace(",", "").lower()
+    number, unit = (cleaned[:-1], cleaned[-1]) if cleaned[-1:] in ("k", "m") else (cleaned, "")
+    if not number.isdigit():
+        raise argparse.ArgumentTypeError(f"cannot read {text!r} as a size: write 32768, 50_304 or 32k (k = 1,024)")
+    return int(number) * _COUNT_UNITS[unit]
+
+
+def _split_specials(text: str) -> list[str]:
+    return [t for t in text.split(",") if t]
+
 
 def _add_corpus_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("inputs", nargs="*", metavar="INPUT",
-                   help="files, globs or directories (parquet, txt, jsonl[.gz|.zst], counts files); "
-                        "none = the Python standard library's sources")
+                   help="files, globs or directories (parquet, arrow, jsonl and txt, optionally .gz/.zst, counts "
+                        "files; any other extension is read as UTF-8 text), or - for standard input")
+    p.add_argument("--sample-corpus", action="store_true",
+                   help="with no INPUT: train on the built-in sample corpus (the Python standard library's sources)")
     p.add_argument("--pattern", default="gpt4",
-                   help=f"split pattern: {', '.join(PATTERNS)}, or a regex (default gpt4)")
-    p.add_argument("--special-tokens", nargs="*", default=[], metavar="TOKEN",
-                   help="special tokens, e.g. '<|endoftext|>': they split the text and get the last ids")
-    p.add_argument("--text-column", default="text", help="parquet column / jsonl field with the text")
+                   help=f"split pattern: {', '.join(PATTERNS)} or tiktoken's names (cl100k_base, o200k_base), "
+                        "any case; or a regex (default gpt4)")
+    p.add_argument("--special-tokens", action="extend", type=_split_specials, default=[], metavar="TOKEN[,TOKEN]",
+                   help="special tokens, e.g. '<|endoftext|>', as a comma list or one flag per token: they split "
+                        "the text and get the last ids")
+    p.add_argument("--text-column", default="text", help="parquet/arrow column or jsonl field with the text")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
     p.add_argument("--memory-budget", type=parse_size, default=None, metavar="SIZE",
                    help="RAM limit for the process tree while counting, e.g. 2GB; counts past a worker's "
@@ -30,7 +49,8 @@ def _add_corpus_options(p: argparse.ArgumentParser) -> None:
                    help="directory for spilled counts, removed at the end (default: the system's temp dir)")
     p.add_argument("--start-method", choices=["fork", "spawn", "forkserver"], default=None,
                    help="how worker processes start (default: fork where available)")
-    p.add_argument("--progress", choices=MODES, default="bar", help="progress on stderr (default bar)")
+    p.add_argument("--progress", choices=MODES, default="bar",
+                   help="progress on stderr: bar (for people), jsonl (one JSON object per line, for tools) or none")
     p.add_argument("--executor", choices=["local", "ray"], default="local",
                    help="count and reduce in local processes (default) or as Ray tasks (pip install 'parbpe[ray]')")
     p.add_argument("--ray-address", default=None, metavar="ADDRESS",
@@ -45,11 +65,20 @@ def _add_debug(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="parbpe", description="Train byte-level BPE tokenizers, fast.")
+    parser.add_argument("--version", action="version", version=f"parbpe {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="train a tokenizer and write its files")
     _add_corpus_options(train)
-    train.add_argument("--vocab-size", type=int, default=32768, help="total tokens incl. specials (default 32768)")
+    train.add_argument("--vocab-size", type=parse_count, default=32768,
+                       help="total tokens incl. specials: 32768, 50_304 or 32k (k = 1,024; default 32768)")
+    for role in ("eos", "bos", "pad"):
+        train.add_argument(f"--{role}-token", default=None, metavar="TOKEN",
+                           help=f"the special token transformers uses as {role}_token"
+                                + (" (default: the first special token)" if role == "eos" else ""))
+    train.add_argument("--heldout", action="append", default=[], metavar="PATH",
+                       help="evaluate the result on this text at the end (bytes/token, tokens/word, unused "
+                            "vocabulary), recorded in stats.json; repeat for several")
     train.add_argument("--out", required=True, metavar="DIR", help="output directory")
     train.add_argument("--freq-cutoff", type=int, default=0, help="drop chunks seen fewer times than this")
     train.add_argument("--stop-list-size", type=int, default=0,
@@ -57,7 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--max-batch-size", type=int, default=0,
                        help="merges per round at most (0 = no limit, 1 = serial)")
     train.add_argument("--cap-divisor", type=int, default=2, help="BatchBPE: rank at most remaining/N pairs a round")
-    train.add_argument("--pair-count", choices=["overlap", "nonoverlap"], default="overlap")
+    train.add_argument("--pair-count", choices=["overlap", "nonoverlap"], default="overlap",
+                       help="count overlapping pairs like 'aa' in 'aaa' twice (overlap, standard BPE) or once "
+                            "(nonoverlap, as BatchBPE)")
     train.add_argument("--batching", choices=["batchbpe", "exact"], default="batchbpe",
                        help="batchbpe: BatchBPE's safe batches (default); exact: the merges of serial BPE, "
                             "in the same order, many per round")
@@ -75,17 +106,29 @@ def build_parser() -> argparse.ArgumentParser:
     count.add_argument("--stats", metavar="FILE", help="also write the run's stats (times, bytes, spills, peak RSS) "
                        "as JSON")
 
-    encode = sub.add_parser("encode", help="encode text with a trained tokenizer")
-    encode.add_argument("--tokenizer", required=True, metavar="DIR")
+    encode = sub.add_parser("encode", help="encode text (or the documents of files, in parallel) into token ids")
+    encode.add_argument("--tokenizer", required=True, metavar="DIR", help="a directory written by parbpe train")
     encode.add_argument("text", nargs="?", help="text to encode (default: read stdin)")
+    encode.add_argument("--files", action="extend", nargs="+", default=[], metavar="PATH",
+                        help="encode every document of these files, globs or directories instead: one line of ids "
+                             "per document, in input order")
+    encode.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="processes encoding --files (default: all cores)")
+    encode.add_argument("--text-column", default="text", help="parquet/arrow column or jsonl field with the text")
     encode.add_argument("--allow-special", action="store_true", help="encode special-token strings as specials")
     encode.add_argument("--show", action="store_true", help="print each token's bytes next to its id")
     _add_debug(encode)
 
+    decode = sub.add_parser("decode", help="decode token ids into text")
+    decode.add_argument("--tokenizer", required=True, metavar="DIR", help="a directory written by parbpe train")
+    decode.add_argument("ids", nargs="*", metavar="ID",
+                        help="token ids (default: read stdin, one sequence of ids per line)")
+    _add_debug(decode)
+
     ev = sub.add_parser("eval", help="bytes per token, tokens per word and unused vocabulary on text")
-    ev.add_argument("--tokenizer", required=True, metavar="DIR")
-    ev.add_argument("inputs", nargs="+", metavar="INPUT")
-    ev.add_argument("--text-column", default="text")
+    ev.add_argument("--tokenizer", required=True, metavar="DIR", help="a directory written by parbpe train")
+    ev.add_argument("inputs", nargs="+", metavar="INPUT", help="files, globs or directories of text")
+    ev.add_argument("--text-column", default="text", help="parquet/arrow column or jsonl field with the text")
     ev.add_argument("--json", action="store_true", help="print JSON")
     _add_debug(ev)
     return parser
@@ -141,24 +184,34 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "train":
         config = _config(args, vocab_size=args.vocab_size, freq_cutoff=args.freq_cutoff,
                          stop_list_size=args.stop_list_size, max_batch_size=args.max_batch_size,
-                         cap_divisor=args.cap_divisor, pair_count=args.pair_count, batching=args.batching)
+                         cap_divisor=args.cap_divisor, pair_count=args.pair_count, batching=args.batching,
+                         eos_token=args.eos_token, bos_token=args.bos_token, pad_token=args.pad_token)
+        _check_inputs(args)
         result = train(args.inputs, config, out_dir=args.out, progress=Progress(args.progress),
                        start_method=args.start_method, executor=args.executor, ray_address=args.ray_address,
-                       run_dir=args.run_dir, resume=args.resume, keep_run_dir=args.keep_run_dir)
+                       run_dir=args.run_dir, resume=args.resume, keep_run_dir=args.keep_run_dir,
+                       sample_corpus=args.sample_corpus, heldout=args.heldout or None)
         s = result.stats
         source = f"{s['bytes_read'] / 1e6:.1f} MB of text" if s["bytes_read"] else "counts files"
         print(f"Trained {s['vocab_size']} tokens ({s['merges']} merges in {s['rounds']} rounds) from "
               f"{source}, {s['unique_chunks']:,} unique chunks, "
               f"in {sum(s['seconds'].values()):.1f} s; peak RSS {format_size(s['peak_rss_bytes'])}.")
+        if "heldout" in s:
+            h = s["heldout"]
+            print(f"Held-out ({h['documents']:,} documents, {h['bytes'] / 1e6:.1f} MB): "
+                  f"{h['bytes_per_token']:.4f} bytes/token, {h['tokens_per_word']:.4f} tokens/word, "
+                  f"{100 * h['vocab_unused_share']:.2f}% of the vocabulary unused.")
         print(f"Wrote to {args.out}:")
         for name, outcome in (result.files or {}).items():
-            print(f"  {name:20s} {outcome}")
+            print(f"  {name:24s} {outcome}")
         return 0
     if args.command == "count":
         config = _config(args)
+        _check_inputs(args)
         summary = count_to_file(args.inputs, args.out, config, freq_cutoff=args.freq_cutoff,
                                 progress=Progress(args.progress), start_method=args.start_method,
-                                executor=args.executor, ray_address=args.ray_address)
+                                executor=args.executor, ray_address=args.ray_address,
+                                sample_corpus=args.sample_corpus)
         seconds = sum(summary["seconds"].values())
         print(f"Wrote {summary['rows_written']:,} chunk counts ({summary['chunks']:,} chunks, "
               f"{summary['bytes_read'] / 1e6:.1f} MB read) to {summary['out']} in {seconds:.1f} s "
@@ -171,6 +224,12 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "encode":
         tok = Tokenizer.load(args.tokenizer)
+        if args.files:
+            if args.text is not None:
+                raise ValueError("give either TEXT or --files, not both")
+            for ids in encode_files(tok, args.files, args.text_column, args.workers, args.allow_special):
+                sys.stdout.write(ids + "\n")
+            return 0
         text = args.text if args.text is not None else sys.stdin.read()
         ids = tok.encode(text, allowed_special="all") if args.allow_special else tok.encode_ordinary(text)
         if args.show:
@@ -178,6 +237,14 @@ def _run(args: argparse.Namespace) -> int:
                 print(i, repr(tok.token_bytes(i)))
         else:
             print(" ".join(map(str, ids)))
+        return 0
+    if args.command == "decode":
+        tok = Tokenizer.load(args.tokenizer)
+        lines = [" ".join(args.ids)] if args.ids else sys.stdin
+        for line in lines:
+            ids = [_token_id(x, tok.n_vocab) for x in line.replace(",", " ").split()]
+            sys.stdout.buffer.write(tok.decode_bytes(ids) + (b"\n" if not args.ids else b""))
+        sys.stdout.flush()
         return 0
     if args.command == "eval":
         tok = Tokenizer.load(args.tokenizer)
@@ -193,6 +260,54 @@ def _run(args: argparse.Namespace) -> int:
             print(f"vocab unused     {100 * report['vocab_unused_share']:.2f}%")
         return 0
     raise AssertionError(args.command)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("parbpe")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _check_inputs(args: argparse.Namespace) -> None:
+    """No input is an error unless --sample-corpus asks for the built-in one (and not both)."""
+    if args.inputs and args.sample_corpus:
+        raise ValueError("give INPUT files or --sample-corpus, not both")
+    if not args.inputs and not args.sample_corpus:
+        raise ValueError("no input given: name files, globs or directories (or - for standard input), or pass "
+                         "--sample-corpus to train on the built-in sample corpus (the Python standard library's "
+                         "sources)")
+
+
+def _token_id(text: str, n_vocab: int) -> int:
+    if not text.lstrip("-").isdigit() or not 0 <= int(text) < n_vocab:
+        raise ValueError(f"not a token id: {text!r} (ids are integers from 0 to {n_vocab - 1})")
+    return int(text)
+
+
+def encode_files(tok, inputs: list[str], text_column: str, workers: int, allow_special: bool):
+    """Each document of inputs as a line of space-separated ids, in input order; work units are
+    encoded by `workers` processes."""
+    from .io.plan import plan
+    from .io.readers import ReadStats, iter_documents
+    from .run.pool import get_context, parallel
+
+    units = [u for u in plan(inputs) if not u.kind.startswith("counts")]
+    if not units:
+        raise ValueError("encode --files needs text inputs (parquet, arrow, jsonl, text), not counts files")
+
+    def encode_unit(unit) -> list[str]:
+        encode = (lambda t: tok.encode(t, allowed_special="all")) if allow_special else tok.encode_ordinary
+        return [" ".join(map(str, encode(text))) for text in iter_documents(unit, text_column, ReadStats())]
+
+    if workers <= 1 or len(units) == 1:
+        results = map(encode_unit, units)
+    else:
+        results = parallel(encode_unit, units, min(workers, len(units)), get_context())
+    for lines in results:
+        yield from lines
 
 
 if __name__ == "__main__":

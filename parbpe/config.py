@@ -36,11 +36,22 @@ class TrainConfig:
     memory_budget: int | None = None  # bytes for the whole process tree; None: half the available RAM
     text_column: str = "text"
     tmp_dir: str | None = None  # where counting spills its runs; None: the system's temporary directory
+    # Roles of special tokens for transformers (tokenizer_config.json); eos defaults to the first special.
+    eos_token: str | None = None
+    bos_token: str | None = None
+    pad_token: str | None = None
 
     def __post_init__(self) -> None:
         # Normalise first (the dataclass is frozen, so go through object.__setattr__).
         object.__setattr__(self, "pattern", resolve_pattern(self.pattern))
         object.__setattr__(self, "special_tokens", _check_specials(self.special_tokens))
+        if self.eos_token is None and self.special_tokens:
+            object.__setattr__(self, "eos_token", self.special_tokens[0])
+        for role in ("eos_token", "bos_token", "pad_token"):
+            value = getattr(self, role)
+            if value is not None and value not in self.special_tokens:
+                raise ValueError(f"{role} {value!r} is not one of the special tokens {list(self.special_tokens)}: "
+                                 f"add it with --special-tokens (special_tokens=...)")
         if isinstance(self.memory_budget, str):
             object.__setattr__(self, "memory_budget", parse_size(self.memory_budget))
         for name in ("vocab_size", "freq_cutoff", "stop_list_size", "max_batch_size", "cap_divisor", "workers"):

@@ -1,7 +1,9 @@
 """Split patterns (pre-tokenization) and special-token splitting.
 
-The built-in patterns are the ones GPT-2, GPT-4 (cl100k) and GPT-4o (o200k) use; any other
-string is taken as a custom regex for the `regex` module.
+The built-in patterns are the ones GPT-2, GPT-4 (cl100k) and GPT-4o (o200k) use, known by parbpe's
+names and tiktoken's encoding names, in any case (`cl100k_base`, `O200K_BASE`, `GPT4`); any other
+string is taken as a custom regex for the `regex` module, except a bare word, which is refused as
+an unknown name (a regex that is one word can be written `(?:word)`).
 """
 
 from __future__ import annotations
@@ -37,11 +39,33 @@ PATTERNS: dict[str, str] = {
     "o200k": GPT4O_PATTERN,
 }
 
+# Other names of the same patterns: tiktoken's encoding names and the model names, as users write them.
+ALIASES: dict[str, str] = {
+    "cl100k_base": "gpt4", "gpt-4": "gpt4", "gpt-3.5-turbo": "gpt4",
+    "o200k_base": "gpt4o", "gpt-4o": "gpt4o",
+    "r50k_base": "gpt2", "p50k_base": "gpt2", "gpt-2": "gpt2",
+}
+
+_BARE_NAME = regex.compile(r"[A-Za-z][A-Za-z0-9_.\-]*")
+
+
+def known_pattern_names() -> list[str]:
+    """Every name resolve_pattern accepts (in any case)."""
+    return sorted(PATTERNS) + sorted(ALIASES)
+
 
 def resolve_pattern(name_or_regex: str) -> str:
-    """Return the regex for a built-in pattern name, or check and return a custom regex."""
-    if name_or_regex in PATTERNS:
-        return PATTERNS[name_or_regex]
+    """Return the regex for a built-in pattern name (any case, tiktoken's names too), or check and
+    return a custom regex. A bare word that is no known name is refused, listing the names."""
+    key = name_or_regex.lower() if isinstance(name_or_regex, str) else name_or_regex
+    key = ALIASES.get(key, key)
+    if key in PATTERNS:
+        return PATTERNS[key]
+    if isinstance(name_or_regex, str) and _BARE_NAME.fullmatch(name_or_regex):
+        raise ValueError(
+            f"unknown pattern name {name_or_regex!r}: known names are {', '.join(known_pattern_names())} "
+            f"(any case); to use it as a regex, write (?:{name_or_regex})"
+        )
     if not name_or_regex:
         raise ValueError(f"pattern must be one of {sorted(PATTERNS)} or a non-empty regex, got ''")
     try:

@@ -9,7 +9,7 @@ import os
 import platform
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +21,18 @@ from .config import TrainConfig
 from .count.counter import CountResult, count_to_runs, unit_key
 from .count.counts_file import write_counts_file
 from .count.reduce import TrainingChunks, combine_selections, reduce_runs
+from .count.stream import QUEUE_BATCHES_PER_WORKER, count_stream_to_runs
 from .io.atomic import write_text_atomically
 from .io.filesystems import file_info, is_remote, local_path
+from .io.iterables import (
+    STREAM_BATCH_BYTES,
+    TextStream,
+    dataset_source,
+    is_datasets_object,
+    is_text_source,
+    stdin_source,
+    text_batches,
+)
 from .io.plan import default_corpus_files, plan, unit_text_bytes
 from .io.readers import ReadStats
 from .io.units import WorkUnit
@@ -31,7 +41,10 @@ from .merge.table import build_table
 from .run.memory import PeakSampler, default_budget, format_size, process_rss, tree_rss, worker_data_limit
 from .run.progress import Progress
 from .run.run_dir import FREE_SETTINGS, RunDirectory, clean_stale_temp_dirs, temp_work_dir, test_stop
+from .tokenizer.evaluate import evaluate
 from .tokenizer.model import Tokenizer
+
+SAMPLE_CORPUS = "the built-in sample corpus (the Python standard library's sources)"
 
 
 @dataclass
@@ -42,10 +55,10 @@ class TrainResult:
 
 
 def train(
-    inputs: Sequence[str] | None,
+    inputs: Any,
     config: TrainConfig | None = None,
     *,
-    out_dir: str | None = None,
+    out_dir: str | os.PathLike | None = None,
     progress: Progress | str = "none",
     start_method: str | None = None,
     data_limit: int | None = None,
@@ -54,12 +67,20 @@ def train(
     run_dir: str | None = None,
     resume: bool = False,
     keep_run_dir: bool = False,
+    sample_corpus: bool = False,
+    heldout: Sequence[str | os.PathLike] | None = None,
     **overrides: Any,
 ) -> TrainResult:
-    """Train a tokenizer on inputs (paths, globs, directories; None = the built-in default corpus).
+    """Train a tokenizer on inputs and return it with the run's stats.
 
+    inputs: a path, glob or directory (str or pathlib.Path), a list of them, or "-" for standard
+    input; or texts: an iterator of strings (see train_from_iterator), a pyarrow string array, or a
+    Hugging Face `datasets` Dataset (read from its Arrow files in parallel) or IterableDataset.
+    With no inputs, sample_corpus=True trains on the built-in sample corpus (the Python standard
+    library's sources); otherwise no input is an error.
     Settings come from config, or from keyword arguments (parbpe.train(files, vocab_size=8192)).
-    With out_dir, every output file is written there. Returns the tokenizer and the run's stats.
+    With out_dir, every output file is written there. heldout (paths of text) is encoded at the end:
+    bytes/token, tokens/word and unused vocabulary go to stats["heldout"].
     data_limit (bytes of counts a counting worker holds before it spills) overrides the share the
     memory budget gives; it is for tests and experiments. executor="ray" counts and reduces as Ray
     tasks (ray_address: None starts or uses a local Ray instance, "auto" joins this machine's cluster).
@@ -68,28 +89,40 @@ def train(
     out_dir/.parbpe-run): the plan, counted work units, the reduced counts, merge checkpoints.
     resume=True continues a run that stopped, from its last checkpoint, and writes the same files
     an uninterrupted run writes; the run directory is removed on success unless keep_run_dir.
+    Texts from Python (an iterator, standard input) are consumed once: such a run keeps no run
+    directory and cannot be resumed.
     """
     if config is None:
         config = TrainConfig(**overrides)
     elif overrides:
         raise ValueError(f"pass either a TrainConfig or keyword settings, not both (got {sorted(overrides)})")
     reporter = progress if isinstance(progress, Progress) else Progress(progress)
-    default_corpus = not inputs
-    if default_corpus:
-        inputs = default_corpus_files()
+    out_dir = os.fspath(out_dir) if out_dir is not None else None
+    inputs, described = _resolve_inputs(inputs, config, sample_corpus)
+    default_corpus = described == SAMPLE_CORPUS
     reporter.event("config", message="training", **{k: v for k, v in config.to_dict().items() if k != "pattern"},
-                   inputs=("the Python standard library's sources" if default_corpus else len(inputs)))
+                   inputs=described)
+    skipped: list[tuple[str, str]] = []
 
     times: dict[str, float] = {}
     run: RunDirectory | None = None
     with PeakSampler() as sampler:
-        # 1. plan: inputs -> sorted work units
+        # 1. plan: inputs -> sorted work units (none for texts streamed from an iterable)
         t = time.perf_counter()
-        units = plan(inputs)
+        units = inputs if isinstance(inputs, TextStream) or _is_unit_list(inputs) else plan(inputs, skipped=skipped)
         times["plan"] = time.perf_counter() - t
+        if skipped:
+            reporter.event("warning", message=f"skipped {len(skipped)} file(s): "
+                           + "; ".join(f"{p} ({why})" for p, why in skipped[:5])
+                           + (f"; and {len(skipped) - 5} more (see stats.json)" if len(skipped) > 5 else ""))
         for note in clean_stale_temp_dirs(config.tmp_dir):
             reporter.event("note", message=note)
         where = run_dir or (default_run_dir(out_dir) if out_dir is not None else None)
+        if isinstance(units, TextStream):
+            if resume or run_dir is not None:
+                raise ValueError(f"texts from {units.description} are consumed once: such a run cannot be "
+                                 "resumed and keeps no run directory")
+            where = None
         if where is not None:
             run, notes = open_run_dir(where, units, config, resume)
             for note in notes:
@@ -100,6 +133,8 @@ def train(
         # 2-3. count and reduce: work units -> run files -> global counts, then freq_cutoff and the stop list
         with cluster_for(executor, ray_address, config) as cluster:
             chunks, counted = count_and_reduce(units, config, run, reporter, start_method, data_limit, times, cluster)
+        if isinstance(units, TextStream):
+            units = []
 
         # 4. table: chunk counts -> numpy arrays
         t = time.perf_counter()
@@ -143,6 +178,8 @@ def train(
         "python": platform.python_version(),
         "config": config.to_dict(),
         "default_corpus": default_corpus,
+        "inputs": {"source": described, "files_read": sorted({u.path for u in units}),
+                   "skipped": [{"path": p, "reason": why} for p, why in skipped]},
         "work_units": len(units),
         "documents": counted["documents"],
         "bytes_read": counted["bytes"],
@@ -168,6 +205,13 @@ def train(
         "merge_seconds": result.seconds,  # merge stage: counting pairs, selecting, applying, updating, messages
         "peak_rss_bytes": sampler.peak,
     }
+    if heldout:
+        t = time.perf_counter()
+        stats["heldout"] = {"vocab_size": tokenizer.n_vocab,
+                            **evaluate(tokenizer, [os.fspath(p) for p in heldout], config.text_column)}
+        stats["seconds"]["heldout"] = round(time.perf_counter() - t, 3)
+        reporter.event("heldout", **{k: round(v, 4) if isinstance(v, float) else v
+                                     for k, v in stats["heldout"].items()})
     files = None
     if out_dir is not None:
         t = time.perf_counter()
@@ -197,6 +241,116 @@ def cluster_for(executor: str, ray_address: str | None, config: TrainConfig) -> 
 
     budget = config.memory_budget or default_budget()
     return RayExecutor(ray_address, task_memory=budget // config.workers, local_cpus=config.workers)
+
+
+def train_from_iterator(
+    texts: Iterable[Any],
+    config: TrainConfig | None = None,
+    *,
+    length: int | None = None,
+    out_dir: str | os.PathLike | None = None,
+    progress: Progress | str = "none",
+    start_method: str | None = None,
+    data_limit: int | None = None,
+    heldout: Sequence[str | os.PathLike] | None = None,
+    **overrides: Any,
+) -> TrainResult:
+    """Train on texts from an iterable, as Hugging Face tokenizers' train_from_iterator does.
+
+    texts yields strings, lists of strings or pyarrow string arrays (or is a `datasets` object);
+    each string is one document. length (how many items texts yields) drives the progress bar.
+    The iterable is consumed once, in this process, in batches of a few MB that counting workers
+    count in parallel; the result equals train() on a file holding the same documents.
+    Keywords are those of train().
+    """
+    if isinstance(texts, (str, bytes, os.PathLike)):
+        raise ValueError("train_from_iterator takes texts, not a path: iterate over strings, or pass paths "
+                         "to parbpe.train")
+    if not is_text_source(texts):  # a list or tuple of strings: documents here, not paths
+        texts = TextStream(list(texts) if not isinstance(texts, (list, tuple)) else texts,
+                           length if length is not None else len(texts))
+    elif isinstance(texts, (pa.Array, pa.ChunkedArray)):
+        texts = TextStream([texts], length)
+    elif not isinstance(texts, TextStream) and not is_datasets_object(texts):
+        texts = TextStream(texts, length)
+    return train(texts, config, out_dir=out_dir, progress=progress, start_method=start_method,
+                 data_limit=data_limit, heldout=heldout, **overrides)
+
+
+def sample_corpus_files() -> list[str]:
+    """The files of the built-in sample corpus: the Python standard library's sources."""
+    return default_corpus_files()
+
+
+def _is_unit_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and isinstance(value[0], WorkUnit)
+
+
+def _resolve_inputs(inputs: Any, config: TrainConfig, sample_corpus: bool) -> tuple[Any, str]:
+    """Inputs as paths (a list of str), work units (a cached Dataset) or a TextStream, and how to
+    describe them; refuses what is none of these with a message saying what to pass."""
+    if is_text_source(inputs):
+        if isinstance(inputs, TextStream):
+            return inputs, inputs.description
+        if is_datasets_object(inputs):
+            source = dataset_source(inputs, config.text_column)
+            if isinstance(source, TextStream):
+                return source, source.description
+            return source, f"a Dataset's {len({u.path for u in source})} Arrow file(s)"
+        return TextStream([inputs] if isinstance(inputs, (pa.Array, pa.ChunkedArray)) else inputs), \
+            "a Python iterable"
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    if inputs is None or not len(inputs):
+        if sample_corpus:
+            return default_corpus_files(), SAMPLE_CORPUS
+        raise ValueError("no input given: pass files, directories or globs (or texts with "
+                         "parbpe.train_from_iterator); for the built-in sample corpus (the Python standard "
+                         "library's sources) pass sample_corpus=True (CLI: --sample-corpus)")
+    bad = [x for x in inputs if not isinstance(x, (str, os.PathLike))]
+    if bad:
+        raise ValueError(f"inputs must be paths (str or pathlib.Path), got a {type(bad[0]).__name__}; "
+                         "to train on texts use parbpe.train_from_iterator")
+    paths = [os.fspath(x) for x in inputs]
+    if "-" in paths:
+        if len(paths) > 1:
+            raise ValueError("'-' (standard input) cannot be mixed with other inputs")
+        return stdin_source(), "standard input"
+    return paths, f"{len(paths)} path(s)"
+
+
+def count_stream_stage(stream: TextStream, config: TrainConfig, run_dir: str, reporter: Progress,
+                       start_method: str | None = None, data_limit: int | None = None) -> CountResult:
+    """Stage 2 for texts from an iterable: batches of a few MB counted by the workers as they come."""
+    budget = config.memory_budget or default_budget()
+    if data_limit is None:
+        in_flight = STREAM_BATCH_BYTES * (QUEUE_BATCHES_PER_WORKER + 2)  # queued, being counted, being built
+        data_limit = worker_data_limit(budget, config.workers, tree_rss(), in_flight)
+    stats = ReadStats()
+    items = 0
+    t = time.perf_counter()
+
+    def on_item() -> None:
+        nonlocal items
+        items += 1
+
+    def on_progress(spills: int) -> None:
+        elapsed = max(time.perf_counter() - t, 1e-9)
+        reporter.update("count", items, stream.length, MB=stats.bytes / 1e6, MB_s=stats.bytes / 1e6 / elapsed,
+                        rss_MB=tree_rss() / 1e6, spills=spills)
+
+    batches = text_batches(stream.texts, stats, config.text_column, on_item=on_item)
+    counted = count_stream_to_runs(batches, config, run_dir, data_limit=data_limit, start_method=start_method,
+                                   on_progress=on_progress)
+    reporter.update("count", items, stream.length, force=True, MB=stats.bytes / 1e6, spills=counted.spills)
+    if stream.read_stats is not None:
+        stats.replaced_bytes += stream.read_stats.replaced_bytes
+    counted.stats, counted.budget, counted.data_limit = stats, budget, data_limit
+    if stats.replaced_bytes:
+        reporter.event("warning", message=f"replaced {stats.replaced_bytes} invalid UTF-8 sequences with U+FFFD")
+    return counted
+
+
 def default_run_dir(out_dir: str) -> str:
     """OUT/.parbpe-run; for a remote OUT, a directory in the system's temporary directory named after
     OUT (the same for the same command, so --resume finds it)."""
@@ -231,8 +385,8 @@ def open_run_dir(path: str, units: list[WorkUnit], config: TrainConfig,
     return run, notes
 
 
-def count_and_reduce(units: list[WorkUnit], config: TrainConfig, run: RunDirectory | None, reporter: Progress,
-                     start_method: str | None, data_limit: int | None, times: dict[str, float],
+def count_and_reduce(units: list[WorkUnit] | TextStream, config: TrainConfig, run: RunDirectory | None,
+                     reporter: Progress, start_method: str | None, data_limit: int | None, times: dict[str, float],
                      cluster=None) -> tuple[TrainingChunks, dict[str, Any]]:
     """Stages 2 and 3: the training chunks, and the counting stats (documents, bytes, replaced_bytes,
     spills, budget, data_limit). With a run directory, units counted by an earlier attempt are
@@ -258,8 +412,12 @@ def count_and_reduce(units: list[WorkUnit], config: TrainConfig, run: RunDirecto
             runs_dir = run.new_count_dir()
             if done:
                 reporter.event("note", message=f"{len(done)} of {len(units)} work units were counted before")
-        todo = [u for u in units if unit_key(u) not in done]
-        if todo:
+        if isinstance(units, TextStream):
+            if cluster is not None:
+                raise ValueError("texts from Python (an iterator, standard input, a streamed dataset) are counted "
+                                 "by local processes: use the default executor (local)")
+            counted = count_stream_stage(units, config, runs_dir, reporter, start_method, data_limit)
+        elif todo := [u for u in units if unit_key(u) not in done]:
             counted = count_stage(todo, config, runs_dir, reporter, start_method, data_limit, cluster)
         else:
             counted = CountResult([], ReadStats(), budget=config.memory_budget or default_budget())
@@ -338,24 +496,29 @@ def reduce_stage(counted: CountResult, config: TrainConfig, start_method: str | 
                        on_progress=on_progress)
 
 
-def count_to_file(inputs: Sequence[str] | None, out_path: str, config: TrainConfig, *,
+def count_to_file(inputs: Any, out_path: str, config: TrainConfig, *,
                   freq_cutoff: int = 0, progress: Progress | str = "none",
                   start_method: str | None = None, data_limit: int | None = None,
-                  executor: str = "local", ray_address: str | None = None) -> dict[str, Any]:
+                  executor: str = "local", ray_address: str | None = None,
+                  sample_corpus: bool = False) -> dict[str, Any]:
     """Count chunks of inputs and write them as a counts file (stages 1-3 without cutoff/stop list).
     Rows are grouped by hash partition and sorted by chunk bytes within each (see count/counts_file.py)."""
     reporter = progress if isinstance(progress, Progress) else Progress(progress)
-    inputs = list(inputs) if inputs else default_corpus_files()
+    inputs, _ = _resolve_inputs(inputs, config, sample_corpus)
     times: dict[str, float] = {}
     for note in clean_stale_temp_dirs(config.tmp_dir):
         reporter.event("note", message=note)
     with PeakSampler() as sampler, temp_work_dir(config.tmp_dir) as run_dir, \
             cluster_for(executor, ray_address, config) as cluster:
         t = time.perf_counter()
-        units = plan(inputs)
+        units = inputs if isinstance(inputs, TextStream) or _is_unit_list(inputs) else plan(inputs)
         times["plan"] = time.perf_counter() - t
         t = time.perf_counter()
-        counted = count_stage(units, config, run_dir, reporter, start_method, data_limit, cluster)
+        if isinstance(units, TextStream):
+            counted = count_stream_stage(units, config, run_dir, reporter, start_method, data_limit)
+            units = []
+        else:
+            counted = count_stage(units, config, run_dir, reporter, start_method, data_limit, cluster)
         times["count"] = time.perf_counter() - t
         t = time.perf_counter()
         totals = {"unique": 0, "chunks": 0}

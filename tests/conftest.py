@@ -18,3 +18,18 @@ def shared_data() -> Path:
     if not (SHARED_DATA / "realmix").is_dir():
         pytest.skip(f"shared data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def realmix_run(tmp_path_factory):
+    """One realmix shard (3 row groups, 19 MB of text) trained once to 1,024 tokens with workers=2:
+    (files, settings, result, out_dir), the reference that iterator, datasets and transformers tests
+    compare with (outputs are identical for every worker count)."""
+    if not (SHARED_DATA / "realmix").is_dir():
+        pytest.skip(f"shared data not found at {SHARED_DATA}")
+    import parbpe
+
+    files = [str(SHARED_DATA / "realmix" / "train-00000-of-00008.parquet")]
+    settings = dict(vocab_size=1024, special_tokens=("<|endoftext|>",))
+    out = tmp_path_factory.mktemp("realmix") / "parquet"
+    return files, settings, parbpe.train(files, out_dir=out, workers=2, **settings), out

@@ -75,14 +75,16 @@ def test_bad_input_is_an_error_message_not_a_traceback(tmp_path, capsys):
     assert "vocab_size=100 is too small" in capsys.readouterr().err
 
 
-def test_train_with_no_input_uses_the_default_corpus(tmp_path, monkeypatch):
+def test_train_with_no_input_is_an_error_unless_the_sample_corpus_is_asked_for(tmp_path, monkeypatch, capsys):
     import sys
 
     from parbpe.io.plan import default_corpus_files
 
+    assert main(["train", "--vocab-size", "300", "--out", str(tmp_path / "o"), "--progress", "none"]) == 2
+    assert "error: no input given" in capsys.readouterr().err and not (tmp_path / "o").exists()
     few = default_corpus_files()[:20]  # a few standard-library files stand in for all, to keep it quick
     monkeypatch.setattr(sys.modules["parbpe.train"], "default_corpus_files", lambda: few)
-    assert main(["train", "--vocab-size", "300", "--out", str(tmp_path / "o"), "--workers", "1",
+    assert main(["train", "--sample-corpus", "--vocab-size", "300", "--out", str(tmp_path / "o"), "--workers", "1",
                  "--progress", "none"]) == 0
     stats = json.loads((tmp_path / "o" / "stats.json").read_text())
     assert stats["default_corpus"] is True and stats["work_units"] == 20 and stats["vocab_size"] == 300

@@ -18,55 +18,119 @@ import pyarrow as pa
 
 from .counts_files import COUNTS_MAGIC
 from .filesystems import check_scheme, expand_remote, file_size, is_remote, local_path
-from .readers import BATCH_BYTES, READ_BLOCK, open_parquet
-from .units import WorkUnit, compression, kind_of
+from .readers import BATCH_BYTES, READ_BLOCK, arrow_batch_sizes, open_parquet
+from .units import SNIFF_BYTES, WorkUnit, binary_reason, compression, has_text_suffix, kind_of
 
 RANGE_BYTES = 64 << 20  # uncompressed text/jsonl files larger than this become several units
+ARROW_RANGE_BYTES = 8 << 20  # record batches of an Arrow file (memory-mapped, all columns) per unit
 
 
-def expand_inputs(inputs: Sequence[str]) -> list[str]:
+Skipped = list[tuple[str, str]]  # (path, reason) of files a directory or glob held but parbpe did not read
+
+
+def expand_inputs(inputs: Sequence[str], skipped: Skipped | None = None) -> list[str]:
     """Files named by paths, globs and directories (recursively), sorted and without duplicates.
 
-    URIs (s3://, gs://, hf://) are listed on their filesystem; file:// URIs are local paths.
+    One rule for directories and globs: every file they hold is read, except hidden ones (a name
+    starting with '.') and those that are not text (binary_reason), which are appended to skipped
+    with the reason. A file named on its own is always read, or refused with the reason.
+    URIs (s3://, gs://, hf://) are listed on their filesystem (hidden files left out, no sniffing);
+    file:// URIs are local paths.
     """
+    skipped = [] if skipped is None else skipped
     files: set[str] = set()
-    for item in inputs:
+    for item in map(os.fspath, inputs):
         check_scheme(item)
         if is_remote(item):
-            files.update(expand_remote(item, kind_of))
+            files.update(expand_remote(item, _not_hidden))
             continue
         item = local_path(item)
         if os.path.isdir(item):
-            found = [str(p) for p in Path(item).rglob("*") if p.is_file() and kind_of(str(p))]
+            _check_not_saved_dataset(item)
+            found = _found_files(item, sorted(str(p) for p in Path(item).rglob("*") if p.is_file()), skipped)
             if not found:
-                raise FileNotFoundError(f"directory {item!r} holds no readable input (.parquet, .txt, .jsonl, .csv)")
+                raise FileNotFoundError(f"directory {item!r} holds no readable input"
+                                        + (f" (skipped: {_skip_summary(skipped)})" if skipped else ""))
             files.update(found)
         elif os.path.isfile(item):
+            why = _not_text(item)
+            if why:
+                raise ValueError(f"{item}: {why}, not text; parbpe reads parquet, arrow, jsonl and text files "
+                                 "(any other extension is read as UTF-8 text)")
             files.add(item)
         else:
             matches = sorted(glob.glob(item, recursive=True))
             if not matches:
                 raise FileNotFoundError(f"no such file, directory or glob match: {item!r}")
+            files.update(_found_files(None, [m for m in matches if os.path.isfile(m)], skipped))
             for m in matches:
                 if os.path.isdir(m):
-                    files.update(expand_inputs([m]))
-                else:
-                    files.add(m)
+                    files.update(expand_inputs([m], skipped))
     return sorted(files)
 
 
-def plan(inputs: Sequence[str], range_bytes: int = RANGE_BYTES) -> list[WorkUnit]:
+def _found_files(root: str | None, paths: list[str], skipped: Skipped) -> list[str]:
+    """The files of a directory listing or glob match that are read; the others go to skipped."""
+    found = []
+    for path in paths:
+        parts = Path(os.path.relpath(path, root)).parts if root else (os.path.basename(path),)
+        if any(part.startswith(".") and part not in (".", "..") for part in parts):
+            skipped.append((path, "hidden"))
+            continue
+        why = _not_text(path)
+        if why:
+            skipped.append((path, why))
+            continue
+        found.append(path)
+    return found
+
+
+def _not_hidden(path: str) -> bool:
+    return not any(part.startswith(".") for part in path.split("/"))
+
+
+def _skip_summary(skipped: Skipped, limit: int = 5) -> str:
+    shown = "; ".join(f"{p} ({why})" for p, why in skipped[:limit])
+    return shown + (f"; and {len(skipped) - limit} more" if len(skipped) > limit else "")
+
+
+def _not_text(path: str) -> str | None:
+    """Why a text-kind file cannot be read as text (binary data, a JSON array), or None."""
+    if kind_of(path) not in ("text", "jsonl") or compression(path) is not None:
+        return None
+    with open(path, "rb") as f:
+        head = f.read(SNIFF_BYTES)
+    why = binary_reason(head, known_text=has_text_suffix(path))
+    if why is None and kind_of(path) == "jsonl" and head.lstrip()[:1] == b"[":
+        why = ("a JSON array, not JSON lines (one object per line): convert it with "
+               f"`jq -c '.[]' {path} > {Path(path).with_suffix('.jsonl')}`, or load it in Python and pass "
+               "the texts to parbpe.train_from_iterator")
+    return why
+
+
+def _check_not_saved_dataset(directory: str) -> None:
+    """Refuse a Hugging Face `datasets.save_to_disk` directory, saying how to pass it."""
+    if os.path.isfile(os.path.join(directory, "dataset_info.json")) and (
+        os.path.isfile(os.path.join(directory, "state.json"))
+        or os.path.isfile(os.path.join(directory, "dataset_dict.json"))
+    ):
+        raise ValueError(
+            f"{directory} is a Hugging Face datasets directory (made by save_to_disk): load it with "
+            f"datasets.load_from_disk({directory!r}) and pass the Dataset (or one split of a DatasetDict) to "
+            "parbpe.train, which reads its Arrow files in parallel"
+        )
+
+
+def plan(inputs: Sequence[str], range_bytes: int = RANGE_BYTES, skipped: Skipped | None = None) -> list[WorkUnit]:
     """Expand inputs into sorted work units: one per parquet row group, byte ranges of about
-    range_bytes for uncompressed text and jsonl files, one per other file."""
+    range_bytes for uncompressed text and jsonl files, record-batch ranges of Arrow files, one per
+    other file. Files a directory or glob held but that are not read are appended to skipped."""
     units = []
-    for path in expand_inputs(inputs):
+    for path in expand_inputs(inputs, skipped):
         kind = kind_of(path)
-        if kind is None:
-            raise ValueError(
-                f"cannot tell how to read {path!r}: use .parquet, .txt, .jsonl (optionally .gz/.zst) "
-                "or a counts file (.parquet made by `parbpe count`, or BatchBPE's .csv)"
-            )
-        if kind == "parquet":
+        if kind == "arrow":
+            units.extend(arrow_units(path, ARROW_RANGE_BYTES))
+        elif kind == "parquet":
             pf = open_parquet(path)
             metadata = pf.schema_arrow.metadata or {}
             if COUNTS_MAGIC in metadata:
@@ -83,6 +147,18 @@ def plan(inputs: Sequence[str], range_bytes: int = RANGE_BYTES) -> list[WorkUnit
     return sorted(units)
 
 
+def arrow_units(path: str, range_bytes: int) -> list[WorkUnit]:
+    """Units of consecutive record batches of an Arrow file, about range_bytes of data each."""
+    units, first, size = [], 0, 0
+    sizes = arrow_batch_sizes(path)
+    for i, nbytes in enumerate(sizes):
+        size += nbytes
+        if size >= range_bytes or i == len(sizes) - 1:
+            units.append(WorkUnit(path, "arrow", start=first, end=i + 1))
+            first, size = i + 1, 0
+    return units
+
+
 def unit_text_bytes(unit: WorkUnit) -> int:
     """The most text bytes reading this unit holds at once (for the memory budget's floor)."""
     if unit.kind == "parquet":
@@ -95,6 +171,8 @@ def unit_text_bytes(unit: WorkUnit) -> int:
         return 2 * READ_BLOCK
     if unit.kind == "jsonl":
         return 2 * BATCH_BYTES
+    if unit.kind == "arrow":
+        return 1  # memory-mapped: pages are the OS's to drop
     return file_size(unit.path)  # a counts file is read whole
 
 

@@ -1,6 +1,7 @@
 """Streaming the text of one work unit as pyarrow string arrays of documents.
 
-Parquet is read by row group, only the text column; text and jsonl files in blocks between safe
+Parquet is read by row group, only the text column; Arrow files (Hugging Face `datasets` cache
+files) by ranges of record batches, memory-mapped; text and jsonl files in blocks between safe
 cuts, so no reader ever holds a whole file. Invalid UTF-8 is replaced and counted in ReadStats.
 """
 
@@ -80,6 +81,8 @@ def iter_text_batches(unit: WorkUnit, text_column: str, stats: ReadStats) -> Ite
     file's text at once (a text file comes in pieces between safe cuts, see iter_text_pieces)."""
     if unit.kind == "parquet":
         yield from _parquet_batches(unit, text_column, stats)
+    elif unit.kind == "arrow":
+        yield from _arrow_batches(unit, text_column, stats)
     elif unit.kind == "jsonl":
         batch: list[str] = []
         size = 0
@@ -126,6 +129,54 @@ def _parquet_batches(unit: WorkUnit, text_column: str, stats: ReadStats) -> Iter
             yield texts
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
         raise ValueError(f"{unit.describe()}: corrupt or unreadable parquet data ({exc})") from None
+
+
+def _record_batches(source: pa.NativeFile, path: str) -> Iterator[pa.RecordBatch]:
+    """The record batches of an Arrow IPC file or stream (datasets writes streams)."""
+    try:
+        if source.read(6) == b"ARROW1":
+            source.seek(0)
+            reader = pa.ipc.open_file(source)
+            for i in range(reader.num_record_batches):
+                yield reader.get_batch(i)
+            return
+        source.seek(0)
+        yield from pa.ipc.open_stream(source)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise ValueError(f"{path}: not a readable Arrow file ({exc})") from None
+
+
+def arrow_batch_sizes(path: str) -> list[int]:
+    """The bytes of each record batch of an Arrow file (memory-mapped, so nothing is read twice)."""
+    with pa.memory_map(path) as source:
+        return [batch.nbytes for batch in _record_batches(source, path)]
+
+
+def text_strings(texts: pa.Array, where: str, text_column: str) -> pa.Array:
+    """A column's values as a string array without nulls, or a ValueError saying what it holds."""
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks()
+    if pa.types.is_large_string(texts.type) or pa.types.is_string_view(texts.type):
+        texts = texts.cast(pa.string())
+    if not pa.types.is_string(texts.type):
+        raise ValueError(f"{where}: column {text_column!r} holds {texts.type}, not text")
+    return texts.drop_null() if texts.null_count else texts
+
+
+def _arrow_batches(unit: WorkUnit, text_column: str, stats: ReadStats) -> Iterator[pa.Array]:
+    with pa.memory_map(unit.path) as source:
+        for i, batch in enumerate(_record_batches(source, unit.path)):
+            if i >= unit.end:
+                break
+            if i < unit.start:
+                continue
+            if text_column not in batch.schema.names:
+                raise ValueError(f"{unit.path} has no column {text_column!r}; its columns are "
+                                 f"{batch.schema.names}. Choose one with --text-column (text_column=...).")
+            texts = text_strings(batch.column(text_column), unit.path, text_column)
+            stats.documents += len(texts)
+            stats.bytes += pc.sum(pc.binary_length(texts)).as_py() or 0
+            yield texts
 
 
 def _jsonl_documents(unit: WorkUnit, text_column: str, stats: ReadStats) -> Iterator[str]:

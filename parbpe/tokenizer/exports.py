@@ -1,5 +1,7 @@
 """The export formats: HF tokenizer.json, GPT-2's vocab.json + merges.txt, tiktoken's rank file,
-parbpe.json; and save(), which writes every format a tokenizer can express, each atomically.
+parbpe.json, transformers' tokenizer_config.json + special_tokens_map.json (so that
+AutoTokenizer.from_pretrained loads the directory with its special tokens' roles); and save(),
+which writes every format a tokenizer can express, each atomically.
 
 A new format is a function here and one line in save()'s table; its reader goes in load.py.
 """
@@ -40,12 +42,14 @@ def export_problems(tok: Tokenizer) -> dict[str, str]:
     if tok.stop_words:
         reason = ("a stop list maps whole chunks to tokens, which merges-only formats cannot "
                   "express (they would encode differently); use parbpe.json")
-        problems.update(dict.fromkeys(("tokenizer.json", "vocab.json", "merges.txt", "tokenizer.tiktoken"), reason))
+        problems.update(dict.fromkeys(("tokenizer.json", "vocab.json", "merges.txt", "tokenizer.tiktoken",
+                                       "tokenizer_config.json", "special_tokens_map.json"), reason))
         return problems
     regular = [t for i, t in tok.vocab.items() if i not in tok.special_tokens.values()]
     if len(set(regular)) != len(regular):
         reason = "two tokens have the same bytes, which a string-keyed vocabulary cannot hold"
-        problems.update(dict.fromkeys(("tokenizer.json", "vocab.json", "merges.txt", "tokenizer.tiktoken"), reason))
+        problems.update(dict.fromkeys(("tokenizer.json", "vocab.json", "merges.txt", "tokenizer.tiktoken",
+                                       "tokenizer_config.json", "special_tokens_map.json"), reason))
         return problems
     new_ids = [new for _, _, new in tok.merges]
     if new_ids != sorted(new_ids) or (new_ids and min(new_ids) < max(tok.byte_ids)):
@@ -128,18 +132,55 @@ def parbpe_json(tok: Tokenizer, config: dict[str, Any] | None = None) -> dict[st
     }
 
 
+ROLES = ("bos_token", "eos_token", "pad_token")
+
+
+def special_token_roles(tok: Tokenizer, config: dict[str, Any] | None) -> dict[str, str]:
+    """{role: token} for transformers: as the config sets them, else the first special token as eos."""
+    if config is not None and any(config.get(role) for role in ROLES):
+        return {role: config[role] for role in ROLES if config.get(role)}
+    first = min(tok.special_tokens.items(), key=lambda kv: kv[1], default=None)
+    return {"eos_token": first[0]} if first else {}
+
+
+def transformers_files(tok: Tokenizer, roles: dict[str, str]) -> tuple[str, str]:
+    """(tokenizer_config.json text, special_tokens_map.json text): what transformers' AutoTokenizer
+    reads beside tokenizer.json to give a PreTrainedTokenizerFast with these special-token roles.
+    Nothing is added around encoded text (no BOS/EOS post-processing), so it encodes as parbpe does."""
+    added = {
+        str(i): {"content": s, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False,
+                 "special": True}
+        for s, i in sorted(tok.special_tokens.items(), key=lambda kv: kv[1])
+    }
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "added_tokens_decoder": added,
+        "clean_up_tokenization_spaces": False,
+        "model_input_names": ["input_ids", "attention_mask"],
+        **{role: roles.get(role) for role in ROLES},
+        "unk_token": None,
+        "add_bos_token": False,
+        "add_eos_token": False,
+    }
+    return json.dumps(config, indent=1, ensure_ascii=False), json.dumps(roles, indent=1, ensure_ascii=False)
+
+
 def save(tok: Tokenizer, directory: str, *, config: dict[str, Any] | None = None) -> dict[str, str]:
-    """Write every format to directory (each atomically); returns {file: "written" | reason}."""
+    """Write every format to directory (each atomically); returns {file: "written" | reason}.
+    config (the training settings) is recorded in parbpe.json and sets the special tokens' roles."""
     makedirs(directory)  # a local directory; object stores have none
     problems = export_problems(tok)
     outcome: dict[str, str] = {}
     gpt2_texts = functools.cache(lambda: gpt2_files(tok))  # vocab.json and merges.txt come from one call
+    hf_texts = functools.cache(lambda: transformers_files(tok, special_token_roles(tok, config)))
     writers = {
         "parbpe.json": lambda: json.dumps(parbpe_json(tok, config), indent=1),
         "tokenizer.json": lambda: json.dumps(hf_json(tok), ensure_ascii=False),
         "vocab.json": lambda: gpt2_texts()[0],
         "merges.txt": lambda: gpt2_texts()[1],
         "tokenizer.tiktoken": lambda: tiktoken_ranks(tok),
+        "tokenizer_config.json": lambda: hf_texts()[0],
+        "special_tokens_map.json": lambda: hf_texts()[1],
     }
     for name, make_text in writers.items():
         if name in problems:

@@ -78,7 +78,8 @@ def test_save_load_round_trip(trained):
     assert loaded.merges == tok.merges and loaded.special_tokens == tok.special_tokens
     assert loaded.encode(CORPUS, allowed_special="all") == tok.encode(CORPUS, allowed_special="all")
     assert sorted(p.name for p in out.iterdir()) == [
-        "merges.txt", "parbpe.json", "tokenizer.json", "tokenizer.tiktoken", "vocab.json"
+        "merges.txt", "parbpe.json", "special_tokens_map.json", "tokenizer.json", "tokenizer.tiktoken",
+        "tokenizer_config.json", "vocab.json"
     ]
     assert not [p for p in out.iterdir() if p.name.startswith(".tmp")]
     umask = os.umask(0)

@@ -1,0 +1,109 @@
+"""Which files are read: any extension as UTF-8 text, binary files refused by name (or skipped in a
+directory or glob, with the reason recorded), JSON arrays and `datasets.save_to_disk` directories explained."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+import parbpe
+from parbpe.cli import main
+from parbpe.io.plan import expand_inputs, plan
+
+TEXT = "The quick brown fox jumps over the lazy dog. " * 40
+
+
+@pytest.mark.parametrize("name", ["corpus.en", "data.raw", "CORPUS"])
+def test_a_file_of_any_extension_is_read_as_text(tmp_path, name):
+    (tmp_path / "same.txt").write_bytes(TEXT.encode() + b"\xff\xfe end")
+    (tmp_path / name).write_bytes(TEXT.encode() + b"\xff\xfe end")
+    assert [u.kind for u in plan([str(tmp_path / name)])] == ["text"]
+    a = parbpe.train(tmp_path / name, vocab_size=300, workers=1)
+    b = parbpe.train(tmp_path / "same.txt", vocab_size=300, workers=1)
+    assert a.tokenizer.merges == b.tokenizer.merges
+    assert a.stats["replaced_utf8_sequences"] == b.stats["replaced_utf8_sequences"] == 2
+
+
+def test_the_cli_trains_on_a_dot_en_file(tmp_path, capsys):
+    (tmp_path / "corpus.en").write_text(TEXT)
+    assert main(["train", str(tmp_path / "corpus.en"), "--vocab-size", "280", "--out", str(tmp_path / "o"),
+                 "--workers", "1", "--progress", "none"]) == 0
+    assert "Trained 280 tokens" in capsys.readouterr().out
+
+
+BINARIES = {
+    "nul.raw": (b"text\x00\x01\x02 and more", "binary data (NUL bytes"),
+    "archive": (gzip.compress(TEXT.encode()), "gzip-compressed data"),
+    "picture.dat": (b"\x89PNG\r\n\x1a\n" + bytes(100), "a PNG image"),
+    "program": (b"\x7fELF\x02\x01\x01" + bytes(100), "an ELF executable"),
+    "bundle.zip": (b"PK\x03\x04" + bytes(100), "a zip archive"),
+    "frames.txt": (b"\x28\xb5\x2f\xfd" + bytes(100), "zstd-compressed data"),  # a text suffix does not hide it
+}
+
+
+@pytest.mark.parametrize("name", sorted(BINARIES))
+def test_a_binary_file_is_refused_by_name_before_any_work(tmp_path, capsys, name):
+    data, reason = BINARIES[name]
+    (tmp_path / name).write_bytes(data)
+    out = tmp_path / "out"
+    assert main(["train", str(tmp_path / name), "--vocab-size", "280", "--out", str(out), "--progress", "none"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"parbpe train: error: {tmp_path / name}: {reason}") and err.count("\n") == 1
+    assert "Traceback" not in err
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_nul_bytes_in_a_txt_file_are_text(tmp_path):
+    (tmp_path / "odd.txt").write_bytes(b"a\x00b " * 100)
+    assert [u.kind for u in plan([str(tmp_path / "odd.txt")])] == ["text"]
+
+
+def test_directories_and_globs_follow_one_rule_and_stats_record_what_was_skipped(tmp_path):
+    mixed = tmp_path / "mixed"
+    (mixed / ".git").mkdir(parents=True)
+    (mixed / "a.txt").write_text(TEXT)
+    (mixed / "README").write_text("A readme is text too.\n")
+    (mixed / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(10))
+    (mixed / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    by_dir: list = []
+    by_glob: list = []
+    assert expand_inputs([str(mixed)], by_dir) == expand_inputs([str(mixed / "*")], by_glob) == [
+        str(mixed / "README"), str(mixed / "a.txt")]
+    assert (str(mixed / "logo.png"), "a PNG image") in by_dir and (str(mixed / "logo.png"), "a PNG image") in by_glob
+    assert (str(mixed / ".git" / "HEAD"), "hidden") in by_dir
+    result = parbpe.train(str(mixed / "*"), vocab_size=280, workers=1, out_dir=tmp_path / "o")
+    stats = json.loads((tmp_path / "o" / "stats.json").read_text())
+    assert stats["inputs"]["files_read"] == [str(mixed / "README"), str(mixed / "a.txt")]
+    assert stats["inputs"]["skipped"] == [{"path": str(mixed / "logo.png"), "reason": "a PNG image"}]
+    assert result.stats["inputs"] == stats["inputs"]
+
+
+def test_the_run_prints_the_files_it_skipped(tmp_path, capsys):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.txt").write_text(TEXT)
+    (tmp_path / "d" / "blob.bin").write_bytes(bytes(64))
+    assert main(["train", str(tmp_path / "d"), "--vocab-size", "280", "--out", str(tmp_path / "o"), "--workers", "1",
+                 "--progress", "bar"]) == 0
+    assert f"skipped 1 file(s): {tmp_path / 'd' / 'blob.bin'} (binary data (NUL bytes" in capsys.readouterr().err
+
+
+def test_a_json_array_file_says_what_it_is_and_how_to_pass_it(tmp_path, capsys):
+    (tmp_path / "docs.json").write_text(json.dumps([{"text": TEXT}, {"text": TEXT}]))
+    assert main(["train", str(tmp_path / "docs.json"), "--vocab-size", "280", "--out", str(tmp_path / "o"),
+                 "--progress", "none"]) == 2
+    err = capsys.readouterr().err
+    assert "a JSON array, not JSON lines" in err and "jq -c '.[]'" in err and "train_from_iterator" in err
+
+
+def test_a_saved_datasets_directory_says_how_to_load_it(tmp_path, capsys):
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    for name in ("dataset_info.json", "state.json"):
+        (saved / name).write_text("{}")
+    (saved / "data-00000-of-00001.arrow").write_bytes(b"\xff\xff\xff\xff")
+    assert main(["train", str(saved), "--vocab-size", "280", "--out", str(tmp_path / "o"), "--progress", "none"]) == 2
+    err = capsys.readouterr().err
+    assert "Hugging Face datasets directory (made by save_to_disk)" in err
+    assert f"datasets.load_from_disk({str(saved)!r})" in err
