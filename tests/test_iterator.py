@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import filecmp
-import os
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -100,28 +100,16 @@ def test_a_failing_iterable_or_worker_ends_the_run_with_its_error(tmp_path):
     assert not any(p.name.startswith("parbpe-") for p in tmp_path.iterdir())
 
 
-def _kill_a_worker():
-    """An iterable that SIGKILLs one counting worker (a child of this process) after a few batches."""
-    import signal
-    import time
+def test_a_killed_counting_worker_is_an_error_not_a_hang(tmp_path, monkeypatch):
+    from parbpe.run.pool import KILL_HOOK, WorkerDied
 
-    import psutil
-
-    for i in range(200):
-        yield pa.array(["word " * 20_000] * 10)
-        if i == 5:
-            children = psutil.Process().children()
-            os.kill(children[0].pid, signal.SIGKILL)
-            time.sleep(0.5)
-
-
-def test_a_killed_counting_worker_is_an_error_not_a_hang(tmp_path):
+    monkeypatch.setenv(KILL_HOOK, "count:3")  # a worker SIGKILLs itself when it takes its 4th batch
     config = parbpe.TrainConfig(vocab_size=300, workers=2)
-    batches = text_batches(_kill_a_worker(), ReadStats())
-    from parbpe.run.pool import WorkerDied
-
+    batches = text_batches((pa.array(["word " * 20_000] * 10) for _ in range(200)), ReadStats())
+    started = time.monotonic()
     with pytest.raises(WorkerDied, match=r"counting worker \d \(pid \d+, batches of an iterable\) died \(signal 9"):
         count_stream_to_runs(batches, config, str(tmp_path), start_method="fork")
+    assert time.monotonic() - started < 5
 
 
 def test_stdin_trains_like_the_same_text_file(tmp_path):

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from ..config import TrainConfig
 from ..io.readers import ReadStats
-from ..run.pool import WorkerDied, death_reason, get_context, ignore_sigint, start_workers, stop_workers
+from ..run.pool import WorkerDied, death_reason, fault_point, get_context, ignore_sigint, start_workers, stop_workers
 from .counter import CountResult, ShardCounter
 
 QUEUE_BATCHES_PER_WORKER = 2  # batches waiting per worker: enough to keep them busy, few enough for memory
@@ -114,7 +114,10 @@ def _stream_worker(rank: int, tasks, results, config: TrainConfig, run_dir: str,
     ignore_sigint()
     shard = ShardCounter(config, run_dir, f"s{rank}", data_limit)
     try:
+        done = 0
         while (texts := tasks.get()) is not None:
+            fault_point("count", done)
+            done += 1
             shard.add_texts(texts)
             shard._check_limit()
         results.put((rank, (shard.finish(), shard.spills)))
