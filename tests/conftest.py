@@ -12,6 +12,12 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked heavy_imports (datasets, transformers) run last: those imports add hundreds of MB
+    to this process, which tests of the memory budget (sized from the process tree's RSS) would count."""
+    items.sort(key=lambda item: item.get_closest_marker("heavy_imports") is not None)
+
+
 @pytest.fixture
 def shared_data() -> Path:
     """../shared/data, or skip the test when it is not there."""

@@ -11,12 +11,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-datasets = pytest.importorskip("datasets")
+import parbpe
+from parbpe.io.iterables import dataset_source
 
-import parbpe  # noqa: E402
-from parbpe.io.iterables import dataset_source  # noqa: E402
+pytestmark = pytest.mark.heavy_imports  # run last (conftest.py): importing datasets grows this process
+
+
+@pytest.fixture
+def datasets():
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    return pytest.importorskip("datasets")
 
 
 def _docs(n: int = 600) -> list[str]:
@@ -32,7 +37,7 @@ def _same(a, b) -> None:
 
 
 @pytest.fixture
-def small(tmp_path):
+def small(tmp_path, datasets):
     docs = _docs()
     pq.write_table(pa.table({"text": docs, "n": list(range(len(docs)))}), tmp_path / "docs.parquet", row_group_size=100)
     ds = datasets.Dataset.from_parquet(str(tmp_path / "docs.parquet"), cache_dir=str(tmp_path / "cache"))
@@ -53,7 +58,7 @@ def test_a_cached_dataset_is_read_from_its_arrow_files_by_record_batch_ranges(sm
     assert result.stats["documents"] == len(docs) and result.stats["work_units"] == len(units)
 
 
-def test_dict_split_in_memory_filtered_and_streaming_datasets_give_the_same_result(small):
+def test_dict_split_in_memory_filtered_and_streaming_datasets_give_the_same_result(small, datasets):
     tmp_path, docs, ds, expected = small
     split = datasets.DatasetDict({"train": ds})["train"]
     cases = {
@@ -69,7 +74,7 @@ def test_dict_split_in_memory_filtered_and_streaming_datasets_give_the_same_resu
     assert parbpe.train_from_iterator(ds, vocab_size=320, workers=1).tokenizer.merges == expected.tokenizer.merges
 
 
-def test_a_whole_dataset_dict_or_a_missing_column_says_what_to_pass(small):
+def test_a_whole_dataset_dict_or_a_missing_column_says_what_to_pass(small, datasets):
     tmp_path, docs, ds, expected = small
     with pytest.raises(ValueError, match=r"holds several splits \(train, test\): pass one, e.g. ds\['train'\]"):
         parbpe.train(datasets.DatasetDict({"train": ds, "test": ds}), vocab_size=320)
@@ -78,7 +83,7 @@ def test_a_whole_dataset_dict_or_a_missing_column_says_what_to_pass(small):
 
 
 @pytest.mark.shared_data
-def test_a_dataset_built_from_realmix_shards_equals_the_parquet_run(realmix_run, tmp_path):
+def test_a_dataset_built_from_realmix_shards_equals_the_parquet_run(realmix_run, tmp_path, datasets):
     files, settings, expected, expected_dir = realmix_run
     ds = datasets.Dataset.from_parquet(files, cache_dir=str(tmp_path / "cache"))
     got = parbpe.train(ds, out_dir=tmp_path / "dataset", **settings)

@@ -10,13 +10,14 @@ import pytest
 
 import parbpe
 
-transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.heavy_imports  # run last (conftest.py): importing transformers grows this process
 
 SPECIALS = ("<|endoftext|>", "<|pad|>", "<|bos|>")
 TEXT = ("Hello world, hello tokenizers! Numbers 12345 and symbols: -> <= {}. Ünïcödé 中文字符 😀\n" * 30)
 
 
 def _load(out):
+    transformers = pytest.importorskip("transformers")
     return transformers.AutoTokenizer.from_pretrained(str(out))
 
 

@@ -1,0 +1,72 @@
+"""Progress on a terminal: a tqdm bar per stage with rate and ETA, never past 80 columns, each
+finished stage left on its own line; plain lines elsewhere; JSON lines for tools."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from parbpe.run.progress import Progress
+
+
+class Terminal(io.StringIO):
+    """A stream that says it is a terminal (tqdm redraws it with carriage returns)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def _screen_lines(text: str) -> list[str]:
+    """What stays on screen: for each line, the last redraw after a carriage return."""
+    return [line.split("\r")[-1] for line in text.split("\n")]
+
+
+def _run_stages(progress: Progress) -> None:
+    progress.event("config", message="training", vocab_size=32768, special_tokens=["<|endoftext|>"], workers=2,
+                   memory_budget=None, text_column="text", inputs="8 path(s)", pattern_name="gpt4")
+    for done in range(1, 25):
+        progress.update("count", done, 24, force=done == 24, MB=done * 6.4, MB_s=21.3, rss_MB=310.0, spills=0)
+    progress.event("warning", message="replaced 3 invalid UTF-8 sequences with U+FFFD")
+    for done in range(1, 9):
+        progress.update("reduce", done, 8, force=done == 8)
+    for done in range(0, 32513, 512):
+        progress.update("merge", done, 32512)
+    progress.update("merge", 32512, 32512, force=True)
+    progress.event("done", vocab_size=32768, rounds=123)
+    progress.close()
+
+
+def test_bars_fit_80_columns_and_each_stage_keeps_its_line():
+    screen = Terminal()
+    _run_stages(Progress("bar", screen, interval=0))
+    lines = [line for line in _screen_lines(screen.getvalue()) if line.strip()]
+    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    bars = [line for line in lines if "|" in line and not line.startswith("[parbpe]")]
+    assert [b.split(":")[0] for b in bars] == ["count", "reduce", "merge"]
+    assert bars[0].startswith("count: 100%") and "24/24" in bars[0] and "MB/s" in bars[0] and "units/s" in bars[0]
+    assert bars[2].startswith("merge: 100%") and "merges/s" in bars[2]
+    assert any(line.startswith("[parbpe] warning: replaced 3") for line in lines)
+    assert lines[0].startswith("[parbpe] config: training") and lines[-1].startswith("[parbpe] done")
+
+
+def test_a_narrow_terminal_gets_narrower_bars(monkeypatch):
+    import os
+
+    screen = Terminal()
+    monkeypatch.setattr(screen, "fileno", lambda: 2, raising=False)
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd: os.terminal_size((50, 20)))
+    _run_stages(Progress("bar", screen, interval=0))
+    assert all(len(line) <= 50 for line in _screen_lines(screen.getvalue()))
+
+
+def test_a_pipe_gets_plain_lines_and_tools_get_json():
+    log = io.StringIO()
+    _run_stages(Progress("bar", log))
+    lines = log.getvalue().splitlines()
+    assert "\r" not in log.getvalue() and all(len(line) <= 80 for line in lines)
+    assert "[parbpe] count: 24/24 100% 154 MB, 21.3 MB/s, rss 310 MB" in lines
+    tool = io.StringIO()
+    _run_stages(Progress("jsonl", tool))
+    events = [json.loads(line) for line in tool.getvalue().splitlines()]
+    assert events[0]["event"] == "config" and events[-1]["event"] == "done"
+    assert {"event": "progress", "stage": "merge", "done": 32512, "total": 32512} == events[-2]
