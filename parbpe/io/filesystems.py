@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import io
 import os
 import re
 import tempfile
@@ -173,6 +174,20 @@ def open_input_stream(path: str, compression: str | None = None) -> pa.NativeFil
         return pa.input_stream(local_path(path), compression=compression)
     stream = open_input_file(path)
     return pa.CompressedInputStream(stream, compression) if compression else stream
+
+
+def exists(path: str) -> bool:
+    """True if a file or directory is at path."""
+    if not is_remote(path):
+        return os.path.exists(local_path(path))
+    return file_info(path)[2].type != pafs.FileType.NotFound
+
+
+def open_text(path: str) -> io.TextIOBase:
+    """A UTF-8 text file for reading (local, or fetched from a store)."""
+    if not is_remote(path):
+        return open(local_path(path), encoding="utf-8")
+    return io.TextIOWrapper(open_input_file(path), encoding="utf-8")
 
 
 def file_size(path: str) -> int:

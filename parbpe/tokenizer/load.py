@@ -13,24 +13,25 @@ import os
 from collections.abc import Collection
 from typing import Any
 
+from ..io.filesystems import exists, open_text
 from ..patterns import resolve_pattern
 from .byte_level import unicode_to_token
 from .exports import FORMAT_VERSION
 
 
 def read_directory(directory: str) -> dict[str, Any]:
-    """A directory with parbpe.json, or with GPT-2's vocab.json + merges.txt."""
+    """A directory (or a URI: s3://, gs://, hf://) with parbpe.json, or with GPT-2's vocab.json + merges.txt."""
     path = os.path.join(directory, "parbpe.json")
-    if os.path.exists(path):
+    if exists(path):
         return read_parbpe_json(path)
     vocab_path, merges_path = os.path.join(directory, "vocab.json"), os.path.join(directory, "merges.txt")
-    if os.path.exists(vocab_path) and os.path.exists(merges_path):
+    if exists(vocab_path) and exists(merges_path):
         return read_gpt2_files(vocab_path, merges_path)
     raise FileNotFoundError(f"{directory} holds neither parbpe.json nor vocab.json + merges.txt")
 
 
 def read_parbpe_json(path: str) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
         try:
             data = json.load(f)
         except json.JSONDecodeError as exc:
@@ -50,7 +51,7 @@ def read_gpt2_files(vocab_path: str, merges_path: str, pattern: str = "gpt2",
                     special_tokens: Collection[str] = ("<|endoftext|>",)) -> dict[str, Any]:
     """GPT-2's release format. Tokens of vocab.json that are not byte-level strings and are listed
     in special_tokens become special tokens."""
-    with open(vocab_path, encoding="utf-8") as f:
+    with open_text(vocab_path) as f:
         vocab = json.load(f)
     specials = {s: vocab[s] for s in special_tokens if s in vocab}
     by_bytes: dict[bytes, int] = {}
@@ -62,7 +63,7 @@ def read_gpt2_files(vocab_path: str, merges_path: str, pattern: str = "gpt2",
     except KeyError as exc:
         raise ValueError(f"{vocab_path}: byte {exc} has no token") from None
     merges = []
-    with open(merges_path, encoding="utf-8") as f:
+    with open_text(merges_path) as f:
         for line_no, line in enumerate(f, start=1):
             line = line.rstrip("\n")
             if not line or (line_no == 1 and line.startswith("#version")):

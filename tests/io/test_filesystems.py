@@ -132,6 +132,10 @@ def test_train_from_and_to_s3_writes_the_same_files(s3, local_corpus, tmp_path):
     for name in ("parbpe.json", "tokenizer.json", "vocab.json", "merges.txt", "tokenizer.tiktoken"):
         assert _get(s3, f"s3://corpus/tok/{name}") == (tmp_path / "tok" / name).read_bytes(), name
     assert json.loads(_get(s3, "s3://corpus/tok/stats.json"))["merges"] == 400 - 256
+    # A tokenizer on S3 loads as it does from disk.
+    text = "the tokenizer counts naïve chunks 中文"
+    local = parbpe.Tokenizer.load(str(tmp_path / "tok"))
+    assert parbpe.Tokenizer.load("s3://corpus/tok").encode(text) == local.encode(text)
 
 
 def test_an_upload_leaves_no_partial_object(s3, tmp_path):
