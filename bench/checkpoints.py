@@ -4,7 +4,7 @@
                                 [--json OUT]
 
 Runs of `parbpe train` (each in its own process), interleaved, with three checkpoint settings:
-- default: counting workers commit every 60 s, merging checkpoints every 5 s (what parbpe ships);
+- default: counting workers commit every 10 s, merging checkpoints every 5 s (what parbpe ships);
 - every-unit: PARBPE_CHECKPOINT_SECONDS=0, a commit after every work unit and a checkpoint after
   every merge round (what a kill-anywhere guarantee at unit granularity would cost);
 - end-only: PARBPE_CHECKPOINT_SECONDS=1e9, one commit per worker and one checkpoint, at the end.

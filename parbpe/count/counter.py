@@ -49,7 +49,7 @@ class ShardCounter:
 
     data_limit bounds the bytes of counts held in memory; passing it writes a run (a spill).
     use_pieces=False forces the plain path (tests compare both).
-    Commits: at the end, and after a unit when a minute has passed since the last (run/run_dir.py),
+    Commits: at the end, and after a unit when 10 s have passed since the last (run/run_dir.py),
     what is held goes to a run and a record `NAME-commitNNNNN.json` names the units now wholly in
     the runs it lists (with their read stats), so a resumed run skips them.
     """

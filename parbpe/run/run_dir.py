@@ -44,10 +44,10 @@ FREE_SETTINGS = ("workers", "memory_budget", "tmp_dir")
 
 
 # Seconds of work a checkpoint may lose. A counting commit writes the counts a worker holds to a run
-# file, which costs about what counting them cost (pieces are cut into chunks once per run file):
-# committing after every unit made counting of realmix (25 units, 2 workers) 1.7-1.9x slower, so
-# counting commits every minute. A merge checkpoint writes only the merges: every 5 s.
-COUNT_COMMIT_SECONDS = 60.0
+# file (and a record); committing after every unit cost no measurable counting time on realmix (25
+# units, 2 workers; docs/BENCHMARKS.md section 8), but makes a run file per unit: units shorter than
+# this share one. A merge checkpoint rewrites the merge list.
+COUNT_COMMIT_SECONDS = 10.0
 MERGE_CHECKPOINT_SECONDS = 5.0
 
 
