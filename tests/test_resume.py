@@ -8,6 +8,8 @@ uninterrupted run (stats.json: equal but for times, peaks and the machine-depend
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import random
@@ -25,13 +27,13 @@ SETTINGS = {
     "plain": [],
     "exact": ["--batching", "exact"],
     "stoplist": ["--stop-list-size", "4", "--freq-cutoff", "2", "--special-tokens", "<|end|>"],
-    "nonoverlap": ["--pair-count", "nonoverlap", "--max-batch-size", "8"],
+    "nonoverlap": ["--pair-count", "nonoverlap", "--max-batch-size", "32"],
 }
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
-    """Six text files (six work units) of random words: about 80 merge rounds to 1,200 tokens."""
+    """Six text files (six work units) of random words: about 70 merge rounds to 1,000 tokens."""
     root = tmp_path_factory.mktemp("corpus")
     rng = random.Random(5)
     words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(1500)]
@@ -41,7 +43,7 @@ def corpus(tmp_path_factory) -> Path:
     return root
 
 
-def _command(corpus: Path, out: Path, setting: str, *extra: str, vocab_size: int = 1200) -> list[str]:
+def _command(corpus: Path, out: Path, setting: str, *extra: str, vocab_size: int = 1000) -> list[str]:
     return [sys.executable, "-m", "parbpe.cli", "train", *sorted(map(str, corpus.glob("*.txt"))),
             "--vocab-size", str(vocab_size), "--out", str(out), "--progress", "none", *SETTINGS[setting], *extra]
 
@@ -58,6 +60,26 @@ def _run(command: list[str], env: dict[str, str] | None = None, kill_after: floa
         out, err = proc.communicate(timeout=60)
     _wait_group(proc.pid)
     return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
+def _in_process(command: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The same command run by parbpe.cli.main in this process: no interpreter to start, so faster
+    (for runs that are not killed)."""
+    from parbpe.cli import main
+
+    saved = {k: os.environ.get(k) for k in env or {}}
+    os.environ.update(env or {})
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main(command[3:])
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k)
+            else:
+                os.environ[k] = v
+    return subprocess.CompletedProcess(command, status, out.getvalue(), err.getvalue())
 
 
 def _wait_group(pgid: int) -> None:
@@ -89,7 +111,7 @@ def reference(corpus, tmp_path_factory):
     def get(setting: str) -> dict[str, bytes]:
         if setting not in made:
             out = tmp_path_factory.mktemp("reference") / "tok"
-            done = _run(_command(corpus, out, setting, "--workers", "2"))
+            done = _in_process(_command(corpus, out, setting, "--workers", "2"))
             assert done.returncode == 0, done.stderr
             assert not (out / ".parbpe-run").exists()
             made[setting] = _outputs(out)
@@ -126,13 +148,15 @@ def test_killed_runs_resume_to_identical_files(seed, corpus, reference, tmp_path
     else:  # stopped from outside after a random delay
         stopped = _run(_command(corpus, out, setting, *workers), env, kill_after=rng.uniform(0.3, 2.5), sig=sig)
     if stopped.returncode != 0:
-        assert stopped.returncode in (-signal.SIGKILL, 130), stopped.stderr
-        if sig == signal.SIGINT:
-            assert "interrupted (the same command with --resume continues it)" in stopped.stderr
-        # (a random-delay kill may come before the run directory exists: then --resume starts afresh)
-        assert seed >= 9 or (out / ".parbpe-run" / "run.json").exists()
+        if seed < 9:
+            assert stopped.returncode in (-signal.SIGKILL, 130), stopped.stderr
+            assert (out / ".parbpe-run" / "run.json").exists()
+        else:  # a random delay may also hit the interpreter's start or exit, outside parbpe's handler
+            assert stopped.returncode in (-signal.SIGKILL, -signal.SIGINT, 130), stopped.stderr
+        if stopped.returncode == 130:
+            assert stopped.stderr.strip().endswith("interrupted (the same command with --resume continues it)")
         again = ["--workers", str(rng.choice([1, 2]))]  # the worker count may change on resume
-        resumed = _run(_command(corpus, out, setting, *again, "--resume"), {"PARBPE_CHECKPOINT_SECONDS": "0"})
+        resumed = _in_process(_command(corpus, out, setting, *again, "--resume"), {"PARBPE_CHECKPOINT_SECONDS": "0"})
         assert resumed.returncode == 0, resumed.stderr
     _assert_same_as(reference(setting), out)
     assert not (out / ".parbpe-run").exists()
@@ -144,7 +168,7 @@ def test_a_resumed_run_killed_again_resumes(corpus, reference, tmp_path):
     for stop in ("count:2:KILL", "merge:20:KILL", "merge:50:INT"):
         stopped = _run(_command(corpus, out, "plain", "--workers", "2", "--resume"), {**env, "PARBPE_TEST_STOP": stop})
         assert stopped.returncode in (-signal.SIGKILL, 130), stopped.stderr
-    resumed = _run(_command(corpus, out, "plain", "--workers", "2", "--resume"), env)
+    resumed = _in_process(_command(corpus, out, "plain", "--workers", "2", "--resume"), env)
     assert resumed.returncode == 0, resumed.stderr
     _assert_same_as(reference("plain"), out)
 
@@ -156,30 +180,30 @@ def test_resume_with_other_settings_or_inputs_is_refused(corpus, tmp_path):
     assert stopped.returncode == -signal.SIGKILL
     run_dir = out / ".parbpe-run"
 
-    fresh = _run(_command(corpus, out, "plain"))  # not resuming: told how to resume or start over
+    fresh = _in_process(_command(corpus, out, "plain"))  # not resuming: told how to resume or start over
     assert fresh.returncode == 2
     line = fresh.stderr.strip()
     assert line.startswith(f"parbpe train: error: {run_dir} holds an unfinished run") and "\n" not in line
     assert "--resume" in line and f"rm -r '{run_dir}'" in line and "merges made" in line
 
-    other = _run(_command(corpus, out, "plain", "--resume", vocab_size=1300))
+    other = _in_process(_command(corpus, out, "plain", "--resume", vocab_size=1300))
     assert other.returncode == 2
-    assert "cannot resume" in other.stderr and "vocab_size was 1200, now 1300" in other.stderr
+    assert "cannot resume" in other.stderr and "vocab_size was 1000, now 1300" in other.stderr
 
-    pattern = _run(_command(corpus, out, "plain", "--pattern", "gpt2", "--resume"))
+    pattern = _in_process(_command(corpus, out, "plain", "--pattern", "gpt2", "--resume"))
     assert pattern.returncode == 2 and "pattern was" in pattern.stderr and "pattern_name was 'gpt4'" in pattern.stderr
 
     touched = corpus / "part3.txt"
     st = touched.stat()
     os.utime(touched, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
     try:
-        changed = _run(_command(corpus, out, "plain", "--resume"))
+        changed = _in_process(_command(corpus, out, "plain", "--resume"))
     finally:
         os.utime(touched, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert changed.returncode == 2
     assert f"input {touched} changed (modified" in changed.stderr and "Traceback" not in changed.stderr
     assert run_dir.exists()  # a refused resume leaves the run as it was
-    assert _run(_command(corpus, out, "plain", "--resume")).returncode == 0
+    assert _in_process(_command(corpus, out, "plain", "--resume")).returncode == 0
     assert not run_dir.exists()
 
 
@@ -189,11 +213,11 @@ def test_run_dir_option_and_keep(corpus, reference, tmp_path):
                    {"PARBPE_CHECKPOINT_SECONDS": "0", "PARBPE_TEST_STOP": "reduce:4:KILL"})
     assert stopped.returncode == -signal.SIGKILL
     assert (run_dir / "run.json").exists() and not (out / ".parbpe-run").exists()
-    resumed = _run(_command(corpus, out, "plain", "--run-dir", str(run_dir), "--resume", "--keep-run-dir"))
+    resumed = _in_process(_command(corpus, out, "plain", "--run-dir", str(run_dir), "--resume", "--keep-run-dir"))
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads((run_dir / "run.json").read_text())["finished"] is True
     _assert_same_as(reference("plain"), out)
-    again = _run(_command(corpus, out, "plain", "--run-dir", str(run_dir)))  # a finished run dir is replaced
+    again = _in_process(_command(corpus, out, "plain", "--run-dir", str(run_dir)))  # a finished one is replaced
     assert again.returncode == 0, again.stderr
     assert not run_dir.exists()
 
