@@ -402,6 +402,8 @@ def count_and_reduce(units: list[WorkUnit] | TextStream, config: TrainConfig, ru
                                 dropped_by_cutoff=meta["dropped_by_cutoff"])
         return chunks, meta["counted"]
     with contextlib.ExitStack() as stack:
+        if run is not None:  # a failure here leaves the run directory only when resuming can use it
+            stack.push(lambda kind, *_: run.discard_unless_resumable(kind))
         # 2. count: work units -> run files of chunk counts (spilling under the memory budget)
         t = time.perf_counter()
         if run is None or cluster is not None:

@@ -240,3 +240,17 @@ def test_library_resume_of_a_kept_run_replays_it(corpus, tmp_path):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
     with pytest.raises(ValueError, match="resume needs the run directory"):
         parbpe.train(files, vocab_size=700, workers=1, resume=True)
+
+
+def test_bad_input_leaves_no_run_directory_to_trip_over(tmp_path, monkeypatch):
+    monkeypatch.setenv("PARBPE_CHECKPOINT_SECONDS", "0")  # the good file is committed before the bad one fails
+    (tmp_path / "a.jsonl").write_text('{"text": "some good text here"}\n' * 50)
+    (tmp_path / "b.jsonl").write_text('{"text": "fine"}\n{"text": broken\n')
+    out = tmp_path / "tok"
+    command = [sys.executable, "-m", "parbpe.cli", "train", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"),
+               "--vocab-size", "300", "--out", str(out), "--workers", "1", "--progress", "none"]
+    failed = _in_process(command)
+    assert failed.returncode == 2 and "b.jsonl" in failed.stderr, failed.stderr
+    assert not (out / ".parbpe-run").exists()  # resuming would need the inputs unchanged: nothing to keep
+    (tmp_path / "b.jsonl").write_text('{"text": "fine"}\n')
+    assert _in_process(command).returncode == 0

@@ -323,6 +323,16 @@ class RunDirectory:
 
         return on_round
 
+    def discard_unless_resumable(self, error: type[BaseException] | None) -> None:
+        """After counting or reducing stopped on `error` (None: no error, nothing to do): remove the
+        directory when nothing was committed, or when the error was bad input (ValueError), since
+        resuming needs the inputs unchanged. A dead worker, a full disk or an interrupt keep it."""
+        if error is None:
+            return
+        committed = os.path.exists(self._file("reduced.arrow")) or bool(self.committed_units()[0])
+        if issubclass(error, ValueError) or not committed:
+            self.finish(keep=False)
+
     def finish(self, keep: bool) -> None:
         """The run succeeded: remove the directory, or mark it finished when kept."""
         if keep:

@@ -60,7 +60,8 @@ def test_a_killed_worker_ends_the_run_in_one_line(seed, corpus, tmp_path, monkey
     assert ("reducing" in err) == (stage == "reduce") and ("merge worker" in err) == (stage == "merge")
     assert elapsed < 5, f"the run took {elapsed:.1f} s to end"
     assert list(tmp.iterdir()) == []  # no spilled runs left behind
-    assert [p.name for p in out.iterdir()] == [".parbpe-run"]  # no output file; the run directory, for --resume
+    # No output file; the run directory for --resume, unless the worker died before any commit.
+    assert [p.name for p in out.iterdir()] in (([], [".parbpe-run"]) if stage == "count" else ([".parbpe-run"],))
 
 
 def test_debug_shows_the_traceback(corpus, tmp_path, monkeypatch):
