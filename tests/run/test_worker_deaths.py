@@ -93,4 +93,5 @@ def test_ctrl_c_prints_one_line_and_leaves_nothing(seed, tmp_path):
     assert proc.returncode == 130, err
     assert err.strip() == "parbpe train: interrupted (the same command with --resume continues it)"
     assert list(tmp.iterdir()) == []
-    assert not out.exists() or [p.name for p in out.iterdir()] == [".parbpe-run"]
+    # No output file; the run directory for --resume, unless nothing was committed yet.
+    assert not out.exists() or [p.name for p in out.iterdir()] in ([], [".parbpe-run"])
