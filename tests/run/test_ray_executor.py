@@ -120,3 +120,34 @@ def test_a_task_larger_than_every_node_is_refused_before_it_hangs(cluster, corpu
     with pytest.raises(ValueError, match="no Ray node offers more than"):
         parbpe.count_to_file([str(corpus)], str(tmp_path / "c.parquet"),
                              TrainConfig(workers=1, memory_budget="100TB"), executor="ray")
+
+
+def test_a_node_that_dies_mid_count_changes_nothing(cluster, corpus, tmp_path):
+    # The second node is removed without warning once it has finished a count task: its running
+    # tasks are retried elsewhere, and the partitions lost with its object store are recomputed by
+    # Ray from their lineage when the reduce tasks need them. A third node joins first. (Last in the
+    # module: the cluster is not the same afterwards.)
+    from parbpe.count.counts_file import write_counts_file
+    from parbpe.count.on_ray import count_on_ray, reduce_on_ray
+    from parbpe.io.plan import plan
+    from parbpe.run.ray_executor import RayExecutor
+
+    _count([str(corpus)], tmp_path / "local.parquet")
+    (doomed,) = cluster.worker_nodes
+    cluster.add_node(**NODE)
+    cluster.wait_for_nodes()
+    config = TrainConfig(workers=1, memory_budget="2GB")
+    removed = []
+
+    with RayExecutor(cluster.address, task_memory=1 << 30) as executor:
+        assert executor.stats.nodes == 3
+
+        def on_progress(*_: int) -> None:
+            if not removed and doomed.node_id[:12] in executor.stats.tasks_per_node:
+                cluster.remove_node(doomed, allow_graceful=False)
+                removed.append(dict(executor.stats.tasks_per_node))
+
+        counted = count_on_ray(plan([str(corpus)]), config, executor, data_limit=64 << 20, on_progress=on_progress)
+        write_counts_file(str(tmp_path / "ray.parquet"), reduce_on_ray(counted.partitions, executor), config)
+    assert removed, "the second node finished no count task"
+    assert (tmp_path / "ray.parquet").read_bytes() == (tmp_path / "local.parquet").read_bytes()
