@@ -26,7 +26,7 @@ import pyarrow.fs as pafs
 REMOTE_SCHEMES = ("s3", "gs", "gcs", "hf")
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _CREDENTIAL_ERRORS = ("ACCESS_DENIED", "SIGNATURE_DOES_NOT_MATCH", "INVALID_ACCESS_KEY_ID", "AccessDenied",
-                      "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden", "401", "403")
+                      "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden", "Unauthorized")
 
 
 def is_remote(path: str) -> bool:
