@@ -1,7 +1,7 @@
 """parbpe side by side with peer trainers on the same corpus and settings.
 
     python bench/compare.py [--corpus GLOB ...] [--heldout FILE] [--vocab-size 32768] [--repeat 3]
-                            [--trainers parbpe,parbpe-w1,tokenizers,rustbpe,bpeasy] [--json OUT]
+                            [--trainers parbpe,parbpe-w1,parbpe-iter,tokenizers,rustbpe,bpeasy] [--json OUT]
                             [--baseline DIR]
 
 With --baseline DIR (a checkout of another parbpe commit, e.g. made by `git worktree add`), the
@@ -16,6 +16,9 @@ process and of its largest child). From the first run of each trainer: bytes per
 per word on held-out text, whether its merges equal those of the first trainer listed (same token
 bytes in the same rank order), and how many of its tokens the first trainer does not have.
 A peer that is not installed is reported as skipped.
+
+`parbpe-iter` is parbpe.train_from_iterator over the same Python iterator of documents (iter_texts)
+that tokenizers' and rustbpe's train_from_iterator consume; `parbpe` reads the parquet files.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ REALMIX = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", 
 DEFAULT_CORPUS = os.path.join(REALMIX, "train-*.parquet")
 DEFAULT_HELDOUT = os.path.join(REALMIX, "heldout.parquet")
 TRAINERS = ("parbpe", "parbpe-w1", "tokenizers", "rustbpe", "bpeasy")  # and parbpe-baseline (--baseline)
+# also parbpe-iter: parbpe.train_from_iterator over iter_texts, the iterator the peers consume
 PEER_MODULES = {"tokenizers": "tokenizers", "rustbpe": "rustbpe", "bpeasy": "bpeasy"}
 
 
@@ -67,8 +71,12 @@ def run_one(name: str, files: list[str], vocab_size: int, out: str, memory_budge
             raise SystemExit(f"parbpe-baseline imported {parbpe.__file__}, not the one in {baseline}")
 
         workers = 1 if name == "parbpe-w1" else (os.cpu_count() or 1)
-        result = parbpe.train(files, vocab_size=vocab_size, special_tokens=(SPECIAL,), pattern="gpt4",
-                              workers=workers, out_dir=out, memory_budget=memory_budget)
+        settings = dict(vocab_size=vocab_size, special_tokens=(SPECIAL,), pattern="gpt4", workers=workers,
+                        out_dir=out, memory_budget=memory_budget)
+        if name == "parbpe-iter":
+            result = parbpe.train_from_iterator(iter_texts(files), **settings)
+        else:
+            result = parbpe.train(files, **settings)
         vocab = result.tokenizer.vocab
         ranks = [vocab[i] for i in range(n_regular)]
     elif name == "tokenizers":

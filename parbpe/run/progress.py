@@ -35,6 +35,7 @@ class Progress:
         self.interval = interval if self.tty else max(interval, 5.0)
         self.width = _width(self.stream)
         self._last = 0.0
+        self._last_stage: str | None = None  # a new stage is shown at once
         self._bar = None  # the tqdm bar of the stage in progress (terminal only)
         self._stage: str | None = None
 
@@ -59,13 +60,13 @@ class Progress:
         """Progress within a stage; rate-limited unless force (a stage reports force=True when done)."""
         if self.mode == "none":
             return
+        now = time.monotonic()
+        if not force and now - self._last < self.interval and stage == self._last_stage:
+            return
+        self._last, self._last_stage = now, stage
         if self.mode == "bar" and self.tty:
             self._draw(stage, done, total, force, fields)
             return
-        now = time.monotonic()
-        if not force and now - self._last < self.interval:
-            return
-        self._last = now
         if self.mode == "jsonl":
             payload = {"event": "progress", "stage": stage, "done": done, "total": total, **fields}
             self._write(json.dumps(payload) + "\n")
