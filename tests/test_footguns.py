@@ -164,3 +164,15 @@ def test_ctrl_c_to_the_process_group_prints_one_line(tmp_path, seconds):
     assert proc.returncode == 130, err.decode()
     lines = [line for line in err.decode().splitlines() if not line.startswith("{")]  # progress events are JSON
     assert len(lines) == 1 and lines[0].startswith("parbpe train: interrupted"), lines
+
+
+def test_heldout_is_evaluated_at_the_end(data, tmp_path, capsys):
+    (tmp_path / "held.txt").write_text("The dog sat on the mat. A cat sat on the log.\n" * 20)
+    out = tmp_path / "tok"
+    assert main(["train", str(data), "--vocab-size", "300", "--out", str(out), "--workers", "1", "--progress", "none",
+                 "--heldout", str(tmp_path / "held.txt")]) == 0
+    printed = capsys.readouterr().out
+    row = _stats(out)["heldout"]
+    expected = parbpe.evaluate(parbpe.Tokenizer.load(str(out)), [str(tmp_path / "held.txt")])
+    assert row == {"vocab_size": _stats(out)["vocab_size"], **expected}  # the small corpus may stop early
+    assert f"Held-out (1 documents, 0.0 MB): {expected['bytes_per_token']:.4f} bytes/token" in printed
