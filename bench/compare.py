@@ -4,6 +4,9 @@
                             [--trainers parbpe,parbpe-w1,parbpe-iter,tokenizers,rustbpe,bpeasy] [--json OUT]
                             [--baseline DIR]
 
+With --memory-budget, every parbpe trainer runs under it but `parbpe-unbounded` (parbpe's default
+budget): list both to see what a budget costs in time and in held-out compression.
+
 With --baseline DIR (a checkout of another parbpe commit, e.g. made by `git worktree add`), the
 trainer `parbpe-baseline` runs parbpe imported from DIR, interleaved with the others: a before/after
 comparison of a change in one run.
@@ -45,6 +48,7 @@ DEFAULT_CORPUS = os.path.join(REALMIX, "train-*.parquet")
 DEFAULT_HELDOUT = os.path.join(REALMIX, "heldout.parquet")
 TRAINERS = ("parbpe", "parbpe-w1", "tokenizers", "rustbpe", "bpeasy")  # and parbpe-baseline (--baseline)
 # also parbpe-iter: parbpe.train_from_iterator over iter_texts, the iterator the peers consume
+# parbpe-unbounded: parbpe without --memory-budget (its default), beside a bounded parbpe run
 PEER_MODULES = {"tokenizers": "tokenizers", "rustbpe": "rustbpe", "bpeasy": "bpeasy"}
 
 
@@ -203,7 +207,7 @@ def main() -> None:
             for name in names:
                 out = os.path.join(tmp, f"{name}-{rep}")
                 os.makedirs(out)
-                budget = args.memory_budget if name.startswith("parbpe") else None
+                budget = args.memory_budget if name.startswith("parbpe") and name != "parbpe-unbounded" else None
                 runs[name].append(measure(name, files, args.vocab_size, out, budget, args.baseline))
                 print(f"# run {rep + 1}/{args.repeat} {name}: {runs[name][-1]['wall']:.1f} s", file=sys.stderr)
                 if rep == 0:

@@ -1,7 +1,13 @@
-"""parbpe's counting under a list of memory budgets: peak RSS, spills, time, and equal output.
+"""parbpe's counting (or, with --train, whole training) under a list of memory budgets: peak RSS
+(per stage with --train), spills, time, and equal output.
 
     python bench/memory.py --corpus DIR_OR_GLOB [--budgets 1GB,2GB,4GB,none] [--workers 2]
-                           [--plot docs/img/memory.png] [--json OUT]
+                           [--train [--vocab-size 32768]] [--plot docs/img/memory.png] [--json OUT]
+
+With --train, each budget runs `parbpe train`; the table adds the peak RSS of each stage (count,
+reduce, table, merge, write, from stats.json), the merge stage's estimate and any automatic
+cutoff, and the plot shows each stage's peak against the budget line. A budget parbpe refuses is
+listed with its one-line reason.
 
 Each budget runs `parbpe count` in its own process (none = no --memory-budget, parbpe's default
 of half the available RAM). For each: the budget, peak RSS of the whole process tree sampled by
@@ -49,6 +55,8 @@ def main() -> None:
     parser.add_argument("--tmp-dir", help="parbpe's --tmp-dir for spills")
     parser.add_argument("--plot", help="write a PNG of peak RSS and time against budget")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--train", action="store_true", help="run parbpe train instead of parbpe count")
+    parser.add_argument("--vocab-size", type=int, default=32768, help="with --train")
     parser.add_argument("--run-one", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.run_one:
@@ -58,6 +66,9 @@ def main() -> None:
         parser.error("--corpus is required")
 
     budgets = [b.strip() for b in args.budgets.split(",") if b.strip()]
+    if args.train:
+        train_budgets(args, budgets)
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         reference = None
@@ -103,6 +114,96 @@ def main() -> None:
         save_results(args.json, rows=rows, corpus=args.corpus, workers=args.workers)
     if args.plot:
         plot(rows, args.plot)
+
+
+STAGES = ("count", "reduce", "table", "merge", "write")
+
+
+def train_budgets(args: argparse.Namespace, budgets: list[str]) -> None:
+    """`parbpe train` under each budget: peak RSS per stage, time, the merge estimate, equal merges."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        reference = None
+        for k, budget in enumerate(budgets):
+            out = os.path.join(tmp, f"out-{k}")
+            rusage = os.path.join(tmp, f"rusage-{k}.json")
+            cli = ["train", *args.corpus, "--out", out, "--workers", str(args.workers), "--progress", "none",
+                   "--vocab-size", str(args.vocab_size), "--special-tokens", "<|endoftext|>"]
+            if budget != "none":
+                cli += ["--memory-budget", budget]
+            if args.tmp_dir:
+                cli += ["--tmp-dir", args.tmp_dir]
+            try:
+                measured = run_sampled([sys.executable, __file__, "--run-one", rusage, *cli], rusage)
+            except RuntimeError as error:
+                reason = str(error).strip().splitlines()[-1]
+                rows.append({"budget": budget, "refused": reason})
+                print(f"# {budget}: refused: {reason}", file=sys.stderr)
+                continue
+            with open(os.path.join(out, "stats.json")) as f:
+                stats = json.load(f)
+            digest = _digest(os.path.join(out, "merges.txt"))
+            reference = reference or digest
+            row = {
+                "budget": budget, "budget_bytes": stats["memory_budget"], "wall_s": measured["wall"],
+                "peak_rss_sampled_mb": measured["peak_sampled"] / 1e6,
+                "peak_rss_kernel_process_mb": measured["peak_kernel_process"] / 1e6,
+                "peak_by_stage_mb": {s: stats["peak_rss_by_stage"].get(s, 0) / 1e6 for s in STAGES},
+                "seconds": stats["seconds"], "spills": stats["spills"], "worker_data_limit": stats["worker_data_limit"],
+                "merge_estimate_mb": stats["merge_fit"]["estimate_bytes"] / 1e6,
+                "min_count": stats["merge_fit"]["min_count"], "auto_cutoff": stats["merge_fit"]["auto_cutoff"],
+                "table_tokens": stats["table_tokens"], "bytes_read": stats["bytes_read"],
+                "equal_to_first": digest == reference,
+            }
+            rows.append(row)
+            print(f"# {budget}: {row['wall_s']:.1f} s, peak {row['peak_rss_sampled_mb']:.0f} MB", file=sys.stderr)
+    done = [r for r in rows if "refused" not in r]
+    print(f"corpus: {' '.join(args.corpus)}; training {args.vocab_size} tokens; workers {args.workers}; "
+          f"{platform.python_version()}, {os.cpu_count()} cores")
+    print(f"{'budget':>8s} {'peak MB':>8s} {'under':>6s} " + " ".join(f"{s:>7s}" for s in STAGES)
+          + f" {'estimate':>9s} {'cutoff':>7s} {'tokens':>11s} {'wall s':>7s} {'same merges':>12s}")
+    for r in rows:
+        if "refused" in r:
+            print(f"{r['budget']:>8s} refused: {r['refused']}")
+            continue
+        under = "-" if r["budget"] == "none" else str(r["peak_rss_sampled_mb"] * 1e6 <= r["budget_bytes"])
+        print(f"{r['budget']:>8s} {r['peak_rss_sampled_mb']:8.0f} {under:>6s} "
+              + " ".join(f"{r['peak_by_stage_mb'][s]:7.0f}" for s in STAGES)
+              + f" {r['merge_estimate_mb']:9.0f} {r['min_count']:7d} {r['table_tokens']:11,d} {r['wall_s']:7.1f}"
+              + f" {str(r['equal_to_first']):>12s}")
+    if args.json:
+        save_results(args.json, rows=rows, corpus=args.corpus, workers=args.workers, vocab_size=args.vocab_size)
+    if args.plot and done:
+        plot_train(done, args.plot)
+
+
+def plot_train(rows: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bounded = sorted((r for r in rows if r["budget"] != "none"), key=lambda r: r["budget_bytes"])
+    if not bounded:
+        return
+    x = [r["budget_bytes"] / 1e9 for r in bounded]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for stage, marker in zip(STAGES, "os^vD"):
+        ax.plot(x, [r["peak_by_stage_mb"][stage] / 1e3 for r in bounded], marker + "-", label=f"peak RSS: {stage}")
+    ax.plot(x, [r["peak_rss_sampled_mb"] / 1e3 for r in bounded], "k.", markersize=10, label="peak RSS of the run")
+    ax.plot(x, x, ":", color="grey", label="budget")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("--memory-budget (GB)")
+    ax.set_ylabel("peak RSS of the process tree (GB)")
+    ax2 = ax.twinx()
+    ax2.plot(x, [r["wall_s"] for r in bounded], "s--", color="tab:red", alpha=0.6, label="wall time (s)")
+    ax2.set_ylabel("seconds")
+    ax2.set_ylim(0, max(r["wall_s"] for r in bounded) * 1.3)
+    fig.legend(loc="upper left", bbox_to_anchor=(0.1, 0.9), fontsize=7)
+    ax.set_title("parbpe train under memory budgets")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def plot(rows: list[dict], path: str) -> None:

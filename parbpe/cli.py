@@ -43,8 +43,9 @@ def _add_corpus_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--text-column", default="text", help="parquet/arrow column or jsonl field with the text")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
     p.add_argument("--memory-budget", type=parse_size, default=None, metavar="SIZE",
-                   help="RAM limit for the process tree while counting, e.g. 2GB; counts past a worker's "
-                        "share spill to --tmp-dir (default: half the available RAM)")
+                   help="RAM limit for the process tree, every stage, e.g. 2GB; counts past a worker's "
+                        "share spill to disk, and the rarest chunks stay out of training if the merge stage "
+                        "would not fit (default: half the available RAM)")
     p.add_argument("--tmp-dir", default=None, metavar="DIR",
                    help="directory for spilled counts, removed at the end (default: the system's temp dir)")
     p.add_argument("--start-method", choices=["fork", "spawn", "forkserver"], default=None,

@@ -36,8 +36,8 @@ from .io.iterables import (
 from .io.plan import default_corpus_files, plan, unit_text_bytes
 from .io.readers import ReadStats
 from .io.units import WorkUnit
-from .merge.coordinator import learn_merges
-from .merge.table import build_table
+from .merge.coordinator import fit_merge_stage, learn_merges
+from .merge.table import table_from_arrays
 from .run.memory import PeakSampler, default_budget, format_size, process_rss, tree_rss, worker_data_limit
 from .run.progress import Progress
 from .run.run_dir import FREE_SETTINGS, RunDirectory, clean_stale_temp_dirs, temp_work_dir, test_stop
@@ -109,6 +109,7 @@ def train(
     with PeakSampler() as sampler:
         # 1. plan: inputs -> sorted work units (none for texts streamed from an iterable)
         t = time.perf_counter()
+        sampler.stage("plan")
         units = inputs if isinstance(inputs, TextStream) or _is_unit_list(inputs) else plan(inputs, skipped=skipped)
         times["plan"] = time.perf_counter() - t
         if skipped:
@@ -132,21 +133,36 @@ def train(
 
         # 2-3. count and reduce: work units -> run files -> global counts, then freq_cutoff and the stop list
         with cluster_for(executor, ray_address, config) as cluster:
-            chunks, counted = count_and_reduce(units, config, run, reporter, start_method, data_limit, times, cluster)
+            chunks, counted = count_and_reduce(units, config, run, reporter, start_method, data_limit, times, cluster,
+                                               sampler)
         if isinstance(units, TextStream):
             units = []
+        budget = counted["budget"] or config.memory_budget or default_budget()
 
-        # 4. table: chunk counts -> numpy arrays
+        # 4. table: chunk counts -> numpy arrays, no larger than the merge stage can hold in the budget
         t = time.perf_counter()
-        table = build_table(chunks.chunks, chunks.counts, config.vocab_size)
-        n_training_chunks = len(chunks.chunks)
-        chunks.chunks, chunks.counts = [], []  # the table holds them now; merge workers fork without them
+        pa.default_memory_pool().release_unused()
+        fit = fit_merge_stage(chunks.offsets, chunks.counts, budget, sampler.stage("table"), config.freq_cutoff,
+                              config.workers)
+        reporter.event("merge_plan", table_tokens=fit.tokens, table_chunks=fit.chunks, estimate_MB=fit.estimate / 1e6,
+                       budget_MB=budget / 1e6, min_count=fit.min_count, auto_cutoff=fit.auto_cutoff,
+                       dropped_chunks=fit.dropped_chunks, merge_workers=fit.workers)
+        if fit.auto_cutoff:
+            reporter.event("warning", message=f"the merge stage fits {format_size(budget)} only without the rarest "
+                           f"chunks: chunks seen fewer than {fit.min_count} times ({fit.dropped_chunks:,} chunks, "
+                           f"{fit.dropped_occurrences:,} occurrences) are left out of training (an automatic "
+                           "--freq-cutoff)")
+        table = table_from_arrays(chunks.data, chunks.offsets, chunks.counts, config.vocab_size, fit.min_count)
+        n_training_chunks = len(chunks)
+        chunks.data = chunks.offsets = chunks.counts = None  # the table holds them; merge workers fork without them
         pa.default_memory_pool().release_unused()
         n_table_tokens = len(table.tokens)
         times["table"] = time.perf_counter() - t
+        _stage_done(reporter, sampler, "table", times)
 
         # 5. merge: rounds of safe batches until the vocabulary is full
         t = time.perf_counter()
+        sampler.stage("merge")
         vocab = [bytes([b]) for b in range(256)] + list(chunks.stop_words)
         replay = run.load_merges() if run is not None else None
         if replay is not None:
@@ -154,11 +170,13 @@ def train(
         result = learn_merges(
             table, vocab, config.n_merges, max_batch_size=config.max_batch_size,
             cap_divisor=config.cap_divisor, nonoverlap=config.pair_count == "nonoverlap", batching=config.batching,
-            workers=config.workers, start_method=start_method,
-            progress=lambda done, total_: reporter.update("merge", done, total_, force=done == total_),
+            workers=fit.workers, start_method=start_method,
+            progress=lambda done, total_: reporter.update("merge", done, total_, force=done == total_,
+                                                          rss_MB=tree_rss() / 1e6),
             replay=replay, on_round=run.merge_checkpointer() if run is not None else None,
         )
         times["merge"] = time.perf_counter() - t
+        _stage_done(reporter, sampler, "merge", times)
         if result.stopped_early:
             reporter.event("warning", message=f"no pair left after {len(result.merges)} merges; the vocabulary "
                            f"has {len(vocab) + len(config.special_tokens)} tokens, not {config.vocab_size}")
@@ -191,6 +209,7 @@ def train(
         "unique_chunks": chunks.unique_chunks,
         "training_chunks": n_training_chunks,
         "dropped_by_freq_cutoff": chunks.dropped_by_cutoff,
+        "merge_fit": fit.to_dict(),  # the merge stage's estimate and the automatic cutoff, if one was needed
         "stop_words": len(chunks.stop_words),
         "table_tokens": n_table_tokens,
         "vocab_size": tokenizer.n_vocab,
@@ -204,6 +223,7 @@ def train(
         "seconds": {k: round(v, 3) for k, v in times.items()},
         "merge_seconds": result.seconds,  # merge stage: counting pairs, selecting, applying, updating, messages
         "peak_rss_bytes": sampler.peak,
+        "peak_rss_by_stage": sampler.by_stage,
     }
     if heldout:
         t = time.perf_counter()
@@ -215,17 +235,26 @@ def train(
     files = None
     if out_dir is not None:
         t = time.perf_counter()
-        files = tokenizer.save(out_dir, config=config.result_settings())
+        with PeakSampler() as write_sampler:
+            files = tokenizer.save(out_dir, config=config.result_settings())
         stats["seconds"]["write"] = round(time.perf_counter() - t, 3)
+        stats["peak_rss_by_stage"]["write"] = write_sampler.peak
+        stats["peak_rss_bytes"] = max(sampler.peak, write_sampler.peak)
         files["stats.json"] = "written"
         stats["files"] = files
         write_text_atomically(os.path.join(out_dir, "stats.json"), json.dumps(stats, indent=1))
     if run is not None:
         run.finish(keep_run_dir)
     reporter.event("done", vocab_size=tokenizer.n_vocab, rounds=len(result.batch_sizes),
-                   seconds=round(sum(times.values()), 2), peak_rss=format_size(sampler.peak))
+                   seconds=round(sum(times.values()), 2), peak_rss=format_size(stats["peak_rss_bytes"]))
     reporter.close()
     return TrainResult(tokenizer=tokenizer, stats=stats, files=files)
+
+
+def _stage_done(reporter: Progress, sampler: PeakSampler, stage: str, times: dict[str, float]) -> None:
+    """The progress line that closes a stage: its time and its peak RSS of the process tree."""
+    reporter.event("stage", message=stage, seconds=round(times[stage], 2),
+                   peak_rss_MB=round(sampler.by_stage.get(stage, 0) / 1e6, 1))
 
 
 def cluster_for(executor: str, ray_address: str | None, config: TrainConfig) -> contextlib.AbstractContextManager:
@@ -387,16 +416,16 @@ def open_run_dir(path: str, units: list[WorkUnit], config: TrainConfig,
 
 def count_and_reduce(units: list[WorkUnit] | TextStream, config: TrainConfig, run: RunDirectory | None,
                      reporter: Progress, start_method: str | None, data_limit: int | None, times: dict[str, float],
-                     cluster=None) -> tuple[TrainingChunks, dict[str, Any]]:
+                     cluster=None, sampler: PeakSampler | None = None) -> tuple[TrainingChunks, dict[str, Any]]:
     """Stages 2 and 3: the training chunks, and the counting stats (documents, bytes, replaced_bytes,
     spills, budget, data_limit). With a run directory, units counted by an earlier attempt are
     skipped, and the reduced counts are kept (or taken from there when an earlier attempt got so far).
     On Ray (cluster), counts live in the object store: only the reduced counts are kept."""
     saved = run.load_reduced() if run is not None else None
     if saved is not None:
-        chunk_list, counts, meta = saved
+        data, offsets, counts, meta = saved
         reporter.event("note", message="counting and reducing were done: the reduced counts are in the run directory")
-        chunks = TrainingChunks(chunks=chunk_list, counts=counts,
+        chunks = TrainingChunks(data=data, offsets=offsets, counts=counts,
                                 stop_words=[bytes.fromhex(w) for w in meta["stop_words"]],
                                 unique_chunks=meta["unique_chunks"], total_chunks=meta["total_chunks"],
                                 dropped_by_cutoff=meta["dropped_by_cutoff"])
@@ -406,6 +435,8 @@ def count_and_reduce(units: list[WorkUnit] | TextStream, config: TrainConfig, ru
             stack.push(lambda kind, *_: run.discard_unless_resumable(kind))
         # 2. count: work units -> run files of chunk counts (spilling under the memory budget)
         t = time.perf_counter()
+        if sampler is not None:
+            sampler.stage("count")
         if run is None or cluster is not None:
             runs_dir = stack.enter_context(temp_work_dir(config.tmp_dir))
             done, runs, before = set(), [], {"documents": 0, "bytes": 0, "replaced_bytes": 0, "spills": 0}
@@ -430,6 +461,9 @@ def count_and_reduce(units: list[WorkUnit] | TextStream, config: TrainConfig, ru
                  "spills": before["spills"] + counted.spills, "budget": counted.budget,
                  "data_limit": counted.data_limit}
         times["count"] = time.perf_counter() - t
+        if sampler is not None:
+            _stage_done(reporter, sampler, "count", times)
+            sampler.stage("reduce")
 
         # 3. reduce: runs -> global counts per partition, then freq_cutoff and the stop list
         t = time.perf_counter()
@@ -441,9 +475,11 @@ def count_and_reduce(units: list[WorkUnit] | TextStream, config: TrainConfig, ru
             raise ValueError("the corpus is empty: no text chunk was found in the inputs")
         times["reduce"] = time.perf_counter() - t
     reporter.event("counted", unique_chunks=chunks.unique_chunks, chunks=chunks.total_chunks,
-                   training_chunks=len(chunks.chunks), MB=stats["bytes"] / 1e6, spills=stats["spills"])
+                   training_chunks=len(chunks), MB=stats["bytes"] / 1e6, spills=stats["spills"])
+    if sampler is not None:
+        _stage_done(reporter, sampler, "reduce", times)
     if run is not None:
-        run.save_reduced(chunks.chunks, chunks.counts, {
+        run.save_reduced(chunks.data, chunks.offsets, chunks.counts, {
             "stop_words": [w.hex() for w in chunks.stop_words], "unique_chunks": chunks.unique_chunks,
             "total_chunks": chunks.total_chunks, "dropped_by_cutoff": chunks.dropped_by_cutoff, "counted": stats})
     return chunks, stats

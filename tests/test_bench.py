@@ -128,6 +128,23 @@ def test_memory_bench_runs_budgets_and_compares_outputs(tmp_path):
     assert rows[1]["budget_bytes"] == 10**9
 
 
+def test_memory_bench_trains_under_budgets_with_peaks_by_stage(tmp_path):
+    _corpus(tmp_path / "train.parquet", 0)
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "memory.py"), "--corpus", str(tmp_path / "train.parquet"), "--train",
+         "--vocab-size", "300", "--budgets", "none,2GB,50MB", "--workers", "1", "--json", str(tmp_path / "m.json"),
+         "--plot", str(tmp_path / "m.png")],
+        check=True, capture_output=True, text=True, timeout=600)
+    rows = json.loads((tmp_path / "m.json").read_text())["rows"]
+    assert [r["budget"] for r in rows] == ["none", "2GB", "50MB"]
+    for row in rows[:2]:
+        assert row["equal_to_first"] and row["min_count"] == 1 and not row["auto_cutoff"]
+        assert set(row["peak_by_stage_mb"]) == {"count", "reduce", "table", "merge", "write"}
+        assert 0 < max(row["peak_by_stage_mb"].values()) <= row["peak_rss_sampled_mb"] * 1.01
+    assert "too small" in rows[2]["refused"]  # a one-line reason, not a traceback
+    assert "refused: " in out.stdout and (tmp_path / "m.png").stat().st_size > 0
+
+
 def test_scaling_bench_counts_prefixes_of_a_generated_corpus(tmp_path):
     (tmp_path / "source").mkdir()
     _corpus(tmp_path / "source" / "train-0.parquet", 0)

@@ -24,7 +24,7 @@ from ..config import TrainConfig
 from ..io.readers import ReadStats, iter_text_batches
 from ..io.units import WorkUnit
 from ..patterns import Splitter
-from ..run.memory import default_budget, format_size
+from ..run.memory import default_budget, format_size, trim_heap
 from ..run.pool import default_start_method, fault_point, parallel
 from ..run.run_dir import COUNT_COMMIT_SECONDS, checkpoint_seconds, sync_file, test_stop, write_json
 from .counts_file import counts_file_table
@@ -137,6 +137,7 @@ class ShardCounter:
         self.runs.append(path)
         del table
         pa.default_memory_pool().release_unused()  # give freed buffers back to the OS
+        trim_heap()
 
     def commit(self) -> None:
         """Write what is held to a run, flush the new runs to disk, and record the units they finish."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -51,14 +52,43 @@ def _top(table: pa.Table, n: int) -> pa.Table:
 
 @dataclass
 class TrainingChunks:
-    """What the merge stage trains on: chunks (UTF-8 bytes, sorted) and counts, plus the stop list."""
+    """What the merge stage trains on, as flat arrays (no Python object per chunk): chunk k is
+    data[offsets[k]:offsets[k + 1]] (UTF-8 bytes, chunks sorted by bytes) seen counts[k] times;
+    plus the stop list."""
 
-    chunks: list[bytes]
-    counts: list[int]
+    data: np.ndarray  # uint8, every chunk's bytes one after another
+    offsets: np.ndarray  # int64, n + 1 boundaries into data, from 0
+    counts: np.ndarray  # int64
     stop_words: list[bytes]  # in token order: stop word k is token 256 + k
     unique_chunks: int  # before freq_cutoff and the stop list
     total_chunks: int  # occurrences, before freq_cutoff and the stop list
     dropped_by_cutoff: int
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    @property
+    def chunks(self) -> list[bytes]:
+        """The chunks as bytes objects (for tests and small tables)."""
+        data = self.data.tobytes()
+        return [data[a:b] for a, b in zip(self.offsets[:-1].tolist(), self.offsets[1:].tolist())]
+
+
+def chunk_arrays(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(data, offsets, counts) of a (chunk, count) table: the bytes of its chunk column and their
+    boundaries, read from the Arrow buffers without a Python object per chunk."""
+    column = table.column("chunk").cast(pa.large_binary()).combine_chunks()
+    if isinstance(column, pa.ChunkedArray):  # an empty table has no chunk to combine
+        column = pa.array([], type=pa.large_binary())
+    n = len(column)
+    _, offset_buffer, data_buffer = column.buffers()
+    offsets = (np.frombuffer(offset_buffer, dtype=np.int64)[column.offset:column.offset + n + 1]
+               if offset_buffer is not None else np.zeros(1, dtype=np.int64))
+    start, end = int(offsets[0]), int(offsets[-1])
+    data = (np.frombuffer(data_buffer, dtype=np.uint8)[start:end]
+            if data_buffer is not None else np.zeros(0, dtype=np.uint8))
+    counts = table.column("count").to_numpy().astype(np.int64, copy=False)
+    return data, offsets - start, counts
 
 
 def combine_selections(selections: list[Selection], config: TrainConfig) -> TrainingChunks:
@@ -74,10 +104,10 @@ def combine_selections(selections: list[Selection], config: TrainConfig) -> Trai
         stop_words = [c.encode("utf-8") for c in top.column("chunk").to_pylist()]
         if stop_words:
             kept = kept.filter(pc.invert(pc.is_in(kept.column("chunk"), value_set=top.column("chunk"))))
-    kept = sort_by_chunk(kept)
+    data, offsets, counts = chunk_arrays(sort_by_chunk(kept))
+    del kept
     return TrainingChunks(
-        chunks=kept.column("chunk").cast(pa.large_binary()).to_pylist(),
-        counts=kept.column("count").to_pylist(),
+        data=data, offsets=offsets, counts=counts,
         stop_words=stop_words,
         unique_chunks=sum(s.unique_chunks for s in selections),
         total_chunks=sum(s.total_chunks for s in selections),

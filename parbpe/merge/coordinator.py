@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..run.memory import format_size
 from .engines import ChunkEngine, LinkedEngine
 from .selection import Descending, PairQueue, safe_batch, search_width
-from .table import ChunkTable
+from .table import ChunkTable, tokens_by_cutoff
 from .workers import SlicedEngine
 
 # A merge worker's slice must hold this many table tokens. On 2 cores, two merge workers against one
@@ -24,6 +25,79 @@ from .workers import SlicedEngine
 # workers each hold an engine and pages of the coordinator). Tables of the corpora we measured
 # (up to 10 GB: Heaps' law keeps them small) merge in one process.
 MIN_TOKENS_PER_WORKER = 32_000_000
+
+
+# The merge stage's peak above the process that starts it, per table token and per table chunk:
+# the table (2 bytes a token, 24 a chunk), the linked engine's links and weights (13), the pair
+# index (8 a live pair, rebuilt when stale), the pair counts and the temporaries of the initial
+# count and of the first, widest rounds. bench/merge_memory.py and a trace of the stage,
+# 2026-11-23, one process, realmix counts (11.8M tokens, 1.0M chunks, 32,768 tokens): the peak was
+# 42 bytes a token above the process, in the first rounds; the initial count 40.
+MERGE_BYTES_PER_TOKEN = 46
+MERGE_BYTES_PER_CHUNK = 24
+SLICED_FACTOR = 2  # merge workers hold an engine each and pages of the coordinator: count twice
+AUTO_CUTOFF_LIMIT = 1 << 16  # the automatic cutoff never goes beyond this count
+MAX_AUTO_DROP = 0.05  # the automatic cutoff may leave out at most this share of chunk occurrences
+
+
+def merge_estimate(tokens: int, chunks: int) -> int:
+    """Bytes the merge stage adds to the process at its peak (one process, the linked engine)."""
+    return MERGE_BYTES_PER_TOKEN * tokens + MERGE_BYTES_PER_CHUNK * chunks
+
+
+@dataclass
+class MergeFit:
+    """How the merge stage fits a memory budget: the table it keeps and what it leaves out."""
+
+    min_count: int  # chunks seen fewer times stay out of the table (freq_cutoff or the automatic one)
+    auto_cutoff: bool  # min_count was raised above freq_cutoff to fit the budget
+    chunks: int  # in the table
+    tokens: int
+    estimate: int  # bytes of the whole process tree at the merge stage's peak: base + merge_estimate
+    dropped_chunks: int  # left out by the automatic cutoff
+    dropped_occurrences: int
+    workers: int  # merge workers the budget allows
+
+    def to_dict(self) -> dict:
+        return {"min_count": self.min_count, "auto_cutoff": self.auto_cutoff, "table_chunks": self.chunks,
+                "table_tokens": self.tokens, "estimate_bytes": self.estimate,
+                "dropped_chunks": self.dropped_chunks, "dropped_occurrences": self.dropped_occurrences,
+                "workers": self.workers}
+
+
+def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_rss: int, freq_cutoff: int = 1,
+                    workers: int = 1) -> MergeFit:
+    """The smallest min_count >= freq_cutoff whose table merges under budget, given the process
+    tree's RSS now (base_rss); chunk k is offsets[k]:offsets[k + 1] of the chunk bytes, seen
+    counts[k] times. Raising it leaves the rarest chunks out (an automatic freq_cutoff), at most
+    MAX_AUTO_DROP of all occurrences of chunks longer than one byte; past that, or if nothing fits,
+    a ValueError names the budget that would do."""
+    largest = min(int(counts.max()) + 1 if len(counts) else 2, AUTO_CUTOFF_LIMIT)
+    by_chunks, by_tokens = tokens_by_cutoff(offsets, counts, largest)
+    need = base_rss + MERGE_BYTES_PER_TOKEN * by_tokens + MERGE_BYTES_PER_CHUNK * by_chunks
+    start = max(freq_cutoff, 1)
+    fits = np.flatnonzero(need[start:] <= budget)
+    multi = counts[np.diff(offsets) > 1]
+    occurrences = np.bincount(np.minimum(multi, largest), weights=multi, minlength=largest + 1)[::-1].cumsum()[::-1]
+    min_count = start + int(fits[0]) if len(fits) else largest
+    dropped = int(occurrences[start] - occurrences[min_count])
+    most = MAX_AUTO_DROP * max(int(occurrences[1]), 1)
+    if not len(fits) or dropped > most:
+        allowed = np.flatnonzero(occurrences[start] - occurrences[start:] <= most)
+        least = int(need[start + int(allowed[-1])])
+        raise ValueError(
+            f"memory budget {format_size(budget)} is too small for the merge stage: its table of "
+            f"{int(by_tokens[start]):,} tokens needs about {format_size(int(need[start]))} with the "
+            f"{format_size(base_rss)} in use, and leaving out the rarest chunks to fit would drop more than "
+            f"{MAX_AUTO_DROP:.0%} of the corpus; use at least {format_size(-(-least // 10**8) * 10**8)} "
+            "(--memory-budget), or a larger --freq-cutoff"
+        )
+    merge_peak = merge_estimate(int(by_tokens[min_count]), int(by_chunks[min_count]))
+    merge_workers = workers if base_rss + SLICED_FACTOR * merge_peak <= budget else 1
+    return MergeFit(min_count=min_count, auto_cutoff=min_count > start, chunks=int(by_chunks[min_count]),
+                    tokens=int(by_tokens[min_count]), estimate=base_rss + merge_peak,
+                    dropped_chunks=int(by_chunks[start] - by_chunks[min_count]), dropped_occurrences=dropped,
+                    workers=merge_workers)
 
 
 def _round_rank_key(queue: PairQueue, vocab: list[bytes], first: np.ndarray, second: np.ndarray, first_id: int):

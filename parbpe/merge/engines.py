@@ -114,6 +114,8 @@ class LinkedEngine:
     """
 
     REMOVED = -2  # next[p] of a position merged away; -1 marks the last position of a chunk
+    STALE_FACTOR = 1.5  # index entries per live pair that trigger a rebuild of the index
+    MIN_REBUILD = 1 << 16  # ... but never for an index smaller than this many entries
 
     def __init__(self, table: ChunkTable) -> None:
         self.table = table
@@ -131,19 +133,25 @@ class LinkedEngine:
         self.weight = np.repeat(t.counts.astype(weight_dtype), t.lengths)
         self.index = PairIndex(value_dtype=link_dtype, packed=link_dtype == np.int32 and t.tokens.dtype == np.uint16)
         self._marked = np.zeros(n_tokens, dtype=bool)  # scratch, all False between rounds
+        self.live_pairs = 0  # adjacent live positions: what a fresh index would hold
 
     def _pairs_at(self, positions: np.ndarray) -> np.ndarray:
         return pack(self.table.tokens[positions], self.table.tokens[self.next[positions]])
 
     def initial_pair_counts(self) -> tuple[np.ndarray, np.ndarray]:
         """Count every pair of the table once and build the index; returns (sorted keys, counts)."""
+        return self._index_live_pairs(count=True)
+
+    def _index_live_pairs(self, count: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Index every pair at a live position as one block (and, if count, return the pair counts)."""
         starts = np.flatnonzero(self.next >= 0)
+        self.live_pairs = len(starts)
         if not self.index.packed:
             keys = self._pairs_at(starts)
             order = np.argsort(keys)  # one sort serves both the index and the counts
             keys, starts = keys[order], starts[order]
             self.index.add(keys, starts, presorted=True)
-            return aggregate_sorted(keys, self.weight[starts])
+            return aggregate_sorted(keys, self.weight[starts]) if count else (keys[:0], keys[:0])
         # The table's largest moment: sort the index's packed entries (narrow key, position) in
         # place, instead of keys, positions, a permutation and sorted copies of both.
         tokens = self.table.tokens
@@ -153,10 +161,21 @@ class LinkedEngine:
         del starts
         packed.sort()
         self.index.add_packed(packed)
+        if not count:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty
         weights = self.weight[(packed & np.uint64(0xFFFFFFFF)).astype(self.next.dtype)]
         narrow, counts = aggregate_sorted((packed >> np.uint64(32)).astype(np.uint32), weights)
         narrow = narrow.astype(np.int64)
         return pack(narrow >> 16, narrow & 0xFFFF), counts
+
+    def _rebuild_index_if_stale(self) -> None:
+        """Rebuild the index from the live positions once it holds STALE_FACTOR times as many
+        entries as there are live pairs: entries of merged-away pairs only cost memory (a lookup
+        skips them), and a rebuild makes the index the size of what is left of the table."""
+        if self.index.entries > self.STALE_FACTOR * max(self.live_pairs, self.MIN_REBUILD):
+            self.index.blocks.clear()
+            self._index_live_pairs(count=False)
 
     def chunk_tokens(self, c: int) -> list[int]:
         """Current tokens of chunk c, following the links (for tests and debugging)."""
@@ -252,4 +271,6 @@ class LinkedEngine:
         after_pos = np.concatenate([lone_lefts, hits[linked]])
         after_keys, after_w = self._pairs_at(after_pos), self.weight[after_pos]
         self.index.add(after_keys, after_pos)
+        self.live_pairs -= len(hits)  # each merge joins two tokens: one pair fewer in its chunk
+        self._rebuild_index_if_stale()
         return aggregate(np.concatenate([before_keys, after_keys]), np.concatenate([-before_w, after_w]))

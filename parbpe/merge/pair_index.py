@@ -88,9 +88,17 @@ class PairIndex:
         while len(self.blocks) >= 3 and len(self.blocks[-2]) <= len(self.blocks[-1]):
             newer, older = self.blocks.pop(), self.blocks.pop()
             if self.packed:
-                self.blocks.append(np.sort(np.concatenate([older, newer]), kind="stable"))
+                merged = np.concatenate([older, newer])
+                del older, newer
+                merged.sort(kind="stable")  # in place: a fold holds its entries twice, not three times
+                self.blocks.append(merged)
             else:
                 self.blocks.append(_merge_sorted(older, newer))
+
+    @property
+    def entries(self) -> int:
+        """Entries held, stale ones included."""
+        return sum(len(block) for block in self.blocks)
 
     def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """All entries of the given keys: (values, index into keys of the key each belongs to)."""

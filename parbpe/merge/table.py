@@ -37,11 +37,41 @@ class ChunkTable:
 
 def build_table(chunks: Sequence[bytes], counts: Sequence[int], vocab_size: int) -> ChunkTable:
     """Lay chunks (as UTF-8 bytes) and their counts out as a ChunkTable, in the order given."""
-    keep = [i for i, c in enumerate(chunks) if len(c) > 1]
-    kept = [chunks[i] for i in keep]
-    lengths = np.fromiter((len(c) for c in kept), dtype=np.int64, count=len(kept))
-    starts = np.zeros(len(kept) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=starts[1:])
-    tokens = np.frombuffer(b"".join(kept), dtype=np.uint8).astype(token_dtype(vocab_size))
-    count_arr = np.asarray(counts, dtype=np.int64)[keep] if keep else np.zeros(0, dtype=np.int64)
-    return ChunkTable(tokens=tokens, starts=starts, lengths=lengths.copy(), counts=count_arr)
+    lengths = np.fromiter((len(c) for c in chunks), dtype=np.int64, count=len(chunks))
+    offsets = np.zeros(len(chunks) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = np.frombuffer(b"".join(chunks), dtype=np.uint8)
+    return table_from_arrays(data, offsets, np.asarray(counts, dtype=np.int64), vocab_size)
+
+
+def table_from_arrays(data: np.ndarray, offsets: np.ndarray, counts: np.ndarray, vocab_size: int,
+                      min_count: int = 1) -> ChunkTable:
+    """The ChunkTable of chunks given as flat arrays (chunk k is data[offsets[k]:offsets[k + 1]],
+    seen counts[k] times), in the order given, leaving out chunks seen fewer than min_count times."""
+    lengths = np.diff(offsets)
+    keep = lengths > 1
+    if min_count > 1:
+        keep &= counts >= min_count
+    kept_lengths = lengths[keep]
+    starts = np.zeros(len(kept_lengths) + 1, dtype=np.int64)
+    np.cumsum(kept_lengths, out=starts[1:])
+    tokens = data[np.repeat(keep, lengths)].astype(token_dtype(vocab_size))
+    return ChunkTable(tokens=tokens, starts=starts, lengths=kept_lengths, counts=counts[keep].astype(np.int64))
+
+
+def table_size(offsets: np.ndarray, counts: np.ndarray, min_count: int = 1) -> tuple[int, int]:
+    """(chunks, tokens) of the table table_from_arrays would build, without building it."""
+    lengths = np.diff(offsets)
+    keep = (lengths > 1) & (counts >= min_count)
+    return int(np.count_nonzero(keep)), int(lengths[keep].sum())
+
+
+def tokens_by_cutoff(offsets: np.ndarray, counts: np.ndarray, largest: int) -> tuple[np.ndarray, np.ndarray]:
+    """For every min_count m in 1..largest: (chunks, tokens) of the table that keeps chunks seen at
+    least m times, as two arrays indexed by m (index 0 unused), from one pass over the counts."""
+    lengths = np.diff(offsets)
+    multi = lengths > 1
+    capped = np.minimum(counts[multi], largest)
+    chunks = np.bincount(capped, minlength=largest + 1)[::-1].cumsum()[::-1]
+    tokens = np.bincount(capped, weights=lengths[multi], minlength=largest + 1)[::-1].cumsum()[::-1]
+    return chunks.astype(np.int64), tokens.astype(np.int64)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
+import sys
 import threading
 
 import psutil
@@ -31,9 +34,9 @@ def format_size(n: float) -> str:
     return f"{n:.1f} TB"
 
 
-MIN_WORKER_DATA = 16 * 10**6  # a worker that may hold less than this would spill all the time
+MIN_WORKER_DATA = 8 * 10**6  # a worker that may hold less than this would spill all the time
 HELD_FACTOR = 6  # peak memory of a worker per byte of counts it holds
-WORKER_OVERHEAD = 128 * 10**6  # what a counting worker keeps besides its counts (allocator caches, freed heap)
+WORKER_OVERHEAD = 32 * 10**6  # what a counting worker keeps besides its start, its unit and its counts
 MAX_WORKER_DATA = 10**9  # runs stay far below pyarrow's 2 GB limit of one string array
 
 
@@ -49,9 +52,10 @@ def worker_data_limit(budget: int, workers: int, base_rss: int, unit_bytes: int)
     reading its largest unit (about 4x its text: the text, its cut mask and piece offsets),
     WORKER_OVERHEAD, and HELD_FACTOR times the counts it holds: grouping (compacting pieces,
     splitting them into chunks, writing a run) briefly needs hash tables and copies several times
-    the size of what it groups. Measured on a generated 1 GB corpus (2026-11-22): a worker's peak
-    above its start was about 200 MB + 3.4x its limit (limits of 59 and 142 MB); the constants
-    here cover that with room.
+    the size of what it groups. Measured on a shard of the generated 1 GB corpus (2026-11-23, two
+    forked workers, process start 114 MB): a worker's peak was 166-174 MB with a limit of 8 MB and
+    232-241 MB with 23.5 MB, i.e. its start + 4x its unit + 6x its limit + at most 10 MB; the
+    WORKER_OVERHEAD here covers that with room (it was 128 MB before these measurements).
     """
     share = (budget - (workers + 1) * base_rss) // workers
     limit = (share - 4 * unit_bytes - WORKER_OVERHEAD) // HELD_FACTOR
@@ -72,6 +76,18 @@ def process_rss() -> int:
     return psutil.Process().memory_info().rss
 
 
+def trim_heap() -> None:
+    """Hand the C heap's free pages back to the OS (glibc's malloc_trim; elsewhere nothing).
+
+    numpy's arrays live on the C heap, and glibc keeps freed space mapped, so a worker's RSS stays
+    at its largest moment (a spill) long after; trimming after a spill makes room for the next."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc (musl): nothing to trim
+            pass
+
+
 def tree_rss(pid: int | None = None) -> int:
     """Resident memory of a process and all its descendants, in bytes."""
     try:
@@ -89,18 +105,37 @@ def tree_rss(pid: int | None = None) -> int:
 
 
 class PeakSampler:
-    """Samples the process tree's RSS in a background thread; `peak` is the largest value seen."""
+    """Samples the process tree's RSS in a background thread; `peak` is the largest value seen.
+
+    stage(name) labels the samples that follow, so `by_stage` holds the peak of each stage (the
+    sample taken at a change of stage counts for both sides).
+    """
 
     def __init__(self, interval: float = 0.05, pid: int | None = None) -> None:
         self.interval = interval
         self.pid = pid
         self.peak = tree_rss(pid)
+        self.by_stage: dict[str, int] = {}
+        self._stage: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def _sample(self) -> int:
+        rss = tree_rss(self.pid)
+        self.peak = max(self.peak, rss)
+        if self._stage is not None:
+            self.by_stage[self._stage] = max(self.by_stage.get(self._stage, 0), rss)
+        return rss
+
+    def stage(self, name: str) -> int:
+        """Start labelling samples with stage `name`; returns the tree's RSS now."""
+        self._sample()
+        self._stage = name
+        return self._sample()
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            self.peak = max(self.peak, tree_rss(self.pid))
+            self._sample()
 
     def __enter__(self) -> PeakSampler:
         self._thread.start()
@@ -109,4 +144,4 @@ class PeakSampler:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self.peak = max(self.peak, tree_rss(self.pid))
+        self._sample()

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import psutil
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -277,10 +278,12 @@ class RunDirectory:
         return units, runs, stats
 
     # reduce ---------------------------------------------------------------------------------
-    def save_reduced(self, chunks: list[bytes], counts: list[int], meta: dict[str, Any]) -> None:
-        """The training chunks and their counts (and meta: stop words, counting stats); then the
-        count files are no longer needed and are removed."""
-        table = pa.table({"chunk": pa.array(chunks, pa.large_binary()), "count": pa.array(counts, pa.int64())})
+    def save_reduced(self, data: np.ndarray, offsets: np.ndarray, counts: np.ndarray, meta: dict[str, Any]) -> None:
+        """The training chunks (chunk k is data[offsets[k]:offsets[k + 1]]) and their counts (and meta:
+        stop words, counting stats); then the count files are no longer needed and are removed."""
+        chunks = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(counts),
+                                                  [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+        table = pa.table({"chunk": chunks, "count": pa.array(counts, pa.int64())})
         table = table.replace_schema_metadata({"parbpe": json.dumps(meta)})
 
         def write(tmp: str) -> None:
@@ -290,14 +293,21 @@ class RunDirectory:
         write_durably(self._file("reduced.arrow"), write)
         shutil.rmtree(self._file("count"), ignore_errors=True)
 
-    def load_reduced(self) -> tuple[list[bytes], list[int], dict[str, Any]] | None:
+    def load_reduced(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]] | None:
+        """(data, offsets, counts, meta) as save_reduced got them, or None when there are none yet."""
         path = self._file("reduced.arrow")
         if not os.path.exists(path):
             return None
-        with pa.memory_map(path) as source:
+        with pa.OSFile(path) as source:
             table = ipc.open_file(source).read_all()
         meta = json.loads(table.schema.metadata[b"parbpe"])
-        return table.column("chunk").to_pylist(), table.column("count").to_pylist(), meta
+        chunks = table.column("chunk").combine_chunks()
+        _, offset_buffer, data_buffer = chunks.buffers()
+        offsets = np.frombuffer(offset_buffer, dtype=np.int64)[chunks.offset:chunks.offset + len(chunks) + 1]
+        data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+        data = data[int(offsets[0]):int(offsets[-1])]
+        counts = table.column("count").to_numpy().astype(np.int64, copy=False)
+        return data, offsets - offsets[0], counts, meta
 
     # merge ----------------------------------------------------------------------------------
     def load_merges(self) -> tuple[list[tuple[int, int]], list[int]] | None:

@@ -1,0 +1,101 @@
+"""The merge stage under a memory budget: index rebuilds keep the merges, the fit picks the cutoff."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from corpora import random_corpus
+from reference import reference_train
+
+import parbpe
+from parbpe.merge.coordinator import MAX_AUTO_DROP, fit_merge_stage, learn_merges, merge_estimate
+from parbpe.merge.engines import LinkedEngine
+from parbpe.merge.table import build_table, table_from_arrays, tokens_by_cutoff
+from parbpe.run.memory import parse_size
+
+
+def _arrays(counts: dict[bytes, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    items = sorted(counts.items())
+    lengths = [len(c) for c, _ in items]
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    data = np.frombuffer(b"".join(c for c, _ in items), dtype=np.uint8)
+    return data, offsets, np.array([n for _, n in items], dtype=np.int64)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_index_rebuilds_keep_the_merges(seed, monkeypatch):
+    # Rebuild the index whenever it holds any stale entry: the merges must not change.
+    monkeypatch.setattr(LinkedEngine, "MIN_REBUILD", 0)
+    monkeypatch.setattr(LinkedEngine, "STALE_FACTOR", 1.0)
+    rebuilds = []
+    original = LinkedEngine._index_live_pairs
+    monkeypatch.setattr(LinkedEngine, "_index_live_pairs",
+                        lambda self, count: rebuilds.append(count) or original(self, count))
+    rng = random.Random(500 + seed)
+    counts = random_corpus(rng, rng.choice([b"ab", b"abc", b"the quick"]), rng.randint(5, 80), rng.randint(2, 16))
+    n = rng.randint(5, 100)
+    items = sorted(counts.items())
+    for max_batch_size in (1, 0):
+        table = build_table([c for c, _ in items], [k for _, k in items], 256 + n)
+        merges = learn_merges(table, [bytes([b]) for b in range(256)], n, engine="linked",
+                              max_batch_size=max_batch_size).merges
+        assert merges == reference_train(counts, n, batched=max_batch_size == 0)
+    assert rebuilds.count(False) > 0  # the index was rebuilt mid-training
+
+
+def test_table_from_arrays_equals_build_table_and_cuts_rare_chunks():
+    counts = {b"ab": 3, b"a": 9, b"abc": 1, b"xyz": 2, b"q": 1}
+    data, offsets, n = _arrays(counts)
+    one = table_from_arrays(data, offsets, n, 300)
+    two = build_table(sorted(counts), [counts[c] for c in sorted(counts)], 300)
+    assert one.tokens.tolist() == two.tokens.tolist() and one.counts.tolist() == two.counts.tolist()
+    cut = table_from_arrays(data, offsets, n, 300, min_count=2)
+    assert [bytes(cut.chunk_tokens(c)) for c in range(cut.n_chunks)] == [b"ab", b"xyz"]
+    chunks, tokens = tokens_by_cutoff(offsets, n, 4)
+    assert chunks[1:].tolist() == [3, 2, 1, 0] and tokens[1:].tolist() == [8, 5, 2, 0]
+
+
+def test_fit_keeps_everything_when_the_budget_allows():
+    data, offsets, n = _arrays({b"ab": 3, b"abc": 1, b"xyz": 2})
+    fit = fit_merge_stage(offsets, n, budget=10**9, base_rss=10**8)
+    assert (fit.min_count, fit.auto_cutoff, fit.tokens, fit.chunks) == (1, False, 8, 3)
+    assert fit.estimate == 10**8 + merge_estimate(8, 3)
+    assert fit_merge_stage(offsets, n, budget=10**9, base_rss=10**8, freq_cutoff=2).tokens == 5
+
+
+def test_fit_leaves_out_the_rarest_chunks_or_refuses():
+    # 1000 chunks seen once (3 tokens each) and one chunk seen a million times.
+    counts = {f"r{k:03d}".encode()[:3] + bytes([97 + k % 26]): 1 for k in range(1000)}
+    counts[b"the"] = 10**6
+    data, offsets, n = _arrays(counts)
+    full = merge_estimate(4 * 1000 + 3, 1001)
+    budget = 10**6 + merge_estimate(3, 1)  # only "the" fits
+    fit = fit_merge_stage(offsets, n, budget=budget, base_rss=10**6)
+    assert fit.auto_cutoff and fit.min_count == 2 and fit.tokens == 3 and fit.dropped_chunks == 1000
+    assert fit.dropped_occurrences == 1000 and fit.estimate <= budget
+    table = table_from_arrays(data, offsets, n, 300, fit.min_count)
+    assert table.n_chunks == 1
+    # The same chunks, but the rare ones are 10% of the corpus: leaving them out would drop too much.
+    counts[b"the"] = 9000
+    data, offsets, n = _arrays(counts)
+    assert 1000 / 10000 > MAX_AUTO_DROP
+    with pytest.raises(ValueError, match="too small for the merge stage") as error:
+        fit_merge_stage(offsets, n, budget=budget, base_rss=10**6)
+    suggested = parse_size("".join(str(error.value).split("use at least ")[1].split(" ")[:2]))
+    assert suggested >= 10**6 + full
+    assert not fit_merge_stage(offsets, n, budget=suggested, base_rss=10**6).auto_cutoff
+
+
+def test_train_reports_peaks_by_stage_and_the_merge_fit(tmp_path):
+    path = tmp_path / "a.txt"
+    rng = random.Random(5)
+    words = [" " + "".join(rng.choice("abcdefgh") for _ in range(rng.randint(1, 9))) for _ in range(3000)]
+    path.write_text("".join(rng.choice(words) for _ in range(40000)))
+    stats = parbpe.train([str(path)], vocab_size=400, workers=1, out_dir=str(tmp_path / "out")).stats
+    assert set(stats["peak_rss_by_stage"]) == {"plan", "count", "reduce", "table", "merge", "write"}
+    assert max(stats["peak_rss_by_stage"].values()) == stats["peak_rss_bytes"]
+    fit = stats["merge_fit"]
+    assert fit["table_tokens"] == stats["table_tokens"] and not fit["auto_cutoff"] and fit["min_count"] == 1
+    assert fit["estimate_bytes"] > stats["peak_rss_by_stage"]["reduce"] // 2
