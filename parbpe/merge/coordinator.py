@@ -30,10 +30,11 @@ MIN_TOKENS_PER_WORKER = 32_000_000
 # The merge stage's peak above the process that starts it, per table token and per table chunk:
 # the table (2 bytes a token, 24 a chunk), the linked engine's links and weights (13), the pair
 # index (8 a live pair, rebuilt when stale), the pair counts and the temporaries of the initial
-# count and of the first, widest rounds. bench/merge_memory.py and a trace of the stage,
-# 2026-11-23, one process, realmix counts (11.8M tokens, 1.0M chunks, 32,768 tokens): the peak was
-# 42 bytes a token above the process, in the first rounds; the initial count 40.
-MERGE_BYTES_PER_TOKEN = 46
+# count and of the first, widest rounds (applied in groups). Measured with a trace of the stage
+# (2026-11-23, one process, realmix counts: 11.8M tokens, 1.0M chunks, 32,768 tokens): 34 bytes a
+# token above the process at the peak, in the first rounds (47 before the index was built a slice
+# at a time, batches applied in groups and the index rebuilt when stale); the initial count 27.
+MERGE_BYTES_PER_TOKEN = 38
 MERGE_BYTES_PER_CHUNK = 24
 SLICED_FACTOR = 2  # merge workers hold an engine each and pages of the coordinator: count twice
 AUTO_CUTOFF_LIMIT = 1 << 16  # the automatic cutoff never goes beyond this count

@@ -116,6 +116,9 @@ class LinkedEngine:
     REMOVED = -2  # next[p] of a position merged away; -1 marks the last position of a chunk
     STALE_FACTOR = 1.5  # index entries per live pair that trigger a rebuild of the index
     MIN_REBUILD = 1 << 16  # ... but never for an index smaller than this many entries
+    SLICE = 1 << 20  # positions handled at a time when the index is built
+    GROUP_ENTRIES = 1 << 18  # index entries a group of a wide batch looks up at once (see apply) ...
+    GROUP_SHARE = 32  # ... or this share of the live pairs, if more
 
     def __init__(self, table: ChunkTable) -> None:
         self.table = table
@@ -144,28 +147,50 @@ class LinkedEngine:
 
     def _index_live_pairs(self, count: bool) -> tuple[np.ndarray, np.ndarray]:
         """Index every pair at a live position as one block (and, if count, return the pair counts)."""
-        starts = np.flatnonzero(self.next >= 0)
-        self.live_pairs = len(starts)
+        self.live_pairs = int(np.count_nonzero(self.next >= 0))
         if not self.index.packed:
+            starts = np.flatnonzero(self.next >= 0)
             keys = self._pairs_at(starts)
             order = np.argsort(keys)  # one sort serves both the index and the counts
             keys, starts = keys[order], starts[order]
             self.index.add(keys, starts, presorted=True)
             return aggregate_sorted(keys, self.weight[starts]) if count else (keys[:0], keys[:0])
-        # The table's largest moment: sort the index's packed entries (narrow key, position) in
-        # place, instead of keys, positions, a permutation and sorted copies of both.
-        tokens = self.table.tokens
-        packed = tokens[starts].astype(np.uint64) << np.uint64(48)
-        packed |= tokens[self.next[starts]].astype(np.uint64) << np.uint64(32)
-        packed |= starts.astype(np.uint64)
-        del starts
+        # The table's largest moment: the index's packed entries (narrow key, position), made a slice
+        # of positions at a time into one array and sorted in place; then the narrow keys and weights
+        # of the counts, a slice at a time. At most one uint64, a uint32 and a weight per pair at once.
+        tokens, nxt = self.table.tokens, self.next
+        live = nxt >= 0
+        packed = np.empty(int(np.count_nonzero(live)), dtype=np.uint64)
+        at = 0
+        for lo in range(0, len(live), self.SLICE):
+            starts = np.flatnonzero(live[lo:lo + self.SLICE]) + lo
+            out = packed[at:at + len(starts)]
+            out[:] = tokens[starts]
+            out <<= np.uint64(48)
+            second = tokens[nxt[starts]].astype(np.uint64)
+            second <<= np.uint64(32)
+            out |= second
+            out |= starts.astype(np.uint64)
+            at += len(starts)
+        del live
         packed.sort()
         self.index.add_packed(packed)
         if not count:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty
-        weights = self.weight[(packed & np.uint64(0xFFFFFFFF)).astype(self.next.dtype)]
-        narrow, counts = aggregate_sorted((packed >> np.uint64(32)).astype(np.uint32), weights)
+        # Each slice of the sorted entries sums its own pairs; a pair cut by a slice boundary is
+        # summed once more over the (far fewer) per-slice sums, which are still sorted.
+        slice_keys, slice_counts = [], []
+        for lo in range(0, len(packed), self.SLICE):
+            part = packed[lo:lo + self.SLICE]
+            weights = self.weight[(part & np.uint64(0xFFFFFFFF)).astype(nxt.dtype)]
+            keys, sums = aggregate_sorted((part >> np.uint64(32)).astype(np.uint32), weights)
+            slice_keys.append(keys)
+            slice_counts.append(sums)
+        if not slice_keys:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty
+        narrow, counts = aggregate_sorted(np.concatenate(slice_keys), np.concatenate(slice_counts))
         narrow = narrow.astype(np.int64)
         return pack(narrow >> 16, narrow & 0xFFFF), counts
 
@@ -186,9 +211,30 @@ class LinkedEngine:
         return out
 
     def apply(self, first: np.ndarray, second: np.ndarray, new_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Apply a safe batch of merges (first[k], second[k]) -> new_ids[k]; see ChunkEngine.apply."""
-        hits, which = self.find_hits(first, second)
-        return self.apply_hits(hits, which, new_ids)
+        """Apply a safe batch of merges (first[k], second[k]) -> new_ids[k]; see ChunkEngine.apply.
+
+        A wide batch is applied a group of merges at a time, each group at most GROUP_ENTRIES
+        index entries (but one merge): the first rounds of BatchBPE touch a large share of the
+        table, and their temporaries (several int64 per occurrence) would outgrow the engine. Any
+        part of a safe batch is a safe batch, and its occurrences are disjoint from the others',
+        so applying the groups in turn ends in the same table; the count changes add up (a pair
+        made by one group and consumed by the next sums to zero and is left out)."""
+        new_ids = np.asarray(new_ids, dtype=np.int64)
+        sizes = self.index.entries_of(pack(first, second))
+        limit = max(self.GROUP_ENTRIES, self.live_pairs // self.GROUP_SHARE)
+        if int(sizes.sum()) <= limit:
+            hits, which = self.find_hits(first, second)
+            return self.apply_hits(hits, which, new_ids)
+        keys, deltas, lo = [], [], 0
+        ends = np.cumsum(sizes)
+        while lo < len(first):
+            hi = max(lo + 1, int(np.searchsorted(ends, (ends[lo - 1] if lo else 0) + limit, side="right")))
+            hits, which = self.find_hits(first[lo:hi], second[lo:hi])
+            part_keys, part_deltas = self.apply_hits(hits, which, new_ids[lo:hi])
+            keys.append(part_keys)
+            deltas.append(part_deltas)
+            lo = hi
+        return aggregate(np.concatenate(keys), np.concatenate(deltas))
 
     def find_hits(self, first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Where a safe batch merges: (positions of the first token, index of the merge in the batch)."""

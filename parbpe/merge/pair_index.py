@@ -100,6 +100,19 @@ class PairIndex:
         """Entries held, stale ones included."""
         return sum(len(block) for block in self.blocks)
 
+    def entries_of(self, keys: np.ndarray) -> np.ndarray:
+        """How many entries (stale ones included) each of the given pair keys has."""
+        sizes = np.zeros(len(keys), dtype=np.int64)
+        if self.packed:
+            low = narrow_key(keys) << np.uint64(32)
+            high = low | _LOW32
+        for block in self.blocks:
+            if self.packed:
+                sizes += np.searchsorted(block, high, side="right") - np.searchsorted(block, low)
+            else:
+                sizes += np.searchsorted(block.keys, keys, side="right") - np.searchsorted(block.keys, keys)
+        return sizes
+
     def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """All entries of the given keys: (values, index into keys of the key each belongs to)."""
         values, which = [], []

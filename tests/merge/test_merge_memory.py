@@ -25,14 +25,20 @@ def _arrays(counts: dict[bytes, int]) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_index_rebuilds_keep_the_merges(seed, monkeypatch):
-    # Rebuild the index whenever it holds any stale entry: the merges must not change.
+def test_index_rebuilds_slices_and_groups_keep_the_merges(seed, monkeypatch):
+    # Rebuild the index whenever it holds any stale entry, build it a few positions at a time, and
+    # apply wide batches a merge or two at a time: the merges must not change.
     monkeypatch.setattr(LinkedEngine, "MIN_REBUILD", 0)
     monkeypatch.setattr(LinkedEngine, "STALE_FACTOR", 1.0)
-    rebuilds = []
+    monkeypatch.setattr(LinkedEngine, "SLICE", 7)
+    monkeypatch.setattr(LinkedEngine, "GROUP_ENTRIES", 1)
+    monkeypatch.setattr(LinkedEngine, "GROUP_SHARE", 10**9)
+    rebuilds, groups = [], []
     original = LinkedEngine._index_live_pairs
     monkeypatch.setattr(LinkedEngine, "_index_live_pairs",
                         lambda self, count: rebuilds.append(count) or original(self, count))
+    find_hits = LinkedEngine.find_hits
+    monkeypatch.setattr(LinkedEngine, "find_hits", lambda self, a, b: groups.append(len(a)) or find_hits(self, a, b))
     rng = random.Random(500 + seed)
     counts = random_corpus(rng, rng.choice([b"ab", b"abc", b"the quick"]), rng.randint(5, 80), rng.randint(2, 16))
     n = rng.randint(5, 100)
@@ -43,6 +49,7 @@ def test_index_rebuilds_keep_the_merges(seed, monkeypatch):
                               max_batch_size=max_batch_size).merges
         assert merges == reference_train(counts, n, batched=max_batch_size == 0)
     assert rebuilds.count(False) > 0  # the index was rebuilt mid-training
+    assert max(groups) == 1  # every batch was applied a merge at a time
 
 
 def test_table_from_arrays_equals_build_table_and_cuts_rare_chunks():
