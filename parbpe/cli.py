@@ -172,8 +172,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _one_line(exc: BaseException) -> str:
-    """An exception's message on one line (a worker's multi-line report keeps its first line)."""
+    """An exception's message on one line (a worker's multi-line report keeps its first line);
+    an OSError as its message and file, without "[Errno n]"."""
     text = str(exc).strip() or type(exc).__name__
+    if isinstance(exc, OSError) and exc.strerror:
+        text = exc.strerror + (f": {exc.filename}" if exc.filename else "")
     return text.splitlines()[0]
 
 

@@ -69,13 +69,26 @@ def resolve_pattern(name_or_regex: str) -> str:
     if not name_or_regex:
         raise ValueError(f"pattern must be one of {sorted(PATTERNS)} or a non-empty regex, got ''")
     try:
-        regex.compile(name_or_regex)
+        compiled = regex.compile(name_or_regex)
     except regex.error as exc:
         raise ValueError(
             f"pattern {name_or_regex!r} is neither a built-in name ({', '.join(sorted(PATTERNS))}) "
             f"nor a valid regex: {exc}"
         ) from None
+    for probe in _EMPTY_MATCH_PROBES:
+        for match in compiled.finditer(probe):
+            if match.start() == match.end():
+                raise ValueError(
+                    f"pattern {name_or_regex!r} can match the empty string (it does at offset {match.start()} "
+                    f"of {probe!r}), which makes no chunk to train on; make every alternative match at "
+                    "least one character (e.g. '+' instead of '*')"
+                )
     return name_or_regex
+
+
+# Texts on which a custom pattern must never match the empty string: empty, letters, digits,
+# spaces, punctuation, newlines and non-ASCII, alone and mixed.
+_EMPTY_MATCH_PROBES = ("", "a", "ab cd", "12 345", "  \n\t", "x, y!", "\r\n", "é中 😀", "Ab1 .\n z'S")
 
 
 def pattern_name(pattern: str) -> str | None:

@@ -9,7 +9,7 @@ import os
 import platform
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,7 @@ from .count.counter import CountResult, count_to_runs, unit_key
 from .count.counts_file import write_counts_file
 from .count.reduce import TrainingChunks, combine_selections, reduce_runs
 from .count.stream import QUEUE_BATCHES_PER_WORKER, count_stream_to_runs
-from .io.atomic import write_text_atomically
+from .io.atomic import check_output_dir, check_output_file, check_work_dir, write_files_atomically
 from .io.filesystems import file_info, is_remote, local_path
 from .io.iterables import (
     STREAM_BATCH_BYTES,
@@ -42,6 +42,7 @@ from .run.memory import PeakSampler, default_budget, format_size, process_rss, t
 from .run.progress import Progress
 from .run.run_dir import FREE_SETTINGS, RunDirectory, clean_stale_temp_dirs, temp_work_dir, test_stop
 from .tokenizer.evaluate import evaluate
+from .tokenizer.exports import file_makers
 from .tokenizer.model import Tokenizer
 
 SAMPLE_CORPUS = "the built-in sample corpus (the Python standard library's sources)"
@@ -96,8 +97,12 @@ def train(
         config = TrainConfig(**overrides)
     elif overrides:
         raise ValueError(f"pass either a TrainConfig or keyword settings, not both (got {sorted(overrides)})")
-    reporter = progress if isinstance(progress, Progress) else Progress(progress)
     out_dir = os.fspath(out_dir) if out_dir is not None else None
+    if out_dir is not None:
+        check_output_dir(out_dir)  # before any work: a run must not be lost for want of a place to write
+    if config.tmp_dir is not None:
+        check_work_dir(config.tmp_dir)
+    reporter = progress if isinstance(progress, Progress) else Progress(progress)
     inputs, described = _resolve_inputs(inputs, config, sample_corpus)
     default_corpus = described == SAMPLE_CORPUS
     reporter.event("config", message="training", **{k: v for k, v in config.to_dict().items() if k != "pattern"},
@@ -233,16 +238,29 @@ def train(
         reporter.event("heldout", **{k: round(v, 4) if isinstance(v, float) else v
                                      for k, v in stats["heldout"].items()})
     files = None
-    if out_dir is not None:
-        t = time.perf_counter()
-        with PeakSampler() as write_sampler:
-            files = tokenizer.save(out_dir, config=config.result_settings())
-        stats["seconds"]["write"] = round(time.perf_counter() - t, 3)
-        stats["peak_rss_by_stage"]["write"] = write_sampler.peak
-        stats["peak_rss_bytes"] = max(sampler.peak, write_sampler.peak)
+    if out_dir is not None:  # every file or none (write_files_atomically), stats.json included
+        makers, files = file_makers(tokenizer, config.result_settings())
         files["stats.json"] = "written"
         stats["files"] = files
-        write_text_atomically(os.path.join(out_dir, "stats.json"), json.dumps(stats, indent=1))
+        spent = [0.0]
+
+        def timed(make: Callable[[], str]) -> Callable[[], str]:
+            def run() -> str:
+                t = time.perf_counter()
+                text = make()
+                spent[0] += time.perf_counter() - t
+                return text
+            return run
+
+        def stats_text() -> str:  # made last: the time and peak of the others are known
+            stats["seconds"]["write"] = round(spent[0], 3)
+            stats["peak_rss_by_stage"]["write"] = write_sampler.peak
+            stats["peak_rss_bytes"] = max(sampler.peak, write_sampler.peak)
+            return json.dumps(stats, indent=1)
+
+        makers = {name: timed(make) for name, make in makers.items()} | {"stats.json": stats_text}
+        with PeakSampler() as write_sampler:
+            write_files_atomically(out_dir, makers)
     if run is not None:
         run.finish(keep_run_dir)
     reporter.event("done", vocab_size=tokenizer.n_vocab, rounds=len(result.batch_sizes),
@@ -541,6 +559,9 @@ def count_to_file(inputs: Any, out_path: str, config: TrainConfig, *,
                   sample_corpus: bool = False) -> dict[str, Any]:
     """Count chunks of inputs and write them as a counts file (stages 1-3 without cutoff/stop list).
     Rows are grouped by hash partition and sorted by chunk bytes within each (see count/counts_file.py)."""
+    check_output_file(out_path)
+    if config.tmp_dir is not None:
+        check_work_dir(config.tmp_dir)
     reporter = progress if isinstance(progress, Progress) else Progress(progress)
     inputs, _ = _resolve_inputs(inputs, config, sample_corpus)
     times: dict[str, float] = {}

@@ -199,9 +199,14 @@ def _count_shard_job(args: tuple[int, list[WorkUnit], TrainConfig, str, int | No
         try:
             count_unit(unit, shard)
         except Exception as exc:  # re-raised in the parent, naming the worker and its unit
-            where = f"worker {rank} (pid {os.getpid()}) failed on {unit.describe()}: {exc}"
-            if isinstance(exc, (ValueError, OSError)):  # bad input, full disk: the same kind, for one line
-                raise type(exc)(where) from exc
+            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror and not exc.filename else str(exc)
+            where = f"worker {rank} (pid {os.getpid()}) failed on {unit.describe()}: {detail}"
+            if unit.describe() in detail:
+                where = detail
+            if isinstance(exc, OSError):  # a full disk: the same kind (and errno), for one line
+                raise OSError(exc.errno, where) from exc
+            if isinstance(exc, ValueError):  # bad input
+                raise ValueError(where) from exc
             raise RuntimeError(where) from exc
         test_stop("count", done)
         if _shared_progress is not None:

@@ -7,6 +7,8 @@ partition, so the global counts of partition p are the sum of batch p of every r
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Iterable, Iterator
 
 import numpy as np
@@ -14,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+from ..io.atomic import disk_full
 from .pieces import SCHEMA, sum_tables
 
 N_PARTITIONS = 32
@@ -62,9 +65,17 @@ def write_run(path: str, table: pa.Table, n_partitions: int = N_PARTITIONS) -> N
     batches = table.take(pa.array(order)).combine_chunks().to_batches()
     batch = batches[0] if batches else pa.RecordBatch.from_arrays(
         [pa.array([], pa.string()), pa.array([], pa.int64())], schema=SCHEMA)
-    with pa.OSFile(path, "wb") as sink, ipc.new_file(sink, SCHEMA) as writer:
-        for p in range(n_partitions):
-            writer.write_batch(batch.slice(int(bounds[p]), int(bounds[p + 1] - bounds[p])))
+    try:
+        with pa.OSFile(path, "wb") as sink, ipc.new_file(sink, SCHEMA) as writer:
+            for p in range(n_partitions):
+                writer.write_batch(batch.slice(int(bounds[p]), int(bounds[p + 1] - bounds[p])))
+    except OSError as exc:
+        if os.path.exists(path):
+            os.unlink(path)
+        if exc.errno == errno.ENOSPC or "No space left" in str(exc):
+            raise disk_full(path, needed=batch.nbytes, hint="free some space there or choose another --tmp-dir "
+                            "(spilled counts go there)") from None
+        raise
 
 
 def read_partition(runs: Iterable[str], partition: int) -> pa.Table:

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import tempfile
+from collections.abc import Callable
 
 from .filesystems import is_remote, local_path, write_remote
 
@@ -19,18 +22,122 @@ def write_atomically(path: str, write) -> None:
         write_remote(path, write)
         return
     path = local_path(path)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = _write_beside(path, write)
+    os.replace(tmp, path)
+
+
+def _write_beside(path: str, write: Callable[[str], object], needed: int | None = None) -> str:
+    """write(a temporary name beside path); returns that name. On any failure the temporary file
+    is removed, and a full disk becomes one message naming path (and what it needed)."""
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=directory)
     os.close(fd)
     try:
         write(tmp)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes private files; outputs get the usual mode
-        os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
+        written = os.path.getsize(tmp) if os.path.exists(tmp) else 0
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            raise disk_full(path, needed=needed, written=written) from None
         raise
+    return tmp
+
+
+def disk_full(path: str, *, needed: int | None = None, written: int | None = None,
+              hint: str = "free some space there or write elsewhere") -> OSError:
+    """The one-line error for a full disk: the path, how much it needed or had written, what is free."""
+    parts = []
+    if needed is not None:
+        parts.append(f"it needs {_mb(needed)}")
+    elif written:
+        parts.append(f"{_mb(written)} were written before the disk filled")
+    try:
+        parts.append(f"{_mb(shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free)} free")
+    except OSError:
+        pass
+    return OSError(errno.ENOSPC, f"no space left on device writing {path} ({', '.join(parts)}); {hint}")
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n:,} bytes"
+
+
+def write_files_atomically(directory: str, makers: dict[str, Callable[[], str]]) -> None:
+    """Write every file of directory or none: each text is made and written to a temporary name in
+    turn, and only when all are written are they renamed into place (a full disk leaves nothing)."""
+    if is_remote(directory):
+        for name, make_text in makers.items():
+            write_text_atomically(f"{directory.rstrip('/')}/{name}", make_text())
+        return
+    directory = local_path(directory)
+    os.makedirs(directory, exist_ok=True)
+    done: dict[str, str] = {}
+    try:
+        for name, make_text in makers.items():
+            data = make_text().encode("utf-8")
+            path = os.path.join(directory, name)
+            done[path] = _write_beside(path, lambda tmp, data=data: _write_bytes(tmp, data), needed=len(data))
+            del data
+    except BaseException:
+        for tmp in done.values():
+            os.unlink(tmp)
+        raise
+    for path, tmp in done.items():
+        os.replace(tmp, path)
+
+
+def _write_bytes(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def check_output_dir(path: str, option: str = "--out") -> None:
+    """Refuse, before any work, an output directory that is a file or cannot be written."""
+    if is_remote(path):
+        return
+    path = local_path(path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{option} {path} is an existing file, not a directory; give a directory (new or "
+                         "existing) for the output files")
+    _check_can_create(path, option)
+
+
+def check_output_file(path: str, option: str = "--out") -> None:
+    """Refuse, before any work, an output file that is a directory or cannot be written."""
+    if is_remote(path):
+        return
+    path = local_path(path)
+    if os.path.isdir(path):
+        raise ValueError(f"{option} {path} is a directory; give the name of the file to write")
+    _check_can_create(os.path.dirname(os.path.abspath(path)), option)
+
+
+def check_work_dir(path: str, option: str = "--tmp-dir") -> None:
+    """Refuse, before any work, a working directory that does not exist or cannot be written."""
+    if not os.path.isdir(path):
+        what = "is a file" if os.path.exists(path) else "does not exist"
+        raise ValueError(f"{option} {path} {what}; give an existing directory")
+    _check_can_create(path, option)
+
+
+def _check_can_create(path: str, option: str) -> None:
+    """Create and remove a file in path (or, if path does not exist yet, in its nearest existing
+    parent): the real test, which os.access is not for root or read-only mounts."""
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise ValueError(f"{option} {path} cannot be created: {probe} is a file")
+    try:
+        fd, name = tempfile.mkstemp(prefix=".parbpe-probe-", dir=probe)
+        os.close(fd)
+        os.unlink(name)
+    except OSError as exc:
+        raise ValueError(f"{option} {path} is not writable ({exc.strerror} in {probe}); choose another "
+                         "directory or fix its permissions") from None
 
 
 def _umask() -> int:

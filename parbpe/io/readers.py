@@ -128,7 +128,8 @@ def _parquet_batches(unit: WorkUnit, text_column: str, stats: ReadStats) -> Iter
             stats.bytes += pc.sum(pc.binary_length(texts)).as_py() or 0
             yield texts
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
-        raise ValueError(f"{unit.describe()}: corrupt or unreadable parquet data ({exc})") from None
+        detail = " ".join(str(exc).split())
+        raise ValueError(f"{unit.describe()}: corrupt or unreadable parquet data ({detail})") from None
 
 
 def _record_batches(source: pa.NativeFile, path: str) -> Iterator[pa.RecordBatch]:
@@ -182,7 +183,7 @@ def _arrow_batches(unit: WorkUnit, text_column: str, stats: ReadStats) -> Iterat
 def _jsonl_documents(unit: WorkUnit, text_column: str, stats: ReadStats) -> Iterator[str]:
     with _open_binary(unit.path) as stream:
         start, end = _range(unit, stream, snap_line)
-        lines = _binary_lines(stream, end - start) if end >= 0 else _binary_lines(stream)
+        lines = _binary_lines(stream, end - start if end >= 0 else -1, unit.path)
         where = functools.partial(_line_of, unit.path, start)
         for line_no, line in enumerate(lines, start=1):
             if not line.strip():
@@ -275,10 +276,16 @@ def snap_text(f, position: int) -> int:
         first = 2
 
 
-def _blocks(stream: pa.NativeFile, size: int, limit: int = -1) -> Iterator[bytes]:
-    """Blocks of at most size bytes from stream, stopping after limit bytes (-1: at its end)."""
+def _blocks(stream: pa.NativeFile, size: int, limit: int = -1, path: str = "the input") -> Iterator[bytes]:
+    """Blocks of at most size bytes from stream, stopping after limit bytes (-1: at its end).
+    A truncated or corrupt compressed stream is a ValueError naming path."""
     while limit != 0:
-        block = stream.read(size if limit < 0 else min(size, limit))
+        try:
+            block = stream.read(size if limit < 0 else min(size, limit))
+        except (OSError, pa.ArrowException) as exc:
+            kind = compression(path) or "file"
+            raise ValueError(f"{path}: truncated or corrupt {kind} data ({exc}); check the file, e.g. "
+                             f"download it again") from None
         if not block:
             return
         if limit > 0:
@@ -286,9 +293,9 @@ def _blocks(stream: pa.NativeFile, size: int, limit: int = -1) -> Iterator[bytes
         yield block
 
 
-def _binary_lines(stream: pa.NativeFile, limit: int = -1) -> Iterator[bytes]:
+def _binary_lines(stream: pa.NativeFile, limit: int = -1, path: str = "the input") -> Iterator[bytes]:
     rest = b""
-    for block in _blocks(stream, READ_BLOCK, limit):
+    for block in _blocks(stream, READ_BLOCK, limit, path):
         lines = (rest + block).split(b"\n")
         rest = lines.pop()
         yield from lines
@@ -331,7 +338,7 @@ def iter_text_pieces(path: str, stats: ReadStats, block: int = READ_BLOCK, start
     with _open_binary(path) as stream:
         start, end = _range(WorkUnit(path, "text", start=start, end=end), stream, snap_text)
         buffer = b""
-        for data in _blocks(stream, block, end - start if end >= 0 else -1):
+        for data in _blocks(stream, block, end - start if end >= 0 else -1, path):
             buffer += data
             cut = find_last_safe_cut(buffer, max(len(buffer) - len(data), 2))
             if cut > 0:

@@ -11,11 +11,10 @@ from __future__ import annotations
 import base64
 import functools
 import json
-import os
+from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..io.atomic import write_text_atomically
-from ..io.filesystems import makedirs
+from ..io.atomic import write_files_atomically
 from ..patterns import pattern_name
 from .byte_level import token_to_unicode
 
@@ -165,12 +164,11 @@ def transformers_files(tok: Tokenizer, roles: dict[str, str]) -> tuple[str, str]
     return json.dumps(config, indent=1, ensure_ascii=False), json.dumps(roles, indent=1, ensure_ascii=False)
 
 
-def save(tok: Tokenizer, directory: str, *, config: dict[str, Any] | None = None) -> dict[str, str]:
-    """Write every format to directory (each atomically); returns {file: "written" | reason}.
+def file_makers(tok: Tokenizer, config: dict[str, Any] | None = None
+                ) -> tuple[dict[str, Callable[[], str]], dict[str, str]]:
+    """What save writes: ({file: a function making its text}, {file: "written" | why not}).
     config (the training settings) is recorded in parbpe.json and sets the special tokens' roles."""
-    makedirs(directory)  # a local directory; object stores have none
     problems = export_problems(tok)
-    outcome: dict[str, str] = {}
     gpt2_texts = functools.cache(lambda: gpt2_files(tok))  # vocab.json and merges.txt come from one call
     hf_texts = functools.cache(lambda: transformers_files(tok, special_token_roles(tok, config)))
     writers = {
@@ -182,10 +180,13 @@ def save(tok: Tokenizer, directory: str, *, config: dict[str, Any] | None = None
         "tokenizer_config.json": lambda: hf_texts()[0],
         "special_tokens_map.json": lambda: hf_texts()[1],
     }
-    for name, make_text in writers.items():
-        if name in problems:
-            outcome[name] = f"not written: {problems[name]}"
-            continue
-        write_text_atomically(os.path.join(directory, name), make_text())
-        outcome[name] = "written"
+    outcome = {name: f"not written: {problems[name]}" if name in problems else "written" for name in writers}
+    return {name: make for name, make in writers.items() if name not in problems}, outcome
+
+
+def save(tok: Tokenizer, directory: str, *, config: dict[str, Any] | None = None) -> dict[str, str]:
+    """Write every format to directory, all or none (a full disk leaves no file); returns
+    {file: "written" | reason}."""
+    makers, outcome = file_makers(tok, config)
+    write_files_atomically(directory, makers)
     return outcome

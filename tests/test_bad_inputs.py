@@ -1,0 +1,197 @@
+"""Every bad input or full disk is one clear line and exit status 2, found before the work where it
+can be, and --out never holds a half-written file."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from parbpe.cli import main
+
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+
+
+def _text(seed: int, n_lines: int = 400) -> str:
+    rng = random.Random(seed)
+    return "\n".join(" ".join(rng.choice(WORDS) + str(rng.randint(0, 999)) for _ in range(30))
+                     for _ in range(n_lines))
+
+
+@pytest.fixture
+def corpus(tmp_path) -> str:
+    path = tmp_path / "corpus.txt"
+    path.write_text(_text(0))
+    return str(path)
+
+
+def _train(capsys, *args: str) -> tuple[int, str]:
+    status = main(["train", *args, "--vocab-size", "300", "--workers", "2", "--progress", "none"])
+    err = capsys.readouterr().err.strip()
+    return status, err
+
+
+def _one_line(status: int, err: str, *pieces: str) -> None:
+    assert status == 2, err
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("parbpe train: error: "), err
+    assert "Traceback" not in err and "[Errno" not in err, err
+    for piece in pieces:
+        assert piece in err, err
+
+
+def _no_output(out: Path) -> None:
+    """--out holds no file at all (no half-written one, no temporary one)."""
+    assert not out.exists() or (out.is_dir() and list(out.iterdir()) == []), list(out.iterdir())
+
+
+def test_out_naming_an_existing_file_is_refused_before_counting(corpus, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+    out.write_text("my notes")
+    monkeypatch.setattr(sys.modules["parbpe.train"], "plan", lambda *a: pytest.fail("counting began"))
+    status, err = _train(capsys, corpus, "--out", str(out))
+    _one_line(status, err, f"--out {out} is an existing file")
+    assert out.read_text() == "my notes"
+
+
+def test_unwritable_out_is_refused_before_counting(corpus, tmp_path, capsys, monkeypatch):
+    parent = tmp_path / "ro"
+    parent.mkdir()
+    _mount(parent, "ro,size=64k")
+    monkeypatch.setattr(sys.modules["parbpe.train"], "plan", lambda *a: pytest.fail("counting began"))
+    status, err = _train(capsys, corpus, "--out", str(parent / "out"))
+    _one_line(status, err, f"--out {parent / 'out'} is not writable", "Read-only file system")
+    _no_output(parent / "out")
+
+
+def test_tmp_dir_missing_or_unwritable_is_refused(corpus, tmp_path, capsys):
+    status, err = _train(capsys, corpus, "--out", str(tmp_path / "out"), "--tmp-dir", str(tmp_path / "nope"))
+    _one_line(status, err, f"--tmp-dir {tmp_path / 'nope'} does not exist")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    _mount(ro, "ro,size=64k")
+    status, err = _train(capsys, corpus, "--out", str(tmp_path / "out"), "--tmp-dir", str(ro))
+    _one_line(status, err, f"--tmp-dir {ro} is not writable")
+    _no_output(tmp_path / "out")
+
+
+def test_count_out_naming_a_directory_is_refused(corpus, tmp_path, capsys):
+    status = main(["count", corpus, "--out", str(tmp_path), "--progress", "none"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and err == f"parbpe count: error: --out {tmp_path} is a directory; give the name of the " \
+                                  "file to write"
+
+
+@pytest.mark.parametrize("name", ["corpus.txt.gz", "corpus.jsonl.gz", "corpus.jsonl.zst"])
+def test_truncated_compressed_input_names_the_file(name, tmp_path, capsys):
+    text = _text(1, 3000)
+    if ".jsonl" in name:
+        text = "\n".join(json.dumps({"text": line}) for line in text.splitlines())
+    path = tmp_path / name
+    if name.endswith(".gz"):
+        data = gzip.compress(text.encode())
+    else:
+        with pa.CompressedOutputStream(str(path), "zstd") as f:
+            f.write(text.encode())
+        data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    out = tmp_path / "out"
+    status, err = _train(capsys, str(path), "--out", str(out))
+    kind = "gzip" if name.endswith(".gz") else "zstd"
+    _one_line(status, err, f"{path}: truncated or corrupt {kind} data")
+    _no_output(out)
+
+
+def test_corrupt_parquet_names_the_file_and_row_group(tmp_path, capsys):
+    path = tmp_path / "corpus.parquet"
+    pq.write_table(pa.table({"text": _text(2, 3000).splitlines()}), path, row_group_size=1000)
+    data = bytearray(path.read_bytes())
+    first_group = pq.ParquetFile(path).metadata.row_group(0).column(0)
+    start = first_group.data_page_offset
+    data[start + 40:start + 400] = b"\xab" * 360  # inside row group 0's data, the footer intact
+    path.write_bytes(bytes(data))
+    out = tmp_path / "out"
+    status, err = _train(capsys, str(path), "--out", str(out))
+    _one_line(status, err, f"{path} (row group 0): corrupt or unreadable parquet data")
+    _no_output(out)
+
+
+@pytest.mark.parametrize("pattern", ["a*", r"\w*|\s+", r"\b"])
+def test_a_pattern_that_matches_the_empty_string_is_refused(pattern, corpus, tmp_path, capsys):
+    status, err = _train(capsys, corpus, "--out", str(tmp_path / "out"), "--pattern", pattern)
+    _one_line(status, err, f"pattern {pattern!r} can match the empty string")
+    _no_output(tmp_path / "out")
+
+
+def test_overlapping_special_tokens_match_longest_first(tmp_path, capsys):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(("hello<|a|><|b|>world " * 50 + "<|a|> alone ") * 4)
+    out = tmp_path / "out"
+    assert main(["train", str(corpus), "--out", str(out), "--vocab-size", "300", "--progress", "none",
+                 "--special-tokens", "<|a|>", "<|a|><|b|>"]) == 0
+    from parbpe.tokenizer.model import Tokenizer
+
+    tok = Tokenizer.load(str(out))
+    ids = tok.encode("x<|a|><|b|>y<|a|>", allowed_special="all")
+    assert tok.special_tokens["<|a|><|b|>"] in ids and ids[-1] == tok.special_tokens["<|a|>"]
+    assert ids.count(tok.special_tokens["<|a|>"]) == 1
+
+
+# -- full disks: a small tmpfs ------------------------------------------------------------------
+
+def _mount(directory: Path, options: str) -> None:
+    """Mount a tmpfs on directory (unmounted at the end of the test session's use of it)."""
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(directory)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {result.stderr.strip()}")
+    _MOUNTED.append(directory)
+
+
+_MOUNTED: list[Path] = []
+
+
+@pytest.fixture(autouse=True)
+def _unmount():
+    yield
+    while _MOUNTED:
+        subprocess.run(["umount", str(_MOUNTED.pop())], check=False)
+
+
+def test_a_full_disk_while_spilling_names_the_path_and_the_size(tmp_path, capsys):
+    rng = random.Random(3)
+    corpus = tmp_path / "unique.txt"  # many distinct chunks: a run file of several MB
+    corpus.write_text(" ".join("".join(rng.choice("abcdefghijklmnop") for _ in range(12)) for _ in range(300_000)))
+    small, out = tmp_path / "small", tmp_path / "out"
+    small.mkdir()
+    _mount(small, "size=1m")
+    status, err = _train(capsys, str(corpus), "--out", str(out), "--tmp-dir", str(small))
+    _one_line(status, err, "no space left on device writing", str(small), "it needs", "MB", "free",
+              "--tmp-dir")
+    assert list(small.iterdir()) == []  # the temporary directory is gone too
+    _no_output(out)
+
+
+def test_a_full_disk_while_writing_the_outputs_leaves_no_file(corpus, tmp_path, capsys):
+    small = tmp_path / "small"
+    small.mkdir()
+    _mount(small, "size=256k")
+    filler = small / "filler"
+    with open(filler, "wb") as f:  # leave about 12 KB: smaller than the tokenizer's files together
+        try:
+            f.write(b"\0" * (256 * 1024 - 12 * 1024))
+        except OSError:
+            pass
+    out = small / "out"
+    status, err = _train(capsys, corpus, "--out", str(out))
+    _one_line(status, err, "no space left on device writing", str(out), "it needs", "free")
+    _no_output(out)
+    assert sorted(os.listdir(small)) == ["filler", "out"] or sorted(os.listdir(small)) == ["filler"]
