@@ -102,6 +102,8 @@ def train(
         check_output_dir(out_dir)  # before any work: a run must not be lost for want of a place to write
     if config.tmp_dir is not None:
         check_work_dir(config.tmp_dir)
+    if run_dir is not None:
+        check_output_dir(run_dir, "--run-dir")
     reporter = progress if isinstance(progress, Progress) else Progress(progress)
     inputs, described = _resolve_inputs(inputs, config, sample_corpus)
     default_corpus = described == SAMPLE_CORPUS

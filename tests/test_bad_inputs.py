@@ -49,8 +49,9 @@ def _one_line(status: int, err: str, *pieces: str) -> None:
 
 
 def _no_output(out: Path) -> None:
-    """--out holds no file at all (no half-written one, no temporary one)."""
-    assert not out.exists() or (out.is_dir() and list(out.iterdir()) == []), list(out.iterdir())
+    """--out holds no file (no half-written one, no temporary one): at most the run directory
+    .parbpe-run, kept for --resume."""
+    assert not out.exists() or {p.name for p in out.iterdir()} <= {".parbpe-run"}, list(out.iterdir())
 
 
 def test_out_naming_an_existing_file_is_refused_before_counting(corpus, tmp_path, capsys, monkeypatch):
@@ -70,6 +71,15 @@ def test_unwritable_out_is_refused_before_counting(corpus, tmp_path, capsys, mon
     status, err = _train(capsys, corpus, "--out", str(parent / "out"))
     _one_line(status, err, f"--out {parent / 'out'} is not writable", "Read-only file system")
     _no_output(parent / "out")
+
+
+def test_run_dir_unwritable_is_refused(corpus, tmp_path, capsys):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    _mount(ro, "ro,size=64k")
+    status, err = _train(capsys, corpus, "--out", str(tmp_path / "out"), "--run-dir", str(ro / "run"))
+    _one_line(status, err, f"--run-dir {ro / 'run'} is not writable")
+    _no_output(tmp_path / "out")
 
 
 def test_tmp_dir_missing_or_unwritable_is_refused(corpus, tmp_path, capsys):
@@ -173,11 +183,17 @@ def test_a_full_disk_while_spilling_names_the_path_and_the_size(tmp_path, capsys
     small, out = tmp_path / "small", tmp_path / "out"
     small.mkdir()
     _mount(small, "size=1m")
-    status, err = _train(capsys, str(corpus), "--out", str(out), "--tmp-dir", str(small))
+    status, err = _train(capsys, str(corpus), "--out", str(out), "--run-dir", str(small / "run"))
     _one_line(status, err, "no space left on device writing", str(small), "it needs", "MB", "free",
-              "--tmp-dir")
-    assert list(small.iterdir()) == []  # the temporary directory is gone too
+              "--run-dir")
+    assert not list((small / "run").rglob("*.arrow"))  # no half-written run file
     _no_output(out)
+    status = main(["count", str(corpus), "--out", str(out / "counts.parquet"), "--tmp-dir", str(small),
+                   "--progress", "none"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith(f"parbpe count: error: no space left on device writing {small}") and "it needs" in err
+    assert not (out / "counts.parquet").exists()
 
 
 def test_a_full_disk_while_writing_the_outputs_leaves_no_file(corpus, tmp_path, capsys):
@@ -191,7 +207,7 @@ def test_a_full_disk_while_writing_the_outputs_leaves_no_file(corpus, tmp_path, 
         except OSError:
             pass
     out = small / "out"
-    status, err = _train(capsys, corpus, "--out", str(out))
+    status, err = _train(capsys, corpus, "--out", str(out), "--run-dir", str(tmp_path / "run"))
     _one_line(status, err, "no space left on device writing", str(out), "it needs", "free")
     _no_output(out)
-    assert sorted(os.listdir(small)) == ["filler", "out"] or sorted(os.listdir(small)) == ["filler"]
+    assert sorted(os.listdir(small)) in (["filler"], ["filler", "out"])

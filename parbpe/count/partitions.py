@@ -73,8 +73,8 @@ def write_run(path: str, table: pa.Table, n_partitions: int = N_PARTITIONS) -> N
         if os.path.exists(path):
             os.unlink(path)
         if exc.errno == errno.ENOSPC or "No space left" in str(exc):
-            raise disk_full(path, needed=batch.nbytes, hint="free some space there or choose another --tmp-dir "
-                            "(spilled counts go there)") from None
+            raise disk_full(path, needed=batch.nbytes, hint="free some space there, or put the spilled counts "
+                            "elsewhere (--run-dir for train, --tmp-dir for count)") from None
         raise
 
 
