@@ -107,7 +107,7 @@ class SlicedEngine:
         return f"merge worker {k} (chunks {c0}-{c1 - 1}, pid {self._procs[k].pid})"
 
     def _died(self, k: int) -> WorkerDied:
-        self._procs[k].join(timeout=1)
+        self._procs[k].join(timeout=3)  # its pipe closed: it is exiting; wait for its exit code
         reason = death_reason(self._procs[k].exitcode, "try --workers 1 (merging in one process needs less memory)")
         return WorkerDied(f"{self._describe(k)} died ({reason})")
 

@@ -147,7 +147,7 @@ def parallel(func: Callable, tasks: list, workers: int, context, tick: Callable[
             next_task += 1
 
     def died(k: int) -> WorkerDied:
-        procs[k].join(timeout=1)
+        procs[k].join(timeout=3)  # its pipe closed: it is exiting; wait for its exit code
         index = holding.get(k)
         who = describe(k, index) if describe is not None and index is not None else f"worker {k} (task {index})"
         return WorkerDied(f"{who} died ({death_reason(procs[k].exitcode, hint)})")
