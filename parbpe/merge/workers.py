@@ -112,7 +112,8 @@ class SlicedEngine:
         return WorkerDied(f"{self._describe(k)} died ({reason})")
 
     def _gather(self) -> list:
-        """One answer from every worker; a worker's error becomes a RuntimeError, its death WorkerDied.
+        """One answer from every worker; a worker's error becomes a RuntimeError (the lowest-numbered
+        worker's, when several fail), its death WorkerDied.
 
         Waits on every pipe and every worker's exit at once, so a death is seen at once whichever
         worker it is. Adds to `communication` the time since the message went out beyond the
@@ -135,12 +136,13 @@ class SlicedEngine:
                     status, payload, seconds = self._conns[k].recv()
                 except (EOFError, OSError):  # the pipe broke: the worker is gone
                     raise self._died(k) from None
-                if status != "ok":
-                    raise RuntimeError(f"{self._describe(k)} failed:\n{payload}")
-                answers[k] = payload
+                answers[k] = (status, payload)
                 busy = max(busy, seconds)
+        for k, (status, payload) in sorted(answers.items()):  # the first failed worker, whichever answered first
+            if status != "ok":
+                raise RuntimeError(f"{self._describe(k)} failed:\n{payload}")
         self.communication += time.perf_counter() - self._sent_at - busy
-        return [answers[k] for k in range(len(self._conns))]
+        return [answers[k][1] for k in range(len(self._conns))]
 
     def _send(self, message: tuple) -> None:
         self._sent_at = time.perf_counter()
