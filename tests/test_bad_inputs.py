@@ -146,7 +146,7 @@ def test_overlapping_special_tokens_match_longest_first(tmp_path, capsys):
     corpus.write_text(("hello<|a|><|b|>world " * 50 + "<|a|> alone ") * 4)
     out = tmp_path / "out"
     assert main(["train", str(corpus), "--out", str(out), "--vocab-size", "300", "--progress", "none",
-                 "--special-tokens", "<|a|>", "<|a|><|b|>"]) == 0
+                 "--special-tokens", "<|a|>,<|a|><|b|>"]) == 0
     from parbpe.tokenizer.model import Tokenizer
 
     tok = Tokenizer.load(str(out))
