@@ -47,7 +47,8 @@ def _add_corpus_options(p: argparse.ArgumentParser) -> None:
                         "share spill to disk, and the rarest chunks stay out of training if the merge stage "
                         "would not fit (default: half the available RAM)")
     p.add_argument("--tmp-dir", default=None, metavar="DIR",
-                   help="directory for spilled counts, removed at the end (default: the system's temp dir)")
+                   help="directory for spilled counts, removed at the end (default: the system's temp dir); "
+                        "train keeps them in its run directory instead (--run-dir)")
     p.add_argument("--start-method", choices=["fork", "spawn", "forkserver"], default=None,
                    help="how worker processes start (default: fork where available)")
     p.add_argument("--progress", choices=MODES, default="bar",

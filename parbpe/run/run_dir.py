@@ -267,6 +267,8 @@ class RunDirectory:
             records = sorted(n for n in os.listdir(directory) if _is_commit(n))
             for name in records:
                 record = read_json(os.path.join(directory, name))
+                if not all(os.path.exists(os.path.join(directory, r)) for r in record["runs"]):
+                    continue  # its runs were removed as uncommitted (a worker outlived its run): recount
                 units.update(record["units"])
                 runs += [os.path.join(directory, r) for r in record["runs"]]
                 named.update(record["runs"])

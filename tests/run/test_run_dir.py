@@ -81,6 +81,10 @@ def test_uncommitted_runs_are_ignored_and_removed(tmp_path):
     assert stats["documents"] == 1 and stats["bytes"] == corpus.stat().st_size
     assert sorted(os.listdir(directory)) == ["w0-commit00000.json", "w0-run00000.arrow"]
     assert run.new_count_dir().endswith("a001")
+    # A record naming a run file that is gone (a worker that outlived its run and committed late)
+    # does not count: its units are counted again.
+    os.unlink(os.path.join(directory, "w0-run00000.arrow"))
+    assert run.committed_units()[0] == set()
 
 
 def test_a_run_dir_in_use_is_refused(tmp_path):
