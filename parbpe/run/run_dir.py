@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -428,8 +429,8 @@ def clean_stale_temp_dirs(parent: str | None) -> list[str]:
             owner = read_json(os.path.join(path, OWNER_FILE))
         except (OSError, ValueError):
             owner = None
-        if owner is None:
-            if time.time() - os.path.getmtime(path) > 3600:
+        if owner is None:  # only names tempfile makes (parbpe- and 8 characters): not a user's parbpe-base
+            if re.fullmatch(r"parbpe-[a-z0-9_]{8}", name) and time.time() - os.path.getmtime(path) > 3600:
                 notes.append(f"{path} ({_tree_size(path) / 1e6:.1f} MB) has no owner record (an older parbpe's?) "
                              "and is over an hour old: remove it if no parbpe run uses it")
             continue

@@ -32,16 +32,19 @@ def test_stale_temp_dirs_are_removed_and_reported(tmp_path):
     (dead / "sub" / "w0-run00000.arrow").write_bytes(b"x" * 3_000_000)
     rd.write_json(str(dead / rd.OWNER_FILE), _dead_owner())
     with rd.temp_work_dir(str(tmp_path)) as live:  # this process's own: left alone
-        old = tmp_path / "parbpe-old"  # no owner record (an older parbpe): reported once it is old
-        old.mkdir()
-        os.utime(old, (time.time() - 7200, time.time() - 7200))
+        old = tmp_path / "parbpe-0ld_k3x9"  # no owner record (an older parbpe): reported once it is old
+        other = tmp_path / "parbpe-base"  # not a name tempfile makes (a user's checkout): left alone
+        for d in (old, other):
+            d.mkdir()
+            os.utime(d, (time.time() - 7200, time.time() - 7200))
         (tmp_path / "parbpe-new").mkdir()  # no owner record and recent: may be starting, left alone
         notes = rd.clean_stale_temp_dirs(str(tmp_path))
         assert os.path.isdir(live)
-    assert not dead.exists() and old.exists()
+    assert not dead.exists() and old.exists() and other.exists()
     assert len(notes) == 2
-    assert notes[0].startswith(f"removed {dead} (3.0 MB), left by a parbpe run (pid ")
-    assert str(old) in notes[1] and "no owner" in notes[1]
+    removed = [n for n in notes if n.startswith("removed")]
+    assert len(removed) == 1 and removed[0].startswith(f"removed {dead} (3.0 MB), left by a parbpe run (pid ")
+    assert any(n.startswith(f"{old} (0.0 MB) has no owner record") for n in notes)
 
 
 def test_a_killed_count_leaves_a_temp_dir_the_next_run_removes(tmp_path):
