@@ -13,9 +13,12 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked heavy_imports (datasets, transformers) run last: those imports add hundreds of MB
-    to this process, which tests of the memory budget (sized from the process tree's RSS) would count."""
-    items.sort(key=lambda item: item.get_closest_marker("heavy_imports") is not None)
+    """Tests marked heavy_imports (datasets, transformers) run late: those imports add hundreds of MB
+    to this process, which tests of the memory budget (sized from the process tree's RSS) would count.
+    Tests marked ray run last of all: a Ray driver leaves gRPC threads in this process, and a process
+    forked from one with such threads (every local worker pool of a later test) can crash or hang."""
+    items.sort(key=lambda item: (item.get_closest_marker("ray") is not None,
+                                 item.get_closest_marker("heavy_imports") is not None))
 
 
 @pytest.fixture
