@@ -32,7 +32,7 @@ from harness import save_results  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from parbpe.run.memory import format_size, parse_size  # noqa: E402
+from parbpe.run.memory import format_size, parse_size, processes_rss  # noqa: E402
 
 REALMIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "realmix")
 
@@ -53,25 +53,15 @@ def tree(pids: list[int]) -> list[psutil.Process]:
     return procs
 
 
-def rss(procs: list[psutil.Process]) -> int:
-    total = 0
-    for p in procs:
-        try:
-            total += p.memory_info().rss
-        except psutil.Error:
-            pass
-    return total
-
-
 def run(cmd: list[str], nodes: dict[str, list[int]], env: dict[str, str] | None = None) -> dict:
     """Run cmd; wall time and sampled peak RSS of its tree and of each node's processes."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     peaks = {"driver": 0, **{name: 0 for name in nodes}}
     while proc.poll() is None:
-        peaks["driver"] = max(peaks["driver"], rss(tree([proc.pid])))
+        peaks["driver"] = max(peaks["driver"], processes_rss(tree([proc.pid])))
         for name, pids in nodes.items():
-            peaks[name] = max(peaks[name], rss(tree(pids)))
+            peaks[name] = max(peaks[name], processes_rss(tree(pids)))
         time.sleep(0.05)
     _, err = proc.communicate()
     if proc.returncode != 0:

@@ -95,11 +95,16 @@ def tree_rss(pid: int | None = None) -> int:
         procs = [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
         return 0
+    return processes_rss(procs)
+
+
+def processes_rss(procs: list[psutil.Process]) -> int:
+    """Resident memory of the given processes, in bytes; those that are gone count nothing."""
     total = 0
     for proc in procs:
         try:
             total += proc.memory_info().rss
-        except psutil.NoSuchProcess:
+        except psutil.Error:
             pass
     return total
 
