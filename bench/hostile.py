@@ -67,7 +67,8 @@ def main() -> None:
         child(sys.argv[2:])
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "parbpe-hostile"))
+    # Not parbpe-*: that is the pattern of parbpe's own temporary directories, which runs report as stale.
+    parser.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "hostile-inputs"))
     parser.add_argument("--cases", default="a50,letters20,cjk20")
     parser.add_argument("--vocab-size", type=int, default=1024)
     parser.add_argument("--workers", type=int, default=2)

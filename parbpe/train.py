@@ -149,8 +149,15 @@ def train(
         # 4. table: chunk counts -> numpy arrays, no larger than the merge stage can hold in the budget
         t = time.perf_counter()
         pa.default_memory_pool().release_unused()
-        fit = fit_merge_stage(chunks.offsets, chunks.counts, budget, sampler.stage("table"), config.freq_cutoff,
-                              config.workers)
+        try:
+            fit = fit_merge_stage(chunks.offsets, chunks.counts, budget, sampler.stage("table"), config.freq_cutoff,
+                                  config.workers)
+        except ValueError as exc:
+            if run is None:
+                raise
+            raise ValueError(f"{exc}. The reduced counts are kept in {run.path}: the same command with a larger "
+                             f"--memory-budget and --resume skips counting (or remove it: rm -r '{run.path}')"
+                             ) from None
         reporter.event("merge_plan", table_tokens=fit.tokens, table_chunks=fit.chunks, estimate_MB=fit.estimate / 1e6,
                        budget_MB=budget / 1e6, min_count=fit.min_count, auto_cutoff=fit.auto_cutoff,
                        dropped_chunks=fit.dropped_chunks, merge_workers=fit.workers)

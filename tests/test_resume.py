@@ -255,3 +255,24 @@ def test_bad_input_leaves_no_run_directory_to_trip_over(tmp_path, monkeypatch):
     assert not (out / ".parbpe-run").exists()  # resuming would need the inputs unchanged: nothing to keep
     (tmp_path / "b.jsonl").write_text('{"text": "fine"}\n')
     assert _in_process(command).returncode == 0
+
+
+def test_a_run_refused_for_its_budget_keeps_only_the_counts_and_says_so(corpus, reference, tmp_path, monkeypatch):
+    """The merge stage's estimate refuses the budget after counting: OUT holds the run directory and
+    nothing else, the message names it, and --resume with a larger budget (the default, as the
+    reference run's) writes the files of an uninterrupted run."""
+    import parbpe.merge.coordinator as coordinator
+
+    out = tmp_path / "tok"
+    with monkeypatch.context() as patched:  # an estimate no budget of this machine meets: refused
+        patched.setattr(coordinator, "MERGE_BYTES_PER_TOKEN", 10**6)
+        refused = _in_process(_command(corpus, out, "plain", "--workers", "2", "--memory-budget", "2GB"))
+    assert refused.returncode == 2, refused.stderr
+    line = refused.stderr.strip()
+    assert "\n" not in line and "too small for the merge stage" in line
+    assert f"kept in {out / '.parbpe-run'}" in line and "--resume" in line and "rm -r" in line
+    assert [p.name for p in out.iterdir()] == [".parbpe-run"]
+    again = _in_process(_command(corpus, out, "plain", "--workers", "2", "--resume"))  # the default budget
+    assert again.returncode == 0, again.stderr
+    _assert_same_as(reference("plain"), out)
+    assert not (out / ".parbpe-run").exists()
