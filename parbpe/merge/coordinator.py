@@ -15,6 +15,7 @@ import numpy as np
 
 from ..run.memory import format_size
 from .engines import ChunkEngine, LinkedEngine
+from .runs import RunEngine, prefers_runs
 from .selection import Descending, PairQueue, safe_batch, search_width
 from .table import ChunkTable, tokens_by_cutoff
 from .workers import SlicedEngine
@@ -122,7 +123,7 @@ class MergeResult:
     merges: list[tuple[int, int]]  # in rank order; merge k makes token first_id + k
     batch_sizes: list[int]
     stopped_early: bool  # no pair was left before the vocabulary was full
-    engine: ChunkEngine | LinkedEngine | ChunkTable  # final tokens of every chunk (chunk_tokens)
+    engine: ChunkEngine | LinkedEngine | RunEngine | ChunkTable  # final tokens of every chunk (chunk_tokens)
     seconds: dict[str, float] = field(default_factory=dict)  # counting, selection, applying, updating, communication
 
 
@@ -148,7 +149,10 @@ def learn_merges(
     `vocab` holds the bytes of every token that exists before merging (the 256 bytes, then the
     stop-list tokens); it is extended in place with the new tokens. Each round ranks the top pairs,
     keeps BatchBPE's safe batch of them, applies it to the table and updates the pair counts.
-    engine: "linked" (overlap counting only), "chunk", or "auto" (linked where it applies).
+    engine: "linked" (overlap counting only), "chunk", "runs" (chunks as runs of one token, runs.py),
+    or "auto": runs when they shrink the table RUNS_FACTOR times (hostile text: long runs of one
+    token), else linked where it applies. The run engine runs in this process (its table is small)
+    and, like the chunk engine, makes exact batching serial.
     batching: "batchbpe" (skip conflicting pairs, BatchBPE's rule) or "exact" (the longest ranked
     prefix that serial BPE would merge in the same order: the same merges as max_batch_size=1).
     Exact batching needs the linked engine; with nonoverlap counting it runs serially.
@@ -160,21 +164,27 @@ def learn_merges(
     the pair counts as that run had them, and the rounds go on from there. on_round(merges,
     batch_sizes, final) is called after every round and once at the end (to write checkpoints).
     """
-    if engine not in ("auto", "linked", "chunk"):
-        raise ValueError(f"engine must be 'auto', 'linked' or 'chunk', got {engine!r}")
+    if engine not in ("auto", "linked", "chunk", "runs"):
+        raise ValueError(f"engine must be 'auto', 'linked', 'chunk' or 'runs', got {engine!r}")
     if engine == "linked" and nonoverlap:
         raise ValueError("the linked engine counts overlapping pairs only; use engine='chunk'")
     if batching not in ("batchbpe", "exact"):
         raise ValueError(f"batching must be 'batchbpe' or 'exact', got {batching!r}")
-    use_chunk = nonoverlap or engine == "chunk"
+    use_runs = engine == "runs" or (engine == "auto" and prefers_runs(table))
+    use_chunk = nonoverlap or engine == "chunk" or use_runs
     exact = batching == "exact" and not use_chunk
     if batching == "exact" and use_chunk:
         max_batch_size = 1  # serial BPE is exact by definition
     clock = time.perf_counter()
     per_worker = MIN_TOKENS_PER_WORKER if min_tokens_per_worker is None else min_tokens_per_worker
     workers = min(workers, len(table.tokens) // max(per_worker, 1))
+    if use_runs:
+        workers = 1
     if workers <= 1 or table.n_chunks < 2 * workers:
-        runner = ChunkEngine(table, nonoverlap=nonoverlap) if use_chunk else LinkedEngine(table)
+        if use_runs:
+            runner = RunEngine(table, nonoverlap=nonoverlap)
+        else:
+            runner = ChunkEngine(table, nonoverlap=nonoverlap) if use_chunk else LinkedEngine(table)
         return _merge_rounds(runner, vocab, n_merges, max_batch_size, cap_divisor, exact, progress, clock,
                              replay, on_round)
     sliced = SlicedEngine(table, workers, use_chunk=use_chunk, nonoverlap=nonoverlap, start_method=start_method)

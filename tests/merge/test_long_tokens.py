@@ -9,6 +9,7 @@ import pytest
 from reference import reference_train
 
 from parbpe.merge.coordinator import learn_merges
+from parbpe.merge.runs import RunEngine, prefers_runs
 from parbpe.merge.table import build_table
 
 
@@ -57,3 +58,60 @@ def test_a_run_of_one_letter_makes_doubling_tokens():
     # 2**12 a's: each serial merge doubles the token (ties with the leftovers go to the longer bytes).
     merges = _merges({b"a" * 4096: 1}, 12, max_batch_size=1)
     assert merges == [(97, 97)] + [(256 + k, 256 + k) for k in range(11)]
+
+
+def _mixed(rng: random.Random) -> dict[bytes, int]:
+    """Long runs of one token beside ordinary text: runs split by merges of their neighbours."""
+    return {b"xy" * 7 + b"a" * 3001 + b"bbbaab" * 5 + b"c" * 999: 2, _letters(rng, "ab", 500) + b"a" * 777: 3,
+            b"aaab": 5, b"bbba" * 40: 1, b"=" * 5000 + b"ab": 1, "中".encode() * 2000: 2}
+
+
+@pytest.mark.parametrize("nonoverlap", [False, True])
+@pytest.mark.parametrize("mode", sorted(MODES))
+@pytest.mark.parametrize("corpus", ["runs", "letters", "mixed"])
+def test_the_run_engine_gives_the_reference_merges_and_tokens(corpus, mode, nonoverlap):
+    counts, n = (_mixed(random.Random(7)), 120) if corpus == "mixed" else _corpora()[corpus]
+    kwargs = MODES[mode]
+    expected = reference_train(counts, n, batched=mode == "batchbpe", nonoverlap=nonoverlap)
+    items = sorted(counts.items())
+    tables = [build_table([c for c, _ in items], [k for _, k in items], 256 + n) for _ in range(2)]
+    runs = learn_merges(tables[0], [bytes([b]) for b in range(256)], n, engine="runs", nonoverlap=nonoverlap,
+                        **kwargs)
+    chunk = learn_merges(tables[1], [bytes([b]) for b in range(256)], n, engine="chunk", nonoverlap=nonoverlap,
+                         **kwargs)
+    assert runs.merges == expected == chunk.merges
+    assert isinstance(runs.engine, RunEngine)
+    for c in range(len(items)):
+        assert runs.engine.chunk_tokens(c) == chunk.engine.chunk_tokens(c)
+
+
+def test_runs_are_chosen_when_they_shrink_the_table_and_any_worker_count_gives_the_same_merges():
+    counts = {b"a" * 300_000: 1, b"b" * 70_000 + b"a" * 5: 2, b"hello": 4}
+    items = sorted(counts.items())
+
+    def table():
+        return build_table([c for c, _ in items], [k for _, k in items], 1024)
+
+    assert prefers_runs(table()) and not prefers_runs(build_table([_letters(random.Random(1), "ab", 70_000)],
+                                                                  [1], 1024))
+    reference = learn_merges(table(), [bytes([b]) for b in range(256)], 60, engine="chunk", max_batch_size=1).merges
+    for kwargs in [{}, {"workers": 2, "min_tokens_per_worker": 1}, {"batching": "exact"}, {"max_batch_size": 1}]:
+        result = learn_merges(table(), [bytes([b]) for b in range(256)], 60, **kwargs)
+        assert isinstance(result.engine, RunEngine)
+        if kwargs.get("batching") or kwargs.get("max_batch_size"):
+            assert result.merges == reference
+    batched = [learn_merges(table(), [bytes([b]) for b in range(256)], 60, **kw).merges
+               for kw in [{}, {"workers": 2, "min_tokens_per_worker": 1}, {"engine": "chunk"}]]
+    assert batched[0] == batched[1] == batched[2]
+
+
+def test_the_run_log_is_compacted_and_grows_without_losing_runs():
+    rng = random.Random(11)
+    counts = {b"".join(rng.choice([b"a", b"b", b"ab", b"aaaa"]) * rng.randint(1, 40) for _ in range(30)): k + 1
+              for k in range(40)}
+    items = sorted(counts.items())
+    table = build_table([c for c, _ in items], [k for _, k in items], 400)
+    result = learn_merges(table, [bytes([b]) for b in range(256)], 100, engine="runs", max_batch_size=3)
+    assert result.merges == reference_train(counts, 100, batched=True, max_batch_size=3)
+    engine = result.engine
+    assert engine.used - engine.dead == int(engine.run_len.sum()) <= len(engine.tok)
