@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import traceback
 from collections.abc import Callable, Iterator
 
 # The test hook for dying workers: PARBPE_TEST_KILL="stage:n" makes a worker of that stage (count,
 # reduce, merge) SIGKILL itself when it reaches its n-th unit, task or round (see fault_point).
 KILL_HOOK = "PARBPE_TEST_KILL"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class WorkerDied(RuntimeError):
@@ -58,8 +60,28 @@ def get_context(start_method: str | None = None):
     return multiprocess.get_context(start_method or default_start_method())
 
 
+def die_with_parent() -> None:
+    """In a worker: be killed when the parent dies (SIGKILL included, which runs no cleanup in the
+    parent), instead of going on as an orphan holding memory and files. On Linux the kernel sends
+    SIGKILL on the parent's death (prctl PR_SET_PDEATHSIG); if the parent died before that was
+    set, exit now. Elsewhere nothing is set: workers then notice a closed pipe when they next read."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    import multiprocess
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    parent = multiprocess.parent_process()
+    if parent is not None and os.getppid() != parent.pid:
+        os._exit(1)  # orphaned already: the parent is gone
+
+
 def ignore_sigint() -> None:
-    """In a worker: leave Ctrl-C to the parent (which stops the workers), then let signals in."""
+    """In a worker, first thing: die with the parent (die_with_parent), leave Ctrl-C to the parent
+    (which stops the workers), then let signals in. Every kind of worker starts with this."""
+    die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 

@@ -7,6 +7,7 @@ or round, as the kernel's OOM killer would.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -95,3 +96,41 @@ def test_ctrl_c_prints_one_line_and_leaves_nothing(seed, tmp_path):
     assert list(tmp.iterdir()) == []
     # No output file; the run directory for --resume, unless nothing was committed yet.
     assert not out.exists() or [p.name for p in out.iterdir()] in ([], [".parbpe-run"])
+
+
+@pytest.mark.parametrize("stage", ["count", "merge"])
+def test_workers_die_with_a_sigkilled_parent(stage, tmp_path):
+    """SIGKILL only the parent `parbpe train` (no cleanup runs in it) while its counting or merge
+    workers are busy: within 5 s no process it started is left (die_with_parent)."""
+    import psutil
+
+    rng = random.Random(1)
+    files = []
+    for k in range(4):
+        path = tmp_path / f"part-{k}.txt"
+        path.write_text(" ".join(rng.choice(WORDS) + str(rng.randint(0, 99999)) for _ in range(400_000)))
+        files.append(str(path))
+    argv = ["train", *files, "--out", str(tmp_path / "out"), "--workers", "2", "--vocab-size", "3000",
+            "--max-batch-size", "1", "--progress", "jsonl"]
+    code = ("import sys, parbpe.merge.coordinator as c; c.MIN_TOKENS_PER_WORKER = 1; "
+            "from parbpe.cli import main; sys.exit(main(sys.argv[1:]))")
+    proc = subprocess.Popen([sys.executable, "-c", code, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    parent = psutil.Process(proc.pid)
+    workers: list = []
+    try:
+        for line in proc.stderr:  # jsonl progress: at the stage's first event, wait for its workers
+            if f'"stage": "{stage}"' in line and '"progress"' in line:
+                deadline = time.monotonic() + 10
+                while len(workers) < 2 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    workers = [p for p in parent.children(recursive=True) if p.is_running()]
+                break
+        assert len(workers) >= 2, f"no {stage} workers seen"
+        parent.kill()
+        proc.wait(timeout=10)
+        gone, alive = psutil.wait_procs(workers, timeout=5)
+        assert alive == [], f"{len(alive)} worker(s) outlived their parent by 5 s"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
