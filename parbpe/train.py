@@ -9,7 +9,7 @@ import os
 import platform
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,10 +190,13 @@ def train(
             replay=replay, on_round=run.merge_checkpointer() if run is not None else None,
         )
         times["merge"] = time.perf_counter() - t
+        del vocab  # the tokenizer makes its own: tokens can be megabytes each (hostile text), never hold both
+        result.engine = table = None  # nor the table and engine (the chunks' final tokens are not used)
         _stage_done(reporter, sampler, "merge", times)
         if result.stopped_early:
+            made = 256 + len(chunks.stop_words) + len(result.merges) + len(config.special_tokens)
             reporter.event("warning", message=f"no pair left after {len(result.merges)} merges; the vocabulary "
-                           f"has {len(vocab) + len(config.special_tokens)} tokens, not {config.vocab_size}")
+                           f"has {made} tokens, not {config.vocab_size}")
 
         first_merge_id = 256 + len(chunks.stop_words)
         n_regular = first_merge_id + len(result.merges)
@@ -251,23 +254,15 @@ def train(
         makers, files = file_makers(tokenizer, config.result_settings())
         files["stats.json"] = "written"
         stats["files"] = files
-        spent = [0.0]
+        started = time.perf_counter()
 
-        def timed(make: Callable[[], str]) -> Callable[[], str]:
-            def run() -> str:
-                t = time.perf_counter()
-                text = make()
-                spent[0] += time.perf_counter() - t
-                return text
-            return run
-
-        def stats_text() -> str:  # made last: the time and peak of the others are known
-            stats["seconds"]["write"] = round(spent[0], 3)
+        def stats_text() -> str:  # made last: the time (making and writing the others) and peak are known
+            stats["seconds"]["write"] = round(time.perf_counter() - started, 3)
             stats["peak_rss_by_stage"]["write"] = write_sampler.peak
             stats["peak_rss_bytes"] = max(sampler.peak, write_sampler.peak)
             return json.dumps(stats, indent=1)
 
-        makers = {name: timed(make) for name, make in makers.items()} | {"stats.json": stats_text}
+        makers = makers | {"stats.json": stats_text}
         with PeakSampler() as write_sampler:
             write_files_atomically(out_dir, makers)
     if run is not None:

@@ -7,7 +7,7 @@ import errno
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 from .filesystems import is_remote, local_path, write_remote
 
@@ -65,22 +65,40 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n:,} bytes"
 
 
-def write_files_atomically(directory: str, makers: dict[str, Callable[[], str]]) -> None:
+# A file made in pieces is buffered up to this many bytes: below it, a full disk is reported with the
+# size the file needed; a larger file is written as its pieces come (the message gives what was written).
+BUFFER_BYTES = 1 << 24
+
+
+def write_files_atomically(directory: str, makers: dict[str, Callable[[], str | Iterable[str]]]) -> None:
     """Write every file of directory or none: each text is made and written to a temporary name in
-    turn, and only when all are written are they renamed into place (a full disk leaves nothing)."""
+    turn, and only when all are written are they renamed into place (a full disk leaves nothing).
+    A maker returns the text, or its pieces: a large file (a vocabulary of multi-megabyte tokens)
+    is then never held whole."""
     if is_remote(directory):
         for name, make_text in makers.items():
-            write_text_atomically(f"{directory.rstrip('/')}/{name}", make_text())
+            text = make_text()
+            write_text_atomically(f"{directory.rstrip('/')}/{name}", text if isinstance(text, str) else "".join(text))
         return
     directory = local_path(directory)
     os.makedirs(directory, exist_ok=True)
     done: dict[str, str] = {}
     try:
         for name, make_text in makers.items():
-            data = make_text().encode("utf-8")
+            text = make_text()
+            pieces = iter([text] if isinstance(text, str) else text)
+            head, size = [], 0
+            for piece in pieces:  # the first BUFFER_BYTES, to know a small file's size
+                head.append(piece.encode("utf-8"))
+                size += len(head[-1])
+                if size > BUFFER_BYTES:
+                    break
+            else:
+                pieces = None
             path = os.path.join(directory, name)
-            done[path] = _write_beside(path, lambda tmp, data=data: _write_bytes(tmp, data), needed=len(data))
-            del data
+            done[path] = _write_beside(path, lambda tmp, head=head, rest=pieces: _write_pieces(tmp, head, rest),
+                                       needed=size if pieces is None else None)
+            del head, pieces, text
     except BaseException:
         for tmp in done.values():
             os.unlink(tmp)
@@ -89,9 +107,12 @@ def write_files_atomically(directory: str, makers: dict[str, Callable[[], str]])
         os.replace(tmp, path)
 
 
-def _write_bytes(path: str, data: bytes) -> None:
+def _write_pieces(path: str, head: list[bytes], rest: Iterator[str] | None) -> None:
     with open(path, "wb") as f:
-        f.write(data)
+        for data in head:
+            f.write(data)
+        for piece in rest or ():
+            f.write(piece.encode("utf-8"))
 
 
 def check_output_dir(path: str, option: str = "--out") -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from ..io.atomic import write_files_atomically
@@ -56,8 +56,9 @@ def export_problems(tok: Tokenizer) -> dict[str, str]:
     return problems
 
 
-def hf_json(tok: Tokenizer) -> dict[str, Any]:
-    """The `tokenizers` library's tokenizer.json (BPE model, Split + ByteLevel pre-tokenizer)."""
+def hf_json(tok: Tokenizer, vocab: Any = None, merges: Any = None) -> dict[str, Any]:
+    """The `tokenizers` library's tokenizer.json (BPE model, Split + ByteLevel pre-tokenizer);
+    vocab and merges, if given, stand in for the model's vocabulary and merges (hf_json_pieces)."""
     specials = tok.special_tokens
     return {
         "version": "1.0",
@@ -81,37 +82,97 @@ def hf_json(tok: Tokenizer) -> dict[str, Any]:
         "model": {
             "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
             "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-            "vocab": unicode_vocab(tok),
-            "merges": merge_lines(tok),
+            "vocab": unicode_vocab(tok) if vocab is None else vocab,
+            "merges": merge_lines(tok) if merges is None else merges,
         },
     }
 
 
 def unicode_vocab(tok: Tokenizer) -> dict[str, int]:
     """Token strings in GPT-2's byte-to-unicode form (specials as they are) -> ids."""
+    return dict(_vocab_items(tok))
+
+
+def _vocab_items(tok: Tokenizer) -> Iterator[tuple[str, int]]:
+    """unicode_vocab's items in its order, made one at a time (a special token whose text equals a
+    regular token's takes that entry's place, as a dict update would)."""
     specials = set(tok.special_tokens.values())
-    vocab = {token_to_unicode(t): i for i, t in sorted(tok.vocab.items()) if i not in specials}
-    vocab.update(tok.special_tokens)
-    return vocab
+    seen = set()
+    for i, t in sorted(tok.vocab.items()):
+        if i not in specials:
+            text = token_to_unicode(t)
+            if text in tok.special_tokens:
+                seen.add(text)
+            yield text, tok.special_tokens.get(text, i)
+    yield from ((s, i) for s, i in tok.special_tokens.items() if s not in seen)
 
 
 def merge_lines(tok: Tokenizer) -> list[str]:
     """Merges in rank order as "first second" in GPT-2's byte-to-unicode form."""
-    return [f"{token_to_unicode(tok.vocab[a])} {token_to_unicode(tok.vocab[b])}" for a, b, _ in tok.merges]
+    return list(_merge_lines(tok))
+
+
+def _merge_lines(tok: Tokenizer) -> Iterator[str]:
+    return (f"{token_to_unicode(tok.vocab[a])} {token_to_unicode(tok.vocab[b])}" for a, b, _ in tok.merges)
+
+
+# The large files are made a token at a time (pieces of text, written as they come): a vocabulary of
+# multi-megabyte tokens (hostile text: 50 MB of one letter makes tokens of up to 50 MB, 570 MB in all)
+# is then held once, by the tokenizer, never again as whole file texts. The pieces join to exactly
+# what json.dumps writes (its default separators, ensure_ascii=False).
+
+def vocab_json_pieces(tok: Tokenizer) -> Iterator[str]:
+    """vocab.json: json.dumps(unicode_vocab(tok), ensure_ascii=False), in pieces."""
+    yield "{"
+    for k, (text, i) in enumerate(_vocab_items(tok)):
+        yield f"{', ' if k else ''}{json.dumps(text, ensure_ascii=False)}: {i}"
+    yield "}"
+
+
+def merges_txt_pieces(tok: Tokenizer) -> Iterator[str]:
+    """merges.txt: "#version: 0.2", then a line per merge, in pieces."""
+    yield "#version: 0.2\n"
+    for line in _merge_lines(tok):
+        yield line + "\n"
+
+
+def _json_list_pieces(items: Iterator[str]) -> Iterator[str]:
+    yield "["
+    for k, text in enumerate(items):
+        yield f"{', ' if k else ''}{json.dumps(text, ensure_ascii=False)}"
+    yield "]"
+
+
+def hf_json_pieces(tok: Tokenizer) -> Iterator[str]:
+    """tokenizer.json: json.dumps(hf_json(tok), ensure_ascii=False), in pieces (the vocabulary and
+    the merges are put in place of two markers of the rest)."""
+    vocab_marker, merges_marker = "\0parbpe vocab\0", "\0parbpe merges\0"
+    skeleton = hf_json(tok, vocab=vocab_marker, merges=merges_marker)
+    text = json.dumps(skeleton, ensure_ascii=False)
+    before, rest = text.split(json.dumps(vocab_marker), 1)
+    middle, after = rest.split(json.dumps(merges_marker), 1)
+    yield before
+    yield from vocab_json_pieces(tok)
+    yield middle
+    yield from _json_list_pieces(_merge_lines(tok))
+    yield after
 
 
 def gpt2_files(tok: Tokenizer) -> tuple[str, str]:
     """(vocab.json text, merges.txt text) in the GPT-2 release format."""
-    merges = ["#version: 0.2", *merge_lines(tok)]
-    return json.dumps(unicode_vocab(tok), ensure_ascii=False), "\n".join(merges) + "\n"
+    return "".join(vocab_json_pieces(tok)), "".join(merges_txt_pieces(tok))
+
+
+def tiktoken_pieces(tok: Tokenizer) -> Iterator[str]:
+    """tiktoken's rank file, a line at a time: base64 of each token's bytes and its rank (= id),
+    specials excluded."""
+    specials = set(tok.special_tokens.values())
+    return (f"{base64.b64encode(t).decode()} {i}\n" for i, t in sorted(tok.vocab.items()) if i not in specials)
 
 
 def tiktoken_ranks(tok: Tokenizer) -> str:
-    """tiktoken's rank file: base64 of each token's bytes and its rank (= id), specials excluded."""
-    specials = set(tok.special_tokens.values())
-    return "".join(
-        f"{base64.b64encode(t).decode()} {i}\n" for i, t in sorted(tok.vocab.items()) if i not in specials
-    )
+    """tiktoken's rank file (tiktoken_pieces) as one text."""
+    return "".join(tiktoken_pieces(tok))
 
 
 def parbpe_json(tok: Tokenizer, config: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -165,18 +226,18 @@ def transformers_files(tok: Tokenizer, roles: dict[str, str]) -> tuple[str, str]
 
 
 def file_makers(tok: Tokenizer, config: dict[str, Any] | None = None
-                ) -> tuple[dict[str, Callable[[], str]], dict[str, str]]:
-    """What save writes: ({file: a function making its text}, {file: "written" | why not}).
-    config (the training settings) is recorded in parbpe.json and sets the special tokens' roles."""
+                ) -> tuple[dict[str, Callable[[], str | Iterator[str]]], dict[str, str]]:
+    """What save writes: ({file: a function making its text, or its text in pieces}, {file:
+    "written" | why not}). config (the training settings) is recorded in parbpe.json and sets the
+    special tokens' roles."""
     problems = export_problems(tok)
-    gpt2_texts = functools.cache(lambda: gpt2_files(tok))  # vocab.json and merges.txt come from one call
     hf_texts = functools.cache(lambda: transformers_files(tok, special_token_roles(tok, config)))
     writers = {
         "parbpe.json": lambda: json.dumps(parbpe_json(tok, config), indent=1),
-        "tokenizer.json": lambda: json.dumps(hf_json(tok), ensure_ascii=False),
-        "vocab.json": lambda: gpt2_texts()[0],
-        "merges.txt": lambda: gpt2_texts()[1],
-        "tokenizer.tiktoken": lambda: tiktoken_ranks(tok),
+        "tokenizer.json": lambda: hf_json_pieces(tok),
+        "vocab.json": lambda: vocab_json_pieces(tok),
+        "merges.txt": lambda: merges_txt_pieces(tok),
+        "tokenizer.tiktoken": lambda: tiktoken_pieces(tok),
         "tokenizer_config.json": lambda: hf_texts()[0],
         "special_tokens_map.json": lambda: hf_texts()[1],
     }

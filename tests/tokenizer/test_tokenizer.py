@@ -10,6 +10,7 @@ import random
 import pytest
 
 import parbpe
+from parbpe.patterns import GPT4_PATTERN
 from parbpe.tokenizer.byte_level import bytes_to_unicode, token_to_unicode
 from parbpe.tokenizer.model import Tokenizer
 
@@ -170,3 +171,31 @@ def test_exports_encode_like_parbpe(trained):
     with_special = "a<|endoftext|>b"
     assert hf.encode(with_special).ids == tok.encode(with_special, allowed_special="all")
     assert tk.encode(with_special, allowed_special="all") == tok.encode(with_special, allowed_special="all")
+
+
+def test_files_written_in_pieces_are_the_whole_texts(tmp_path, monkeypatch):
+    """tokenizer.json, vocab.json, merges.txt and the tiktoken file are made a token at a time
+    (never whole: tokens of hostile text are megabytes); their bytes are those of json.dumps of the
+    whole structures, also when a file is past the write buffer and a special token's text equals a
+    regular token's (it takes that entry's place, as a dict update would)."""
+    import parbpe.io.atomic as atomic
+    from parbpe.tokenizer import exports
+
+    a = ord("a")
+    tok = Tokenizer(pattern=GPT4_PATTERN,
+                    merges=[(a, a, 256), (256, 256, 257), (257, ord("b"), 258), (ord(" "), "é".encode()[0], 259)],
+                    special_tokens={"<|end|>": 260, "aaaa": 261})
+    whole = {
+        "tokenizer.json": json.dumps(exports.hf_json(tok), ensure_ascii=False),
+        "vocab.json": exports.gpt2_files(tok)[0],
+        "merges.txt": exports.gpt2_files(tok)[1],
+        "tokenizer.tiktoken": exports.tiktoken_ranks(tok),
+    }
+    assert '"aaaa": 261' in whole["vocab.json"] and whole["vocab.json"].count('"aaaa"') == 1
+    for buffer in (atomic.BUFFER_BYTES, 10):  # buffered whole, and written piece by piece
+        monkeypatch.setattr(atomic, "BUFFER_BYTES", buffer)
+        out = tmp_path / f"b{buffer}"
+        tok.save(str(out))
+        for name, text in whole.items():
+            assert (out / name).read_text(encoding="utf-8") == text, name
+    assert Tokenizer.load(str(tmp_path / "b10")).encode("aab ab é") == tok.encode("aab ab é")
