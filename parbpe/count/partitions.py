@@ -20,19 +20,32 @@ from ..io.atomic import disk_full
 from .pieces import SCHEMA, sum_tables
 
 N_PARTITIONS = 32
-_HASH_ROWS = 1 << 18  # rows hashed per numpy pass (bounds the temporary arrays)
+_HASH_ROWS = 1 << 18  # rows hashed per numpy pass (bounds the temporary arrays) ...
+_HASH_BYTES = 1 << 22  # ... and bytes (a longer row is hashed alone, in windows of this size)
+_BASE = np.uint64(1099511628211)
 _MULT = np.uint64(0x9E3779B97F4A7C15)
 
 
 def partition_ids(chunks: pa.Array | pa.ChunkedArray, n_partitions: int = N_PARTITIONS) -> np.ndarray:
-    """A fixed hash of each chunk's UTF-8 bytes, modulo n_partitions (the same in every process)."""
+    """A fixed hash of each chunk's UTF-8 bytes, modulo n_partitions (the same in every process).
+
+    Rows are hashed in slices of at most _HASH_ROWS rows and _HASH_BYTES bytes (the temporaries are
+    several uint64 per byte); a row longer than that (one chunk of megabytes: hostile text) is
+    hashed alone, a window of bytes at a time, to the same value."""
     if isinstance(chunks, pa.ChunkedArray):
         chunks = chunks.combine_chunks() if chunks.num_chunks != 1 else chunks.chunk(0)
     chunks = chunks.cast(pa.large_binary())
     out = np.empty(len(chunks), dtype=np.int64)
-    for first in range(0, len(chunks), _HASH_ROWS):
-        part = chunks.slice(first, _HASH_ROWS)
-        out[first:first + len(part)] = _hash_slice(part) % n_partitions
+    _, offsets_buf, _ = chunks.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64)[chunks.offset: chunks.offset + len(chunks) + 1]
+    first = 0
+    while first < len(chunks):
+        last = int(np.searchsorted(offsets, offsets[first] + _HASH_BYTES, side="right")) - 1
+        last = min(max(last, first + 1), first + _HASH_ROWS, len(chunks))
+        part = chunks.slice(first, last - first)
+        out[first:last] = (_hash_long(part) if offsets[last] - offsets[first] > _HASH_BYTES
+                           else _hash_slice(part)) % n_partitions
+        first = last
     return out
 
 
@@ -47,10 +60,37 @@ def _hash_slice(chunks: pa.Array) -> np.ndarray:
         data = np.frombuffer(data_buf, dtype=np.uint8)[offsets[0]: offsets[-1]].astype(np.uint64)
         starts = offsets[:-1] - offsets[0]
         pos = np.arange(len(data), dtype=np.int64) - np.repeat(starts, lengths)
-        powers = np.cumprod(np.full(int(lengths.max()), np.uint64(1099511628211), dtype=np.uint64))
-        powers = np.concatenate([np.ones(1, dtype=np.uint64), powers[:-1]])
-        sums = np.add.reduceat(data * powers[pos], starts[nonempty])
+        sums = np.add.reduceat(data * _powers(int(lengths.max()))[pos], starts[nonempty])
         h[nonempty] ^= sums
+    return _mix(h)
+
+
+def _hash_long(chunks: pa.Array) -> np.ndarray:
+    """_hash_slice of one long row, summed a window of _HASH_BYTES bytes at a time: the sum over
+    window k is the window's own sum times BASE ** (k * _HASH_BYTES) (wrapping arithmetic
+    distributes), so no temporary is larger than a window."""
+    _, offsets_buf, data_buf = chunks.buffers()
+    lo, hi = np.frombuffer(offsets_buf, dtype=np.int64)[chunks.offset: chunks.offset + 2]
+    data = np.frombuffer(data_buf, dtype=np.uint8)[lo:hi]
+    powers = _powers(_HASH_BYTES)
+    step = powers[-1:] * _BASE  # BASE ** _HASH_BYTES, as a one-element array (wraps silently)
+    scale = np.ones(1, dtype=np.uint64)
+    total = np.zeros(1, dtype=np.uint64)
+    for start in range(0, len(data), _HASH_BYTES):
+        window = data[start:start + _HASH_BYTES].astype(np.uint64)
+        window *= powers[:len(window)]
+        total += scale * np.add.reduce(window, dtype=np.uint64)
+        scale *= step
+    return _mix(np.array([hi - lo], dtype=np.uint64) * _MULT ^ total)
+
+
+def _powers(n: int) -> np.ndarray:
+    """BASE ** i for i < n (wrapping uint64)."""
+    powers = np.cumprod(np.full(n, _BASE, dtype=np.uint64))
+    return np.concatenate([np.ones(1, dtype=np.uint64), powers[:-1]])
+
+
+def _mix(h: np.ndarray) -> np.ndarray:
     h ^= h >> np.uint64(31)
     h *= _MULT
     h ^= h >> np.uint64(29)

@@ -135,3 +135,32 @@ def test_spill_files_are_removed_on_error(tmp_path):
     with pytest.raises(ValueError, match=r"z.jsonl:2: not valid JSON"):
         parbpe.train([str(corpus)], vocab_size=300, workers=1, tmp_dir=str(spill_dir), data_limit=1)
     assert list(spill_dir.iterdir()) == []
+
+
+def test_long_chunks_hash_in_windows_to_the_same_partition(monkeypatch):
+    """A chunk longer than a hashing window (hostile text: one chunk of megabytes) is hashed a
+    window at a time; its partition is the one the whole-row hash gives (checked by an obvious
+    polynomial hash in Python)."""
+    import numpy as np
+
+    import parbpe.count.partitions as partitions
+
+    def slow(row: bytes) -> int:
+        total, power, mask = 0, 1, (1 << 64) - 1
+        for b in row:
+            total = (total + b * power) & mask
+            power = power * 1099511628211 & mask
+        h = (len(row) * 0x9E3779B97F4A7C15 & mask) ^ total
+        h ^= h >> 31
+        h = h * 0x9E3779B97F4A7C15 & mask
+        h ^= h >> 29
+        return h >> 33
+
+    rng = random.Random(4)
+    rows = [b"a" * 3000, b"", b"xyz", bytes(rng.getrandbits(8) for _ in range(2500)), b"q" * 1024, b"r" * 1025]
+    rows += [bytes([rng.randrange(256)]) * rng.randint(0, 30) for _ in range(3000)]
+    expected = np.array([slow(r) for r in rows]) % (1 << 30)
+    whole = partitions.partition_ids(pa.array(rows, type=pa.binary()), 1 << 30)
+    monkeypatch.setattr(partitions, "_HASH_BYTES", 1024)
+    windows = partitions.partition_ids(pa.array(rows, type=pa.binary()), 1 << 30)
+    assert (whole == expected).all() and (windows == expected).all()
