@@ -41,6 +41,10 @@ def _add_corpus_options(p: argparse.ArgumentParser) -> None:
                    help="special tokens, e.g. '<|endoftext|>', as a comma list or one flag per token: they split "
                         "the text and get the last ids")
     p.add_argument("--text-column", default="text", help="parquet/arrow column or jsonl field with the text")
+    p.add_argument("--max-chunk-bytes", type=parse_count, default=0, metavar="N",
+                   help="cut chunks longer than N bytes into pieces of at most N bytes, on character boundaries, "
+                        "before they are counted (changes the result; like sentencepiece's max_sentence_length, "
+                        "for text with huge chunks; default 0: off)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
     p.add_argument("--memory-budget", type=parse_size, default=None, metavar="SIZE",
                    help="RAM limit for the process tree, every stage, e.g. 2GB; counts past a worker's "
@@ -139,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _config(args: argparse.Namespace, **extra) -> TrainConfig:
     return TrainConfig(pattern=args.pattern, special_tokens=tuple(args.special_tokens), workers=args.workers,
                        memory_budget=args.memory_budget, text_column=args.text_column, tmp_dir=args.tmp_dir,
-                       **extra)
+                       max_chunk_bytes=args.max_chunk_bytes, **extra)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,6 +21,8 @@ class TrainConfig:
     vocab_size counts all tokens: the 256 bytes, the stop-list tokens, the merges and the special
     tokens. max_batch_size=1 is serial (standard) BPE; 0 means no limit beyond the BatchBPE caps.
     freq_cutoff drops chunks seen fewer than that many times in the whole corpus (0 and 1 keep all).
+    max_chunk_bytes > 0 cuts longer chunks into pieces of at most that many bytes (on character
+    boundaries) before they are counted: it changes the result (0: off).
     """
 
     vocab_size: int = 32768
@@ -35,6 +37,7 @@ class TrainConfig:
     workers: int = field(default_factory=lambda: os.cpu_count() or 1)
     memory_budget: int | None = None  # bytes for the whole process tree; None: half the available RAM
     text_column: str = "text"
+    max_chunk_bytes: int = 0  # 0: off; else chunks are cut into pieces of at most this many bytes
     tmp_dir: str | None = None  # where counting spills its runs; None: the system's temporary directory
     # Roles of special tokens for transformers (tokenizer_config.json); eos defaults to the first special.
     eos_token: str | None = None
@@ -54,7 +57,8 @@ class TrainConfig:
                                  f"add it with --special-tokens (special_tokens=...)")
         if isinstance(self.memory_budget, str):
             object.__setattr__(self, "memory_budget", parse_size(self.memory_budget))
-        for name in ("vocab_size", "freq_cutoff", "stop_list_size", "max_batch_size", "cap_divisor", "workers"):
+        for name in ("vocab_size", "freq_cutoff", "stop_list_size", "max_batch_size", "cap_divisor", "workers",
+                     "max_chunk_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ValueError(f"{name} must be an integer, got {value!r}")
@@ -69,6 +73,8 @@ class TrainConfig:
             raise ValueError(f"vocab_size={self.vocab_size} is too large (at most {2**31 - 1})")
         if self.freq_cutoff < 0:
             raise ValueError(f"freq_cutoff must be >= 0, got {self.freq_cutoff}")
+        if self.max_chunk_bytes < 0:
+            raise ValueError(f"max_chunk_bytes must be >= 0 (0 = off), got {self.max_chunk_bytes}")
         if self.stop_list_size < 0:
             raise ValueError(f"stop_list_size must be >= 0, got {self.stop_list_size}")
         if self.max_batch_size < 0:

@@ -29,7 +29,7 @@ from ..run.pool import default_start_method, fault_point, parallel
 from ..run.run_dir import COUNT_COMMIT_SECONDS, checkpoint_seconds, sync_file, test_stop, write_json
 from .counts_file import counts_file_table
 from .partitions import write_run
-from .pieces import PieceCounter, counter_table, sum_tables, supports
+from .pieces import PieceCounter, count_table, counter_table, sum_tables, supports
 
 _PLAIN_ENTRY_BYTES = 120  # estimated memory of one entry of a Counter[str] (object, int, hash slot)
 
@@ -131,6 +131,8 @@ class ShardCounter:
             parts.append(counter_table(self.plain))
         table = sum_tables(parts)
         del parts
+        if self.config.max_chunk_bytes:
+            table = cut_long_chunks(table, self.config.max_chunk_bytes)
         self.plain, self.counted = Counter(), []
         path = os.path.join(self.run_dir, f"{self.name}-run{len(self.runs):05d}.arrow")
         write_run(path, table)
@@ -163,6 +165,40 @@ class ShardCounter:
         if self._uncommitted_units or self._committed[0] < len(self.runs):
             self.commit()
         return self.runs
+
+
+def cut_long_chunks(table: pa.Table, max_bytes: int) -> pa.Table:
+    """A counts table whose chunks longer than max_bytes are cut into pieces of at most max_bytes
+    (--max-chunk-bytes): each piece ends at the last character boundary within max_bytes of its
+    start (a character longer than max_bytes is a piece of its own), and counts as its chunk did."""
+    long = pc.greater(pc.binary_length(table.column("chunk")), max_bytes)
+    if not pc.any(long).as_py():
+        return table
+    cut = table.filter(long)
+    pieces, counts = [], []
+    for chunk, count in zip(cut.column("chunk").to_pylist(), cut.column("count").to_pylist()):
+        for piece in cut_chunk(chunk.encode("utf-8"), max_bytes):
+            pieces.append(piece.decode("utf-8"))
+            counts.append(count)
+    return sum_tables([table.filter(pc.invert(long)), count_table(pa.array(pieces, pa.string()), pa.array(counts))])
+
+
+def cut_chunk(data: bytes, max_bytes: int) -> list[bytes]:
+    """UTF-8 bytes in pieces of at most max_bytes, cut only between characters (see cut_long_chunks)."""
+    out, start = [], 0
+    while len(data) - start > max_bytes:
+        end = start + max_bytes
+        while end > start and data[end] & 0xC0 == 0x80:  # a continuation byte: not a character's start
+            end -= 1
+        if end == start:  # one character longer than max_bytes
+            end = start + 1
+            while end < len(data) and data[end] & 0xC0 == 0x80:
+                end += 1
+        out.append(data[start:end])
+        start = end
+    if start < len(data):
+        out.append(data[start:])
+    return out
 
 
 def count_unit(unit: WorkUnit, shard: ShardCounter) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 
@@ -164,3 +165,50 @@ def test_long_chunks_hash_in_windows_to_the_same_partition(monkeypatch):
     monkeypatch.setattr(partitions, "_HASH_BYTES", 1024)
     windows = partitions.partition_ids(pa.array(rows, type=pa.binary()), 1 << 30)
     assert (whole == expected).all() and (windows == expected).all()
+
+
+def _slow_cut(chunk: str, max_bytes: int) -> list[str]:
+    """Characters taken greedily while the piece stays within max_bytes (one at least)."""
+    pieces, piece = [], ""
+    for ch in chunk:
+        if piece and len((piece + ch).encode()) > max_bytes:
+            pieces.append(piece)
+            piece = ""
+        piece += ch
+    return pieces + [piece]
+
+
+@pytest.mark.parametrize("max_bytes", [1, 2, 5, 16])
+def test_max_chunk_bytes_cuts_long_chunks_on_character_boundaries(max_bytes, tmp_path):
+    from collections import Counter
+
+    from parbpe.count.counter import cut_chunk
+
+    rng = random.Random(max_bytes)
+    alphabet = "ab é中😀"
+    docs = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60))) for _ in range(200)]
+    docs.append("x" * 1000 + " " + "中" * 300)
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs), encoding="utf-8")
+    expected: Counter = Counter()
+    for chunk, n in reference_counts(docs, TrainConfig().pattern).items():
+        text = chunk.decode("utf-8")
+        assert [p.encode() for p in _slow_cut(text, max_bytes)] == cut_chunk(chunk, max_bytes)
+        for piece in _slow_cut(text, max_bytes):
+            expected[piece] += n
+    for workers in (1, 2):
+        config = TrainConfig(workers=workers, max_chunk_bytes=max_bytes)
+        (tmp_path / f"w{workers}").mkdir()
+        counts, _ = count_with(plan([str(tmp_path / "docs.jsonl")]), config, tmp_path / f"w{workers}")
+        assert counts == dict(expected)
+        assert max(len(c.encode()) for c in counts) <= max(max_bytes, 4)
+
+
+def test_max_chunk_bytes_is_checked_and_recorded(tmp_path):
+    with pytest.raises(ValueError, match="max_chunk_bytes must be >= 0"):
+        TrainConfig(max_chunk_bytes=-3)
+    (tmp_path / "a.txt").write_text("a" * 5000 + " bb " * 40)
+    result = parbpe.train([str(tmp_path / "a.txt")], out_dir=str(tmp_path / "out"), vocab_size=270, workers=1,
+                          max_chunk_bytes=64)
+    assert result.stats["config"]["max_chunk_bytes"] == 64
+    assert max(len(t) for t in result.tokenizer.vocab.values()) <= 64
+    assert json.loads((tmp_path / "out" / "parbpe.json").read_text())["config"]["max_chunk_bytes"] == 64
