@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from ..io.atomic import write_files_atomically
 from ..patterns import pattern_name
-from .byte_level import token_to_unicode
+from .byte_level import json_quoted, token_to_unicode
 
 FORMAT_VERSION = 1
 
@@ -123,9 +123,11 @@ def _merge_lines(tok: Tokenizer) -> Iterator[str]:
 
 def vocab_json_pieces(tok: Tokenizer) -> Iterator[str]:
     """vocab.json: json.dumps(unicode_vocab(tok), ensure_ascii=False), in pieces."""
+    specials = set(tok.special_tokens.values())
     yield "{"
     for k, (text, i) in enumerate(_vocab_items(tok)):
-        yield f"{', ' if k else ''}{json.dumps(text, ensure_ascii=False)}: {i}"
+        quoted = json.dumps(text, ensure_ascii=False) if i in specials else json_quoted(text)
+        yield f"{', ' if k else ''}{quoted}: {i}"
     yield "}"
 
 
@@ -138,8 +140,8 @@ def merges_txt_pieces(tok: Tokenizer) -> Iterator[str]:
 
 def _json_list_pieces(items: Iterator[str]) -> Iterator[str]:
     yield "["
-    for k, text in enumerate(items):
-        yield f"{', ' if k else ''}{json.dumps(text, ensure_ascii=False)}"
+    for k, text in enumerate(items):  # merge lines: byte-level strings
+        yield f"{', ' if k else ''}{json_quoted(text)}"
     yield "]"
 
 

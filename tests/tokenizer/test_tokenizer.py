@@ -199,3 +199,17 @@ def test_files_written_in_pieces_are_the_whole_texts(tmp_path, monkeypatch):
         for name, text in whole.items():
             assert (out / name).read_text(encoding="utf-8") == text, name
     assert Tokenizer.load(str(tmp_path / "b10")).encode("aab ab é") == tok.encode("aab ab é")
+
+
+def test_byte_level_strings_and_their_json_quoting_match_the_obvious_ones():
+    from parbpe.tokenizer.byte_level import json_quoted
+
+    rng = random.Random(0)
+    mapping = bytes_to_unicode()
+    tokens = [bytes([b]) for b in range(256)] + [b"a" * 100_000, b'"\\' * 50]
+    tokens += [bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 40))) for _ in range(2000)]
+    for token in tokens:
+        text = token_to_unicode(token)
+        assert text == "".join(mapping[b] for b in token)
+        assert json_quoted(text) == json.dumps(text, ensure_ascii=False)
+        assert json_quoted(f"{text} {text}") == json.dumps(f"{text} {text}", ensure_ascii=False)
