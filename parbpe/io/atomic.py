@@ -70,15 +70,17 @@ def _mb(n: int) -> str:
 BUFFER_BYTES = 1 << 24
 
 
-def write_files_atomically(directory: str, makers: dict[str, Callable[[], str | Iterable[str]]]) -> None:
+def write_files_atomically(directory: str, makers: dict[str, Callable[[], str | Iterable[str | bytes]]]) -> None:
     """Write every file of directory or none: each text is made and written to a temporary name in
     turn, and only when all are written are they renamed into place (a full disk leaves nothing).
-    A maker returns the text, or its pieces: a large file (a vocabulary of multi-megabyte tokens)
-    is then never held whole."""
+    A maker returns the text, or its pieces (str, or bytes already UTF-8): a large file (a
+    vocabulary of multi-megabyte tokens) is then never held whole."""
     if is_remote(directory):
         for name, make_text in makers.items():
             text = make_text()
-            write_text_atomically(f"{directory.rstrip('/')}/{name}", text if isinstance(text, str) else "".join(text))
+            if not isinstance(text, str):
+                text = "".join(p if isinstance(p, str) else p.decode("utf-8") for p in text)
+            write_text_atomically(f"{directory.rstrip('/')}/{name}", text)
         return
     directory = local_path(directory)
     os.makedirs(directory, exist_ok=True)
@@ -89,7 +91,7 @@ def write_files_atomically(directory: str, makers: dict[str, Callable[[], str | 
             pieces = iter([text] if isinstance(text, str) else text)
             head, size = [], 0
             for piece in pieces:  # the first BUFFER_BYTES, to know a small file's size
-                head.append(piece.encode("utf-8"))
+                head.append(piece.encode("utf-8") if isinstance(piece, str) else piece)
                 size += len(head[-1])
                 if size > BUFFER_BYTES:
                     break
@@ -107,12 +109,12 @@ def write_files_atomically(directory: str, makers: dict[str, Callable[[], str | 
         os.replace(tmp, path)
 
 
-def _write_pieces(path: str, head: list[bytes], rest: Iterator[str] | None) -> None:
+def _write_pieces(path: str, head: list[bytes], rest: Iterator[str | bytes] | None) -> None:
     with open(path, "wb") as f:
         for data in head:
             f.write(data)
         for piece in rest or ():
-            f.write(piece.encode("utf-8"))
+            f.write(piece.encode("utf-8") if isinstance(piece, str) else piece)
 
 
 def check_output_dir(path: str, option: str = "--out") -> None:

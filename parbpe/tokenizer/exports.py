@@ -9,6 +9,7 @@ A new format is a function here and one line in save()'s table; its reader goes 
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import json
 from collections.abc import Callable, Iterator
@@ -16,7 +17,7 @@ from typing import Any, Protocol
 
 from ..io.atomic import write_files_atomically
 from ..patterns import pattern_name
-from .byte_level import json_quoted, token_to_unicode
+from .byte_level import json_quoted, token_to_unicode, unicode_to_token
 
 FORMAT_VERSION = 1
 
@@ -116,36 +117,76 @@ def _merge_lines(tok: Tokenizer) -> Iterator[str]:
     return (f"{token_to_unicode(tok.vocab[a])} {token_to_unicode(tok.vocab[b])}" for a, b, _ in tok.merges)
 
 
-# The large files are made a token at a time (pieces of text, written as they come): a vocabulary of
+# The large files are made a token at a time (pieces, written as they come): a vocabulary of
 # multi-megabyte tokens (hostile text: 50 MB of one letter makes tokens of up to 50 MB, 570 MB in all)
-# is then held once, by the tokenizer, never again as whole file texts. The pieces join to exactly
-# what json.dumps writes (its default separators, ensure_ascii=False).
+# is then held once, by the tokenizer, never again as whole file texts, and a token is copied as
+# little as can be (a token of plain ASCII is its own UTF-8 text: its bytes are written as they are).
+# The pieces join to exactly what json.dumps writes (default separators, ensure_ascii=False).
+_PLAIN = bytes(b for b in range(0x21, 0x7F) if b not in b'"\\')  # bytes written as they are
 
-def vocab_json_pieces(tok: Tokenizer) -> Iterator[str]:
+
+def _token_text(token: bytes) -> Iterator[str | bytes]:
+    """token_to_unicode(token) as pieces."""
+    yield token if not token.translate(None, _PLAIN) else token_to_unicode(token)
+
+
+def _token_json(token: bytes) -> Iterator[str | bytes]:
+    """json.dumps(token_to_unicode(token), ensure_ascii=False) as pieces."""
+    if not token.translate(None, _PLAIN):
+        yield from (b'"', token, b'"')
+    else:
+        yield json_quoted(token_to_unicode(token))
+
+
+def vocab_json_pieces(tok: Tokenizer) -> Iterator[str | bytes]:
     """vocab.json: json.dumps(unicode_vocab(tok), ensure_ascii=False), in pieces."""
     specials = set(tok.special_tokens.values())
+    as_bytes = {}  # special tokens written like a regular token's bytes: they take its entry (dict.update)
+    for text in tok.special_tokens:
+        with contextlib.suppress(ValueError):
+            as_bytes[unicode_to_token(text)] = text
     yield "{"
-    for k, (text, i) in enumerate(_vocab_items(tok)):
-        quoted = json.dumps(text, ensure_ascii=False) if i in specials else json_quoted(text)
-        yield f"{', ' if k else ''}{quoted}: {i}"
+    k = -1
+    seen = set()
+    for k, (i, t) in enumerate((i, t) for i, t in sorted(tok.vocab.items()) if i not in specials):
+        yield ", " if k else ""
+        if t in as_bytes:
+            seen.add(as_bytes[t])
+            i = tok.special_tokens[as_bytes[t]]
+        yield from _token_json(t)
+        yield f": {i}"
+    for s, i in tok.special_tokens.items():
+        if s not in seen:
+            k += 1
+            yield f"{', ' if k else ''}{json.dumps(s, ensure_ascii=False)}: {i}"
     yield "}"
 
 
-def merges_txt_pieces(tok: Tokenizer) -> Iterator[str]:
+def _merge_pieces(tok: Tokenizer, quoted: bool) -> Iterator[str | bytes]:
+    """Each merge as "first second" in GPT-2's byte-to-unicode form (JSON strings if quoted), then
+    a separator: pieces of merges.txt's lines or of tokenizer.json's merges list."""
+    for k, (a, b, _) in enumerate(tok.merges):
+        first, second = tok.vocab[a], tok.vocab[b]
+        if quoted:
+            yield ", " if k else ""
+            if not first.translate(None, _PLAIN) and not second.translate(None, _PLAIN):
+                yield from (b'"', first, b" ", second, b'"')
+            else:
+                yield json_quoted(f"{token_to_unicode(first)} {token_to_unicode(second)}")
+        else:
+            yield from _token_text(first)
+            yield " "
+            yield from _token_text(second)
+            yield "\n"
+
+
+def merges_txt_pieces(tok: Tokenizer) -> Iterator[str | bytes]:
     """merges.txt: "#version: 0.2", then a line per merge, in pieces."""
     yield "#version: 0.2\n"
-    for line in _merge_lines(tok):
-        yield line + "\n"
+    yield from _merge_pieces(tok, quoted=False)
 
 
-def _json_list_pieces(items: Iterator[str]) -> Iterator[str]:
-    yield "["
-    for k, text in enumerate(items):  # merge lines: byte-level strings
-        yield f"{', ' if k else ''}{json_quoted(text)}"
-    yield "]"
-
-
-def hf_json_pieces(tok: Tokenizer) -> Iterator[str]:
+def hf_json_pieces(tok: Tokenizer) -> Iterator[str | bytes]:
     """tokenizer.json: json.dumps(hf_json(tok), ensure_ascii=False), in pieces (the vocabulary and
     the merges are put in place of two markers of the rest)."""
     vocab_marker, merges_marker = "\0parbpe vocab\0", "\0parbpe merges\0"
@@ -155,26 +196,34 @@ def hf_json_pieces(tok: Tokenizer) -> Iterator[str]:
     middle, after = rest.split(json.dumps(merges_marker), 1)
     yield before
     yield from vocab_json_pieces(tok)
-    yield middle
-    yield from _json_list_pieces(_merge_lines(tok))
-    yield after
+    yield middle + "["
+    yield from _merge_pieces(tok, quoted=True)
+    yield "]" + after
 
 
 def gpt2_files(tok: Tokenizer) -> tuple[str, str]:
     """(vocab.json text, merges.txt text) in the GPT-2 release format."""
-    return "".join(vocab_json_pieces(tok)), "".join(merges_txt_pieces(tok))
+    return joined(vocab_json_pieces(tok)), joined(merges_txt_pieces(tok))
 
 
-def tiktoken_pieces(tok: Tokenizer) -> Iterator[str]:
-    """tiktoken's rank file, a line at a time: base64 of each token's bytes and its rank (= id),
+def tiktoken_pieces(tok: Tokenizer) -> Iterator[str | bytes]:
+    """tiktoken's rank file in pieces: base64 of each token's bytes and its rank (= id) on a line,
     specials excluded."""
     specials = set(tok.special_tokens.values())
-    return (f"{base64.b64encode(t).decode()} {i}\n" for i, t in sorted(tok.vocab.items()) if i not in specials)
+    for i, t in sorted(tok.vocab.items()):
+        if i not in specials:
+            yield base64.b64encode(t)
+            yield f" {i}\n"
+
+
+def joined(pieces: Iterator[str | bytes]) -> str:
+    """Pieces of text (bytes pieces are UTF-8) as one text."""
+    return "".join(p if isinstance(p, str) else p.decode("utf-8") for p in pieces)
 
 
 def tiktoken_ranks(tok: Tokenizer) -> str:
     """tiktoken's rank file (tiktoken_pieces) as one text."""
-    return "".join(tiktoken_pieces(tok))
+    return joined(tiktoken_pieces(tok))
 
 
 def parbpe_json(tok: Tokenizer, config: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -183,15 +183,16 @@ def test_files_written_in_pieces_are_the_whole_texts(tmp_path, monkeypatch):
 
     a = ord("a")
     tok = Tokenizer(pattern=GPT4_PATTERN,
-                    merges=[(a, a, 256), (256, 256, 257), (257, ord("b"), 258), (ord(" "), "é".encode()[0], 259)],
-                    special_tokens={"<|end|>": 260, "aaaa": 261})
+                    merges=[(a, a, 256), (256, 256, 257), (257, ord("b"), 258), (ord(" "), "é".encode()[0], 259),
+                            (ord('"'), ord("\\"), 260), (260, a, 261), (ord("\n"), a, 262)],
+                    special_tokens={"<|end|>": 263, "aaaa": 264, 'say "é"': 265})
     whole = {
         "tokenizer.json": json.dumps(exports.hf_json(tok), ensure_ascii=False),
         "vocab.json": exports.gpt2_files(tok)[0],
         "merges.txt": exports.gpt2_files(tok)[1],
         "tokenizer.tiktoken": exports.tiktoken_ranks(tok),
     }
-    assert '"aaaa": 261' in whole["vocab.json"] and whole["vocab.json"].count('"aaaa"') == 1
+    assert '"aaaa": 264' in whole["vocab.json"] and whole["vocab.json"].count('"aaaa"') == 1
     for buffer in (atomic.BUFFER_BYTES, 10):  # buffered whole, and written piece by piece
         monkeypatch.setattr(atomic, "BUFFER_BYTES", buffer)
         out = tmp_path / f"b{buffer}"
