@@ -114,4 +114,4 @@ def test_the_run_log_is_compacted_and_grows_without_losing_runs():
     result = learn_merges(table, [bytes([b]) for b in range(256)], 100, engine="runs", max_batch_size=3)
     assert result.merges == reference_train(counts, 100, batched=True, max_batch_size=3)
     engine = result.engine
-    assert engine.used - engine.dead == int(engine.run_len.sum()) <= len(engine.tok)
+    assert engine.runs == engine.used - engine.dead == int(engine.run_len.sum()) <= len(engine.tok)
