@@ -24,6 +24,18 @@ def parse_count(text: str) -> int:
     return int(number) * _COUNT_UNITS[unit]
 
 
+def parse_transition(text: str) -> int | float:
+    """--superbpe-transition: a merge count (26000, 26_000) or a share of the vocabulary (0.8 or 80%)."""
+    cleaned = text.strip().replace("_", "").replace(",", "")
+    try:
+        if cleaned.endswith("%"):
+            return float(cleaned[:-1]) / 100
+        return float(cleaned) if any(c in cleaned for c in ".eE") else int(cleaned)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"cannot read {text!r} as a transition: write a merge count (26000) or a "
+                                         "share of the vocabulary (0.8 or 80%)") from None
+
+
 def _split_specials(text: str) -> list[str]:
     return [t for t in text.split(",") if t]
 
@@ -98,6 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--batching", choices=["batchbpe", "exact"], default="batchbpe",
                        help="batchbpe: BatchBPE's safe batches (default); exact: the merges of serial BPE, "
                             "in the same order, many per round")
+    train.add_argument("--superbpe-transition", type=parse_transition, default=None, metavar="T",
+                       help="SuperBPE: ordinary BPE for T merges (a count) or up to a share of --vocab-size "
+                            "(0.8), then superword tokens: the text re-counted with the superword split and "
+                            "merged on (see docs/USAGE.md, SuperBPE)")
     train.add_argument("--run-dir", metavar="DIR", default=None,
                        help="working files and checkpoints of the run, spilled counts included "
                             "(default OUT/.parbpe-run)")
@@ -131,8 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="token ids (default: read stdin, one sequence of ids per line)")
     _add_debug(decode)
 
-    ev = sub.add_parser("eval", help="bytes per token, tokens per word and unused vocabulary on text")
-    ev.add_argument("--tokenizer", required=True, metavar="DIR", help="a directory written by parbpe train")
+    ev = sub.add_parser("eval", help="bytes per token, tokens per word, superword tokens and unused vocabulary "
+                                     "on text, for one tokenizer or several side by side")
+    ev.add_argument("--tokenizer", required=True, action="append", metavar="DIR",
+                    help="a directory written by parbpe train; repeat to compare several side by side")
     ev.add_argument("inputs", nargs="+", metavar="INPUT", help="files, globs or directories of text")
     ev.add_argument("--text-column", default="text", help="parquet/arrow column or jsonl field with the text")
     ev.add_argument("--json", action="store_true", help="print JSON")
@@ -203,7 +221,8 @@ def _run(args: argparse.Namespace) -> int:
         config = _config(args, vocab_size=args.vocab_size, freq_cutoff=args.freq_cutoff,
                          stop_list_size=args.stop_list_size, max_batch_size=args.max_batch_size,
                          cap_divisor=args.cap_divisor, pair_count=args.pair_count, batching=args.batching,
-                         eos_token=args.eos_token, bos_token=args.bos_token, pad_token=args.pad_token)
+                         eos_token=args.eos_token, bos_token=args.bos_token, pad_token=args.pad_token,
+                         superbpe_transition=args.superbpe_transition)
         _check_inputs(args)
         result = train(args.inputs, config, out_dir=args.out, progress=Progress(args.progress),
                        start_method=args.start_method, executor=args.executor, ray_address=args.ray_address,
@@ -265,19 +284,36 @@ def _run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         return 0
     if args.command == "eval":
-        tok = Tokenizer.load(args.tokenizer)
-        report = evaluate(tok, args.inputs, text_column=args.text_column)
+        tokenizers = [Tokenizer.load(d) for d in args.tokenizer]  # all loaded before any is measured
+        reports = [evaluate(tok, args.inputs, text_column=args.text_column) for tok in tokenizers]
         if args.json:
-            print(json.dumps(report, indent=1))
-        else:
+            print(json.dumps(reports[0] if len(reports) == 1 else dict(zip(args.tokenizer, reports)), indent=1))
+        elif len(reports) == 1:
+            report = reports[0]
             print(f"documents        {report['documents']:,}")
             print(f"bytes            {report['bytes']:,}")
             print(f"tokens           {report['tokens']:,}")
             print(f"bytes per token  {report['bytes_per_token']:.4f}")
             print(f"tokens per word  {report['tokens_per_word']:.4f}")
+            print(f"superword tokens {100 * report['superword_share']:.2f}%")
             print(f"vocab unused     {100 * report['vocab_unused_share']:.2f}%")
+        else:
+            print(eval_table(args.tokenizer, reports))
         return 0
     raise AssertionError(args.command)
+
+
+def eval_table(names: list[str], reports: list[dict]) -> str:
+    """Reports side by side, one tokenizer a line; tokens also relative to the first."""
+    width = max(9, *(len(n) for n in names))
+    lines = [f"{'tokenizer':{width}s}  vocab     tokens  vs first  bytes/token  tokens/word  superword  unused",
+             f"{'':{width}s}  (text: {reports[0]['documents']:,} documents, {reports[0]['bytes']:,} bytes)"]
+    for name, r in zip(names, reports):
+        ratio = r["tokens"] / reports[0]["tokens"]
+        lines.append(f"{name:{width}s} {r['vocab_size']:6d} {r['tokens']:10,d} {ratio:8.4f}"
+                     f"  {r['bytes_per_token']:11.4f}  {r['tokens_per_word']:11.4f}  {100 * r['superword_share']:8.2f}%"
+                     f"  {100 * r['vocab_unused_share']:5.2f}%")
+    return "\n".join(lines)
 
 
 def _version() -> str:

@@ -43,6 +43,9 @@ class TrainConfig:
     eos_token: str | None = None
     bos_token: str | None = None
     pad_token: str | None = None
+    # SuperBPE: stage 1 (ordinary BPE) stops after this many merges (an int) or when the vocabulary
+    # holds this share of vocab_size (a float in (0, 1)); stage 2 re-counts with the superword split.
+    superbpe_transition: int | float | None = None
 
     def __post_init__(self) -> None:
         # Normalise first (the dataclass is frozen, so go through object.__setattr__).
@@ -91,6 +94,36 @@ class TrainConfig:
             raise ValueError(f"memory_budget must be positive, got {self.memory_budget}")
         if not self.text_column:
             raise ValueError("text_column must be a non-empty column name")
+        if self.superbpe_transition is not None:
+            self._check_transition()
+
+    def _check_transition(self) -> None:
+        value = self.superbpe_transition
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"superbpe_transition must be a merge count or a fraction of vocab_size such as 0.8, "
+                             f"got {value!r}")
+        if isinstance(value, float) and not 0 < value < 1:
+            raise ValueError(f"superbpe_transition as a fraction must be between 0 and 1 (0.8: stage 1 ends at "
+                             f"80% of vocab_size), got {value}")
+        if isinstance(value, int) and not 0 <= value <= self.n_merges:
+            raise ValueError(f"superbpe_transition={value} merges is outside 0..{self.n_merges} (the run's "
+                             "merges); give a count in that range or a fraction such as 0.8")
+        if self.stop_list_size:
+            raise ValueError("superbpe_transition cannot be combined with stop_list_size: stage 2's chunks are "
+                             "not stage 1's, so stop-list tokens would not carry over; drop --stop-list-size")
+        if self.pattern == resolve_pattern("superword"):
+            raise ValueError("with superbpe_transition, pattern is stage 1's split (e.g. gpt4): stage 2 uses the "
+                             "superword split by itself")
+
+    @property
+    def transition_merges(self) -> int | None:
+        """SuperBPE: the merges of stage 1 (None without superbpe_transition)."""
+        value = self.superbpe_transition
+        if value is None:
+            return None
+        if isinstance(value, float):
+            return min(max(round(value * self.vocab_size) - 256 - self.stop_list_size, 0), self.n_merges)
+        return value
 
     @property
     def n_merges(self) -> int:

@@ -93,7 +93,7 @@ _EMPTY_MATCH_PROBES = ("", "a", "ab cd", "12 345", "  \n\t", "x, y!", "\r\n", "Ã
 
 def pattern_name(pattern: str) -> str | None:
     """The built-in name of a pattern regex, or None for a custom one."""
-    for name in ("gpt2", "gpt4", "gpt4o"):
+    for name in ("gpt2", "gpt4", "gpt4o", "superword"):
         if PATTERNS[name] == pattern:
             return name
     return None
@@ -128,3 +128,30 @@ class Splitter:
     def chunks(self, text: str) -> list[str]:
         """The pattern's chunks of ordinary text (no special-token handling)."""
         return self._chunk_re.findall(text)
+
+
+# SuperBPE (Liu et al., 2025): the second stage's split, the authors' pattern used as an isolating
+# split (each match is a chunk, and so is the text between matches: words with the single spaces
+# between them). Their pattern is SUPERWORD_MATCHES; findall needs one that covers all text, so the
+# text between matches is spelled out: a run of characters at none of which a match starts (a
+# letter; whitespace other than the space; a space before a non-space, unless two symbols follow;
+# a symbol not followed by another). tests/test_patterns.py checks both forms against the isolating
+# split done with SUPERWORD_MATCHES.
+SUPERWORD_MATCHES = r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]{2,}[\r\n/]*| +(?!\S)"
+_SYMBOL = r"[^\s\p{L}\p{N}]"
+SUPERWORD_PATTERN = (SUPERWORD_MATCHES
+                     + rf"|(?:\p{{L}}|[^\S ]| (?=\S)(?!{_SYMBOL}{{2}})|{_SYMBOL}(?!{_SYMBOL}))+")
+# The authors' trainer reads text line by line (lines keep their "\n"), so no training chunk crosses
+# a line end: the same split with every chunk ended after a "\n". Training counts with this one;
+# encoding uses SUPERWORD_PATTERN, as the authors' tokenizer.json does.
+SUPERWORD_LINES_PATTERN = (
+    rf"\p{{N}}{{1,3}}| ?{_SYMBOL}{{2,}}[\r/]*\n?| +(?!\S)"
+    rf"|(?:\p{{L}}|[^\S \n]| (?=\S)(?!{_SYMBOL}{{2}})|{_SYMBOL}(?!{_SYMBOL}))+\n?|\n"
+)
+
+PATTERNS["superword"] = SUPERWORD_PATTERN
+
+
+def training_pattern(pattern: str) -> str:
+    """The pattern the count stage applies: the superword split line by line, any other as it is."""
+    return SUPERWORD_LINES_PATTERN if pattern == SUPERWORD_PATTERN else pattern

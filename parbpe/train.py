@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -36,8 +37,11 @@ from .io.iterables import (
 from .io.plan import default_corpus_files, plan, unit_text_bytes
 from .io.readers import ReadStats
 from .io.units import WorkUnit
-from .merge.coordinator import fit_merge_stage, learn_merges
+from .merge.coordinator import MergeResult, fit_merge_stage, learn_merges
+from .merge.encode import encode_table
+from .merge.superword import superword_allowed
 from .merge.table import table_from_arrays
+from .patterns import SUPERWORD_PATTERN
 from .run.memory import PeakSampler, default_budget, format_size, process_rss, tree_rss, worker_data_limit
 from .run.progress import Progress
 from .run.run_dir import FREE_SETTINGS, RunDirectory, clean_stale_temp_dirs, temp_work_dir, test_stop
@@ -126,6 +130,9 @@ def train(
         for note in clean_stale_temp_dirs(config.tmp_dir):
             reporter.event("note", message=note)
         where = run_dir or (default_run_dir(out_dir) if out_dir is not None else None)
+        if config.superbpe_transition is not None:
+            check_superbpe_inputs(units, resume, run_dir)
+            where = None
         if isinstance(units, TextStream):
             if resume or run_dir is not None:
                 raise ValueError(f"texts from {units.description} are consumed once: such a run cannot be "
@@ -142,6 +149,9 @@ def train(
         with cluster_for(executor, ray_address, config) as cluster:
             chunks, counted = count_and_reduce(units, config, run, reporter, start_method, data_limit, times, cluster,
                                                sampler)
+            superbpe = None
+            if config.superbpe_transition is not None:  # SuperBPE's stage 2 counts the text again, superword split
+                superbpe = count_superword(units, config, reporter, start_method, data_limit, times, cluster, sampler)
         if isinstance(units, TextStream):
             units = []
         budget = counted["budget"] or config.memory_budget or default_budget()
@@ -182,7 +192,8 @@ def train(
         if replay is not None:
             reporter.event("note", message=f"replaying {len(replay[0])} merges from the checkpoint")
         result = learn_merges(
-            table, vocab, config.n_merges, max_batch_size=config.max_batch_size,
+            table, vocab, config.n_merges if superbpe is None else config.transition_merges,
+            max_batch_size=config.max_batch_size,
             cap_divisor=config.cap_divisor, nonoverlap=config.pair_count == "nonoverlap", batching=config.batching,
             workers=fit.workers, start_method=start_method,
             progress=lambda done, total_: reporter.update("merge", done, total_, force=done == total_,
@@ -193,6 +204,9 @@ def train(
         del vocab  # the tokenizer makes its own: tokens can be megabytes each (hostile text), never hold both
         result.engine = table = None  # nor the table and engine (the chunks' final tokens are not used)
         _stage_done(reporter, sampler, "merge", times)
+        if superbpe is not None:
+            del table, result.engine  # stage 1's table is replaced by stage 2's
+            result = superbpe_stage2(superbpe, result, config, budget, reporter, sampler, times, start_method)
         if result.stopped_early:
             made = 256 + len(chunks.stop_words) + len(result.merges) + len(config.special_tokens)
             reporter.event("warning", message=f"no pair left after {len(result.merges)} merges; the vocabulary "
@@ -201,7 +215,7 @@ def train(
         first_merge_id = 256 + len(chunks.stop_words)
         n_regular = first_merge_id + len(result.merges)
         tokenizer = Tokenizer(
-            pattern=config.pattern,
+            pattern=config.pattern if superbpe is None else SUPERWORD_PATTERN,
             merges=[(a, b, first_merge_id + r) for r, (a, b) in enumerate(result.merges)],
             stop_words={w: 256 + k for k, w in enumerate(chunks.stop_words)},
             special_tokens={s: n_regular + k for k, s in enumerate(config.special_tokens)},
@@ -241,6 +255,7 @@ def train(
         "merge_seconds": result.seconds,  # merge stage: counting pairs, selecting, applying, updating, messages
         "peak_rss_bytes": sampler.peak,
         "peak_rss_by_stage": sampler.by_stage,
+        **({"superbpe": superbpe.stats} if superbpe is not None else {}),
     }
     if heldout:
         t = time.perf_counter()
@@ -271,6 +286,104 @@ def train(
                    seconds=round(sum(times.values()), 2), peak_rss=format_size(stats["peak_rss_bytes"]))
     reporter.close()
     return TrainResult(tokenizer=tokenizer, stats=stats, files=files)
+
+
+@dataclass
+class SuperwordCounts:
+    """SuperBPE's stage 2 between its count and its merges: the superword chunks and what is reported."""
+
+    chunks: TrainingChunks | None
+    config: TrainConfig  # the run's settings with the superword split
+    stats: dict[str, Any]
+
+
+def check_superbpe_inputs(units: Any, resume: bool, run_dir: str | None) -> None:
+    """SuperBPE reads its text twice and keeps no run directory (no checkpoints yet): refuse what
+    it cannot do, before any work."""
+    if isinstance(units, TextStream):
+        raise ValueError(f"SuperBPE (--superbpe-transition) reads its text twice, but texts from {units.description} "
+                         "are consumed once: write them to files (text, jsonl or parquet) and train on those")
+    counts = sorted({u.path for u in units if u.kind.startswith("counts")})
+    if counts:
+        raise ValueError(f"SuperBPE (--superbpe-transition) re-counts the text with its superword split, which a "
+                         f"counts file cannot give ({counts[0]}): train on the text itself")
+    if resume or run_dir is not None:
+        raise ValueError("SuperBPE runs (--superbpe-transition) keep no run directory and cannot be resumed yet: "
+                         "drop --resume and --run-dir")
+
+
+def count_superword(units: list[WorkUnit], config: TrainConfig, reporter: Progress, start_method: str | None,
+                    data_limit: int | None, times: dict[str, float], cluster,
+                    sampler: PeakSampler) -> SuperwordCounts:
+    """SuperBPE's stage 2, its count and reduce: the corpus split with the superword pattern, line
+    by line (patterns.training_pattern), with the run's freq_cutoff."""
+    stage2 = dataclasses.replace(config, pattern=SUPERWORD_PATTERN, superbpe_transition=None)
+    own_times: dict[str, float] = {}
+    sampler.stage("superbpe_count")
+    reporter.event("note", message="SuperBPE stage 2: counting the superword chunks")
+    chunks, _ = count_and_reduce(units, stage2, None, reporter, start_method, data_limit, own_times, cluster)
+    times["superbpe_count"] = own_times["count"] + own_times["reduce"]
+    _stage_done(reporter, sampler, "superbpe_count", times)
+    stats = {"transition_merges": config.transition_merges, "chunks": chunks.total_chunks,
+             "unique_chunks": chunks.unique_chunks, "training_chunks": len(chunks),
+             "dropped_by_freq_cutoff": chunks.dropped_by_cutoff}
+    return SuperwordCounts(chunks=chunks, config=stage2, stats=stats)
+
+
+def superbpe_stage2(counted: SuperwordCounts, stage1: MergeResult, config: TrainConfig, budget: int,
+                    reporter: Progress, sampler: PeakSampler, times: dict[str, float],
+                    start_method: str | None) -> MergeResult:
+    """SuperBPE's stage 2 after stage 1's merges: the superword chunks as a table, each whole chunk
+    encoded with stage 1's merges (merge/encode.py: in stage 1's safe batches, which give the tokens
+    the merges give one by one), then merging on to the full vocabulary, skipping the tokens
+    SuperBPE's rules refuse (merge/superword.py). The merges are stage 1's, then stage 2's."""
+    chunks = counted.chunks
+    t = time.perf_counter()
+    pa.default_memory_pool().release_unused()
+    fit = fit_merge_stage(chunks.offsets, chunks.counts, budget, sampler.stage("superbpe_table"), config.freq_cutoff,
+                          config.workers)
+    if fit.auto_cutoff:
+        reporter.event("warning", message=f"SuperBPE stage 2 fits {format_size(budget)} only without the rarest "
+                       f"superword chunks: chunks seen fewer than {fit.min_count} times are left out")
+    table = table_from_arrays(chunks.data, chunks.offsets, chunks.counts, config.vocab_size, fit.min_count)
+    counted.chunks = None  # the table holds them
+    chunks.data = chunks.offsets = chunks.counts = None
+    pa.default_memory_pool().release_unused()
+    counted.stats.update(table_tokens=len(table.tokens), merge_fit=fit.to_dict())
+    times["superbpe_table"] = time.perf_counter() - t
+    _stage_done(reporter, sampler, "superbpe_table", times)
+
+    t = time.perf_counter()
+    sampler.stage("superbpe_encode")
+    table = encode_table(table, stage1.merges, stage1.batch_sizes, 256)
+    counted.stats["encoded_table_tokens"] = len(table.tokens)
+    times["superbpe_encode"] = time.perf_counter() - t
+    _stage_done(reporter, sampler, "superbpe_encode", times)
+
+    t = time.perf_counter()
+    sampler.stage("superbpe_merge")
+    vocab = [bytes([b]) for b in range(256)]
+    for a, b in stage1.merges:
+        vocab.append(vocab[a] + vocab[b])
+    done = len(stage1.merges)
+    result = learn_merges(
+        table, vocab, config.n_merges - done, max_batch_size=config.max_batch_size, cap_divisor=config.cap_divisor,
+        nonoverlap=config.pair_count == "nonoverlap", batching=config.batching, workers=fit.workers,
+        start_method=start_method, allow=superword_allowed,
+        progress=lambda made, total_: reporter.update("superbpe_merge", done + made, done + total_,
+                                                      force=made == total_, rss_MB=tree_rss() / 1e6),
+    )
+    times["superbpe_merge"] = time.perf_counter() - t
+    _stage_done(reporter, sampler, "superbpe_merge", times)
+    stages = ("superbpe_count", "superbpe_table", "superbpe_encode", "superbpe_merge")
+    counted.stats.update(
+        stage1_merges=done, stage2_merges=len(result.merges), skipped_tokens=result.skipped,
+        merge_workers=fit.workers, merge_seconds=result.seconds,
+        seconds={k: round(times[k], 3) for k in stages},
+        peak_rss_bytes=max(sampler.by_stage.get(k, 0) for k in stages))
+    result.merges = stage1.merges + result.merges
+    result.batch_sizes = stage1.batch_sizes + result.batch_sizes
+    return result
 
 
 def _stage_done(reporter: Progress, sampler: PeakSampler, stage: str, times: dict[str, float]) -> None:

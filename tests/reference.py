@@ -58,15 +58,18 @@ def reference_train(
     cap_divisor: int = 2,
     max_batch_size: int = 0,
     base_vocab: list[bytes] | None = None,
+    allow=None,
 ) -> list[tuple[int, int]]:
     """Plain BPE: recount every pair each round, rank by (count, first bytes, second bytes),
     highest first (ids after bytes, for tokens with equal bytes). Serial: merge the top pair.
-    Batched: BatchBPE's walk over the top pairs."""
+    Batched: BatchBPE's walk over the top pairs. allow(token bytes) False: that pair is never ranked."""
     vocab = list(base_vocab or [bytes([i]) for i in range(256)])
     words = {tuple(chunk): c for chunk, c in counts.items() if len(chunk) > 1}
     merges: list[tuple[int, int]] = []
     while len(merges) < n_merges:
         stats = pair_counts(words, nonoverlap)
+        if allow is not None:
+            stats = Counter({p: c for p, c in stats.items() if allow(vocab[p[0]] + vocab[p[1]])})
         if not stats:
             break
         # Equal bytes (two tokens can share them) fall back to the higher id.

@@ -23,13 +23,14 @@ import pyarrow.compute as pc
 from ..config import TrainConfig
 from ..io.readers import ReadStats, iter_text_batches
 from ..io.units import WorkUnit
-from ..patterns import Splitter
+from ..patterns import SUPERWORD_LINES_PATTERN, Splitter, training_pattern
 from ..run.memory import default_budget, format_size, trim_heap
 from ..run.pool import default_start_method, fault_point, parallel
 from ..run.run_dir import COUNT_COMMIT_SECONDS, checkpoint_seconds, sync_file, test_stop, write_json
 from .counts_file import counts_file_table
 from .partitions import write_run
 from .pieces import PieceCounter, count_table, counter_table, sum_tables, supports
+from .superword import SuperwordCounter
 
 _PLAIN_ENTRY_BYTES = 120  # estimated memory of one entry of a Counter[str] (object, int, hash slot)
 
@@ -60,9 +61,14 @@ class ShardCounter:
         self.run_dir = run_dir
         self.name = name
         self.data_limit = data_limit
-        self.splitter = _splitter(config.pattern, config.special_tokens)
-        self.pieces = (PieceCounter(config.pattern, self.splitter.chunks)
-                       if use_pieces and supports(config.pattern) else None)
+        # The superword split counts line by line, as SuperBPE's authors train (patterns.py).
+        self.splitter = _splitter(training_pattern(config.pattern), config.special_tokens)
+        self.superword = self.splitter.pattern == SUPERWORD_LINES_PATTERN
+        self.pieces: PieceCounter | SuperwordCounter | None = None
+        if use_pieces and self.superword:
+            self.pieces = SuperwordCounter()
+        elif use_pieces and supports(config.pattern):
+            self.pieces = PieceCounter(config.pattern, self.splitter.chunks)
         self.plain: Counter[str] = Counter()
         self.counted: list[pa.Table] = []  # counts files, already counts
         self.runs: list[str] = []
@@ -97,7 +103,8 @@ class ShardCounter:
             self._add_plain(texts.to_pylist())
             return
         odd = None  # documents holding a special token take the plain path
-        for special in self.config.special_tokens:
+        # (and, with the superword split, "\r/", which superword.py leaves to regex)
+        for special in self.config.special_tokens + (("\r/",) if self.superword else ()):
             found = pc.match_substring(texts, special)
             odd = found if odd is None else pc.or_(odd, found)
         if odd is not None and pc.any(odd).as_py():

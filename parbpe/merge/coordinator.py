@@ -125,6 +125,7 @@ class MergeResult:
     stopped_early: bool  # no pair was left before the vocabulary was full
     engine: ChunkEngine | LinkedEngine | RunEngine | ChunkTable  # final tokens of every chunk (chunk_tokens)
     seconds: dict[str, float] = field(default_factory=dict)  # counting, selection, applying, updating, communication
+    skipped: int = 0  # pairs never merged because allow() refused their token
 
 
 def learn_merges(
@@ -143,6 +144,7 @@ def learn_merges(
     progress: Callable[[int, int], None] | None = None,
     replay: tuple[list[tuple[int, int]], list[int]] | None = None,
     on_round: Callable[[list[tuple[int, int]], list[int], bool], None] | None = None,
+    allow: Callable[[bytes], bool] | None = None,
 ) -> MergeResult:
     """Run merge rounds on the table until n_merges merges are made or no pair is left.
 
@@ -163,6 +165,9 @@ def learn_merges(
     checkpoint): those rounds are applied as recorded, without ranking, which leaves the engine and
     the pair counts as that run had them, and the rounds go on from there. on_round(merges,
     batch_sizes, final) is called after every round and once at the end (to write checkpoints).
+    allow(token_bytes) -> False keeps a pair from ever being merged (SuperBPE's rules, merge/superword.py):
+    the pair leaves the ranking for good, as in the SuperBPE authors' trainer, whose skipped pairs are
+    not put back; replayed merges are not checked. MergeResult.skipped counts the pairs left out.
     """
     if engine not in ("auto", "linked", "chunk", "runs"):
         raise ValueError(f"engine must be 'auto', 'linked', 'chunk' or 'runs', got {engine!r}")
@@ -186,11 +191,11 @@ def learn_merges(
         else:
             runner = ChunkEngine(table, nonoverlap=nonoverlap) if use_chunk else LinkedEngine(table)
         return _merge_rounds(runner, vocab, n_merges, max_batch_size, cap_divisor, exact, progress, clock,
-                             replay, on_round)
+                             replay, on_round, allow)
     sliced = SlicedEngine(table, workers, use_chunk=use_chunk, nonoverlap=nonoverlap, start_method=start_method)
     try:
         result = _merge_rounds(sliced, vocab, n_merges, max_batch_size, cap_divisor, exact, progress, clock,
-                               replay, on_round)
+                               replay, on_round, allow)
         result.engine = sliced.finish()  # the compacted table: chunk_tokens(c) as with one engine
         return result
     finally:
@@ -198,9 +203,10 @@ def learn_merges(
 
 
 def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int, cap_divisor: int,
-                  exact: bool, progress, clock: float, replay=None, on_round=None) -> MergeResult:
+                  exact: bool, progress, clock: float, replay=None, on_round=None, allow=None) -> MergeResult:
     """The rounds of learn_merges on a ready engine."""
     queue = PairQueue(*runner.initial_pair_counts(), vocab)
+    rule = _Rule(allow, vocab) if allow is not None else None
     seconds = {"counting": time.perf_counter() - clock, "selection": 0.0, "applying": 0.0, "updating": 0.0,
                "replaying": 0.0}
     merges: list[tuple[int, int]] = []
@@ -213,6 +219,8 @@ def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int
         clock = time.perf_counter()
         width = search_width(n_merges - len(merges), len(vocab), cap_divisor, max_batch_size)
         ranked, counts = queue.ranked(width)
+        while rule is not None and rule.remove_refused(queue, ranked, counts):
+            ranked, counts = queue.ranked(width)
         if len(ranked) == 0:
             break
         safe = safe_batch(ranked)
@@ -237,7 +245,7 @@ def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int
             changes = runner.apply(first, second, np.arange(first_id, first_id + len(accepted), dtype=np.int64))
         seconds["applying"] += time.perf_counter() - clock  # exact: finding the prefix counts here
         clock = time.perf_counter()
-        queue.update(*changes)
+        queue.update(*(rule.without_refused(*changes) if rule is not None else changes))
         seconds["updating"] += time.perf_counter() - clock
         if progress is not None:
             progress(len(merges), n_merges)
@@ -249,7 +257,45 @@ def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int
     seconds["communication"] = getattr(runner, "communication", 0.0)
     seconds["applying"] -= seconds["communication"]
     return MergeResult(merges=merges, batch_sizes=batch_sizes, stopped_early=len(merges) < n_merges,
-                       engine=runner, seconds={k: round(v, 3) for k, v in seconds.items()})
+                       engine=runner, seconds={k: round(v, 3) for k, v in seconds.items()},
+                       skipped=len(rule.refused) if rule is not None else 0)
+
+
+class _Rule:
+    """Pairs whose token allow() refuses: taken out of the queue when they reach the top, and their
+    later count changes dropped (a pair's count only falls once it exists, so it never comes back)."""
+
+    def __init__(self, allow: Callable[[bytes], bool], vocab: list[bytes]) -> None:
+        self.allow = allow
+        self.vocab = vocab
+        self.checked: set[int] = set()  # allowed pairs seen at the top
+        self.refused: set[int] = set()
+        self._refused_sorted = np.zeros(0, dtype=np.int64)
+
+    def remove_refused(self, queue: PairQueue, ranked: np.ndarray, counts: np.ndarray) -> bool:
+        """Check the ranked pairs not seen before; take the refused ones out of the queue (True if any)."""
+        out_keys, out_counts = [], []
+        for key, count in zip(ranked.tolist(), counts.tolist()):
+            if key in self.checked:
+                continue
+            if self.allow(self.vocab[key >> 32] + self.vocab[key & 0xFFFFFFFF]):
+                self.checked.add(key)
+            else:
+                self.refused.add(key)
+                out_keys.append(key)
+                out_counts.append(-count)
+        if not out_keys:
+            return False
+        self._refused_sorted = np.array(sorted(self.refused), dtype=np.int64)
+        queue.update(np.array(out_keys, dtype=np.int64), np.array(out_counts, dtype=np.int64))
+        return True
+
+    def without_refused(self, keys: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The count changes of pairs still in the running."""
+        if not len(self._refused_sorted) or not len(keys):
+            return keys, deltas
+        keep = ~np.isin(keys, self._refused_sorted, assume_unique=False)
+        return keys[keep], deltas[keep]
 
 
 def _replay(runner, queue: PairQueue, vocab: list[bytes], merges: list[tuple[int, int]], batch_sizes: list[int],

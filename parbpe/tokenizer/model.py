@@ -7,6 +7,7 @@ exactly what training did to that chunk, batched or not: a safe batch's merges n
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Literal
 
@@ -15,6 +16,9 @@ from ..patterns import Splitter
 from . import exports, load
 
 _CACHE_LIMIT = 200_000
+# Chunks of more bytes are encoded with a heap of pair positions (n log n) instead of rescanning
+# the chunk once per merge (n squared): SuperBPE's chunks are whole phrases and lines.
+_HEAP_BYTES = 48
 
 
 class Tokenizer:
@@ -79,6 +83,14 @@ class Tokenizer:
             return [stop]
         byte_ids = self.byte_ids
         ids = [byte_ids[b] for b in chunk.encode("utf-8")]
+        ids = self._merge_long(ids) if len(ids) > _HEAP_BYTES else self._merge_short(ids)
+        if len(self._cache) >= _CACHE_LIMIT:
+            self._cache.clear()
+        self._cache[chunk] = ids
+        return ids
+
+    def _merge_short(self, ids: list[int]) -> list[int]:
+        """Apply merges in rank order: find the lowest-ranked pair, merge all of it left to right, again."""
         ranks = self._ranks
         while len(ids) >= 2:
             best = None
@@ -102,10 +114,46 @@ class Tokenizer:
                     out.append(ids[i])
                     i += 1
             ids = out
-        if len(self._cache) >= _CACHE_LIMIT:
-            self._cache.clear()
-        self._cache[chunk] = ids
         return ids
+
+    def _merge_long(self, ids: list[int]) -> list[int]:
+        """The same as _merge_short, with a heap of (rank, position) over a linked list: the lowest
+        rank pops first, its occurrences left to right (a later occurrence overlapping a merged one
+        is stale and skipped), and a merge's new pairs hold its new token, so they rank later."""
+        ranks = self._ranks
+        n = len(ids)
+        tokens = list(ids)
+        nxt = list(range(1, n + 1))  # n: no next
+        prv = list(range(-1, n - 1))
+        heap = []
+        for i in range(n - 1):
+            found = ranks.get((tokens[i], tokens[i + 1]))
+            if found is not None:
+                heap.append((found[0], i, found[1]))
+        heapq.heapify(heap)
+        while heap:
+            rank, i, new = heapq.heappop(heap)
+            j = nxt[i]
+            if tokens[i] is None or j >= n:
+                continue
+            found = ranks.get((tokens[i], tokens[j]))
+            if found is None or found[0] != rank:
+                continue  # stale: a side was merged since this entry was pushed
+            tokens[i] = new
+            tokens[j] = None
+            k = nxt[j]
+            nxt[i] = k
+            if k < n:
+                prv[k] = i
+                found = ranks.get((new, tokens[k]))
+                if found is not None:
+                    heapq.heappush(heap, (found[0], i, found[1]))
+            p = prv[i]
+            if p >= 0:
+                found = ranks.get((tokens[p], new))
+                if found is not None:
+                    heapq.heappush(heap, (found[0], p, found[1]))
+        return [t for t in tokens if t is not None]
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode text, treating special-token strings as ordinary text."""

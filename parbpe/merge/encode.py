@@ -1,0 +1,142 @@
+"""A chunk table encoded with a list of merges, as BPE encodes: vectorized, no pair counts kept.
+
+SuperBPE's stage 2 starts from its chunks encoded with stage 1's merges. Replaying the merges
+through a merge engine keeps every pair count up to date after every round, which is most of its
+cost; here the counts are not needed (the merge stage counts the encoded table once). The merges
+are applied a batch at a time, in order: the batches of a BatchBPE run are safe (no token is the
+second of one pair and the first of another), so a batch applied at once gives what its merges
+applied one by one give; a pair (x, x) merges its runs left to right. Positions form a linked list
+per chunk; each position waits in the bucket of the batch its pair belongs to, and a merge puts
+the new pairs on both sides of its token in the buckets of later batches (a pair that holds a new
+token can only be merged by a later batch). A round costs in proportion to its occurrences.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .pairs import pack
+from .table import ChunkTable
+
+_SLICE = 1 << 22  # positions looked up at a time when the buckets are filled
+
+
+def encode_table(table: ChunkTable, merges: list[tuple[int, int]], batch_sizes: list[int], first_id: int
+                 ) -> ChunkTable:
+    """A new, compact table: each chunk of table encoded with merges (merge k makes token first_id + k),
+    applied in the batches batch_sizes (each a safe batch, in rank order)."""
+    if sum(batch_sizes) != len(merges):
+        raise ValueError(f"{len(merges)} merges in batches of {sum(batch_sizes)} in all")
+    n = len(table.tokens)
+    if not merges or n == 0:
+        return ChunkTable(tokens=table.tokens.copy(), starts=table.starts.copy(), lengths=table.lengths.copy(),
+                          counts=table.counts.copy())
+    lengths = table.lengths.copy()
+    if np.array_equal(lengths, np.diff(table.starts)):
+        tokens = table.tokens.astype(np.int32)
+    else:  # the table holds merged chunks: their tokens, compacted
+        region = np.repeat(np.arange(table.n_chunks), np.diff(table.starts))
+        tokens = table.tokens[np.arange(n) - table.starts[region] < lengths[region]].astype(np.int32)
+        del region
+    starts = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    n = len(tokens)
+    link = np.int32 if n < 2**31 - 1 else np.int64  # positions and links: 4 bytes each while they fit
+    nxt = np.arange(1, n + 1, dtype=link)
+    prv = np.arange(-1, n - 1, dtype=link)
+    nonempty = lengths > 0
+    nxt[starts[1:][nonempty] - 1] = -1
+    prv[starts[:-1][nonempty]] = -1
+    alive = np.ones(n, dtype=bool)
+
+    # Every merge's key, sorted, with its batch and its new token.
+    keys = pack(np.array([a for a, _ in merges], dtype=np.int64), np.array([b for _, b in merges], dtype=np.int64))
+    batch_of = np.repeat(np.arange(len(batch_sizes), dtype=np.int64), batch_sizes)
+    new_of = first_id + np.arange(len(merges), dtype=np.int64)
+    order = np.argsort(keys)
+    keys, batch_of, new_of = keys[order], batch_of[order], new_of[order]
+    if len(keys) > 1 and (np.diff(keys) == 0).any():
+        raise ValueError("a merge list with a pair twice")
+
+    def lookup(positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(positions holding a merge's pair, that merge's batch, its index in the sorted keys)."""
+        after = nxt[positions]
+        positions = positions[after >= 0]
+        pair = pack(tokens[positions], tokens[nxt[positions]])
+        at = np.searchsorted(keys, pair)
+        at[at == len(keys)] = 0
+        found = keys[at] == pair
+        return positions[found], batch_of[at[found]], at[found]
+
+    # Every position that holds a merge's pair, grouped by batch (a stable radix sort keeps each
+    # batch's positions in order), found a slice of positions at a time (bounds the temporaries).
+    found_pos, found_batch, found_at = [], [], []
+    narrow = np.uint16 if len(batch_sizes) < 2**16 else np.int32
+    for lo in range(0, n, _SLICE):
+        at_pos, batches, at = lookup(np.arange(lo, min(lo + _SLICE, n), dtype=link))
+        found_pos.append(at_pos)
+        found_batch.append(batches.astype(narrow))
+        found_at.append(at.astype(np.int32))
+    batches = np.concatenate(found_batch)
+    order = np.argsort(batches, kind="stable")
+    bounds = np.searchsorted(batches[order], np.arange(len(batch_sizes) + 1))
+    del batches, found_batch
+    first_pos = np.concatenate(found_pos)[order]
+    first_at = np.concatenate(found_at)[order]
+    del order, found_pos, found_at
+    # A position's stamp is the last batch that changed its pair (-1: none yet). An entry waiting
+    # in a batch's bucket holds (positions, merge indices, the stamp when they were found): it is
+    # stale once the stamp moved on, and the position's new pair is in another entry.
+    stamp = np.full(n, -1, dtype=np.int32)
+    is_hit = np.zeros(n, dtype=bool)  # scratch, all False between batches
+    waiting: dict[int, list[tuple[np.ndarray, np.ndarray, int]]] = {}
+    for k in range(len(batch_sizes)):
+        entries = [(first_pos[bounds[k]:bounds[k + 1]], first_at[bounds[k]:bounds[k + 1]], -1), *waiting.pop(k, [])]
+        valid = [stamp[pos] == made for pos, _, made in entries]
+        cand = np.concatenate([pos[ok] for (pos, _, _), ok in zip(entries, valid)])
+        at = np.concatenate([at[ok] for (_, at, _), ok in zip(entries, valid)]).astype(np.int64)
+        if not len(cand):
+            continue
+        # Runs of a pair (x, x): its 1st, 3rd, ... occurrences merge (left to right).
+        self_pair = (keys[at] >> 32) == (keys[at] & 0xFFFFFFFF)
+        if self_pair.any():
+            selfs, self_at = cand[self_pair], at[self_pair]
+            order = np.argsort(selfs)
+            selfs, self_at = selfs[order], self_at[order]
+            follows = np.zeros(len(selfs), dtype=bool)  # positions in order: a run's follow each other
+            follows[1:] = (prv[selfs[1:]] == selfs[:-1]) & (self_at[1:] == self_at[:-1])
+            run_start = np.maximum.accumulate(np.where(follows, 0, np.arange(len(selfs))))
+            take = ((np.arange(len(selfs)) - run_start) & 1) == 0
+            cand = np.concatenate([cand[~self_pair], selfs[take]])
+            at = np.concatenate([at[~self_pair], self_at[take]])
+        gone = nxt[cand]
+        tokens[cand] = new_of[at]
+        alive[gone] = False
+        after = nxt[gone]
+        nxt[cand] = after
+        has_after = after >= 0
+        prv[after[has_after]] = cand[has_after]
+        before = prv[cand]
+        is_hit[cand] = True
+        before = before[(before >= 0) & ~is_hit[np.maximum(before, 0)]]  # a hit right before a hit: once
+        is_hit[cand] = False
+        stamp[gone] = k
+        stamp[before] = k
+        stamp[cand] = k
+        found, later, found_at = lookup(np.concatenate([before, cand]))
+        if len(found):
+            order = np.argsort(later.astype(narrow), kind="stable")
+            found, later, found_at = found[order], later[order], found_at[order]
+            if later[0] <= k:
+                raise AssertionError("a merge made a pair of an earlier batch: the batches are not in rank order")
+            cuts = np.flatnonzero(np.diff(later)) + 1
+            heads = later[np.concatenate([[0], cuts])].tolist()
+            for pos, at_, b in zip(np.split(found, cuts), np.split(found_at, cuts), heads):
+                waiting.setdefault(b, []).append((pos, at_, k))
+    del first_pos, first_at, stamp
+    new_lengths = np.zeros(len(lengths), dtype=np.int64)
+    new_lengths[nonempty] = np.add.reduceat(alive, starts[:-1][nonempty])
+    new_starts = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(new_lengths, out=new_starts[1:])
+    return ChunkTable(tokens=tokens[alive].astype(table.tokens.dtype), starts=new_starts, lengths=new_lengths,
+                      counts=table.counts.copy())

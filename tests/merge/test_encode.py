@@ -1,0 +1,57 @@
+"""encode_table: a chunk table encoded with a merge list equals BPE's encoding of each chunk, and
+merging on from it gives the merges a replay through the engine gives."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from parbpe.merge.coordinator import learn_merges
+from parbpe.merge.encode import encode_table
+from parbpe.merge.table import build_table
+from parbpe.tokenizer.model import Tokenizer
+from tests.corpora import random_corpus
+
+
+def corpus(seed: int) -> tuple[list[bytes], list[int]]:
+    rng = random.Random(seed)
+    counts = random_corpus(rng, b"ab c", n_words=300, max_len=40)
+    counts.update({b"aaaaaaa": 5, b"ab ab ab ab": 3, b"x": 2})
+    chunks = sorted(counts)
+    return chunks, [counts[c] for c in chunks]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("max_batch_size", [0, 1])
+def test_encoded_table_is_bpe_encoding_and_merging_on_equals_replay(seed, max_batch_size):
+    chunks, counts = corpus(seed)
+    stage1 = learn_merges(build_table(chunks, counts, 4096), [bytes([b]) for b in range(256)], 60,
+                          max_batch_size=max_batch_size)
+    # Other chunks (as SuperBPE's stage 2 has), encoded with stage 1's merges.
+    other, other_counts = corpus(seed + 100)
+    table = build_table(other, other_counts, 4096)
+    encoded = encode_table(table, stage1.merges, stage1.batch_sizes, 256)
+    tok = Tokenizer(pattern="gpt4", merges=[(a, b, 256 + r) for r, (a, b) in enumerate(stage1.merges)])
+    for c, chunk in enumerate([o for o in other if len(o) > 1]):  # the table leaves out one-byte chunks
+        assert encoded.chunk_tokens(c) == tok._merge_short(list(chunk)), chunk
+    assert encoded.starts[-1] == encoded.lengths.sum()
+
+    replayed = learn_merges(build_table(other, other_counts, 4096), [bytes([b]) for b in range(256)], 120,
+                            max_batch_size=max_batch_size, replay=(stage1.merges, stage1.batch_sizes))
+    vocab = [bytes([b]) for b in range(256)]
+    for a, b in stage1.merges:
+        vocab.append(vocab[a] + vocab[b])
+    on = learn_merges(encoded, vocab, 120 - len(stage1.merges), max_batch_size=max_batch_size)
+    assert replayed.merges == stage1.merges + on.merges
+
+
+def test_bad_merge_lists_are_refused():
+    table = build_table([b"abc"], [1], 1024)
+    with pytest.raises(ValueError, match="batches"):
+        encode_table(table, [(97, 98)], [2], 256)
+    with pytest.raises(ValueError, match="twice"):
+        encode_table(table, [(97, 98), (97, 98)], [1, 1], 256)
+    same = encode_table(table, [], [], 256)
+    assert same.chunk_tokens(0) == [97, 98, 99] and np.array_equal(same.counts, table.counts)

@@ -1,0 +1,162 @@
+"""SuperBPE end to end: --superbpe-transition, its two stages, its exports and `parbpe eval`."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+import parbpe
+from parbpe.cli import main
+from parbpe.merge.superword import superword_allowed
+from parbpe.patterns import SUPERWORD_PATTERN
+from parbpe.tokenizer.evaluate import is_superword
+from tests.tokenizer.test_tokenizer import _hf_and_tiktoken, random_unicode
+
+WORDS = ["the", "of", "and", "in", "a", "to", "is", "cat", "sat", "on", "mat", "Note", "it", "was"]
+
+
+def phrases(seed: int, n: int) -> str:
+    """Lines of common phrases, with numbers, colons, runs of symbols and spaces: SuperBPE's material."""
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n):
+        words = [rng.choice(WORDS[:7]) if rng.random() < 0.6 else rng.choice(WORDS) for _ in range(rng.randint(3, 12))]
+        line = " ".join(words)
+        if rng.random() < 0.3:
+            line = "Note: " + line
+        if rng.random() < 0.3:
+            line += f" {rng.randint(0, 99999)}"
+        line += rng.choice([".", ",", "...", "!?", " :)", "", "  "])
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    d = tmp_path_factory.mktemp("superbpe")
+    path = d / "phrases.txt"
+    path.write_text(phrases(1, 3000), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def superbpe_run(corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("sb") / "out"
+    result = parbpe.train([str(corpus)], vocab_size=700, superbpe_transition=0.6, special_tokens=("<|endoftext|>",),
+                          workers=2, out_dir=str(out))
+    return result, out
+
+
+def test_stage_one_is_ordinary_bpe_and_stage_two_makes_superwords(corpus, superbpe_run):
+    result, _ = superbpe_run
+    tok, stats = result.tokenizer, result.stats
+    transition = round(0.6 * 700) - 256
+    assert stats["superbpe"]["transition_merges"] == stats["superbpe"]["stage1_merges"] == transition
+    assert stats["superbpe"]["stage2_merges"] == 700 - 256 - 1 - transition
+    assert tok.n_vocab == 700 and tok.pattern == SUPERWORD_PATTERN
+    plain = parbpe.train([str(corpus)], vocab_size=256 + transition + 1, special_tokens=("<|endoftext|>",), workers=1)
+    merges = [(a, b) for a, b, _ in tok.merges]
+    assert merges[:transition] == [(a, b) for a, b, _ in plain.tokenizer.merges]
+    stage2 = [tok.vocab[new] for _, _, new in tok.merges[transition:]]
+    assert all(superword_allowed(t) for t in stage2)
+    assert sum(map(is_superword, stage2)) > 50  # phrases like "of the" became tokens
+    assert not any(is_superword(tok.vocab[new]) for _, _, new in tok.merges[:transition])
+    assert stats["superbpe"]["skipped_tokens"] > 0  # "Note: ..." and five-word phrases were refused
+    assert set(stats["superbpe"]["seconds"]) == {"superbpe_count", "superbpe_table", "superbpe_encode",
+                                                 "superbpe_merge"}
+    assert stats["superbpe"]["peak_rss_bytes"] > 0
+    # Fewer tokens than ordinary BPE of the same size on the training text.
+    ordinary = parbpe.train([str(corpus)], vocab_size=700, special_tokens=("<|endoftext|>",), workers=1).tokenizer
+    text = corpus.read_text()
+    assert len(tok.encode_ordinary(text)) < 0.9 * len(ordinary.encode_ordinary(text))
+
+
+def test_same_output_for_any_number_of_workers(corpus, superbpe_run, tmp_path):
+    _, out = superbpe_run
+    parbpe.train([str(corpus)], vocab_size=700, superbpe_transition=0.6, special_tokens=("<|endoftext|>",),
+                 workers=1, out_dir=str(tmp_path / "w1"))
+    for name in ("tokenizer.json", "merges.txt", "vocab.json", "tokenizer.tiktoken", "parbpe.json"):
+        assert (tmp_path / "w1" / name).read_bytes() == (out / name).read_bytes(), name
+
+
+def test_exports_encode_like_parbpe(superbpe_run):
+    result, out = superbpe_run
+    tok = result.tokenizer
+    hf, tk = _hf_and_tiktoken(out)
+    rng = random.Random(3)
+    texts = [phrases(9, 40), "Note: the cat sat on the mat.\n\nthe cat  sat...\r\n12345 of the :) <|endoftext|>x"]
+    texts += [random_unicode(rng, 200) for _ in range(20)]
+    for text in texts:
+        ours = tok.encode_ordinary(text)
+        assert tk.encode_ordinary(text) == ours
+        assert hf.encode(text, add_special_tokens=False).ids == tok.encode(text, allowed_special="all")
+        assert tok.decode(ours) == text
+    assert json.loads((out / "parbpe.json").read_text())["pattern_name"] == "superword"
+
+
+def test_eval_side_by_side(corpus, superbpe_run, tmp_path, capsys):
+    _, out = superbpe_run
+    assert main(["train", str(corpus), "--vocab-size", "700", "--special-tokens", "<|endoftext|>", "--out",
+                 str(tmp_path / "bpe"), "--progress", "none", "--workers", "1"]) == 0
+    capsys.readouterr()
+    assert main(["eval", "--tokenizer", str(tmp_path / "bpe"), "--tokenizer", str(out), str(corpus)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:4] == ["tokenizer", "vocab", "tokens", "vs"] and len(table) == 4
+    bpe_row, sb_row = table[2].split(), table[3].split()
+    assert bpe_row[0] == str(tmp_path / "bpe") and float(bpe_row[3]) == 1.0 and bpe_row[6] == "0.00%"
+    assert float(sb_row[3]) < 0.9 and float(sb_row[6].rstrip("%")) > 5
+    assert main(["eval", "--tokenizer", str(tmp_path / "bpe"), "--tokenizer", str(out), str(corpus), "--json"]) == 0
+    reports = json.loads(capsys.readouterr().out)
+    assert reports[str(out)]["tokens"] < reports[str(tmp_path / "bpe")]["tokens"]
+    assert reports[str(out)]["superword_vocab"] > 50 and reports[str(tmp_path / "bpe")]["superword_vocab"] == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--superbpe-transition", "1.5"], "between 0 and 1"),
+    (["--superbpe-transition", "5000"], "outside 0..443"),
+    (["--superbpe-transition", "lots"], "cannot read 'lots' as a transition"),
+    (["--superbpe-transition", "0.8", "--stop-list-size", "5"], "cannot be combined with stop_list_size"),
+    (["--superbpe-transition", "0.8", "--pattern", "superword"], "stage 2 uses the superword split by itself"),
+    (["--superbpe-transition", "0.8", "--resume"], "cannot be resumed yet"),
+])
+def test_bad_settings_are_one_line_errors(corpus, tmp_path, capsys, args, message):
+    try:
+        code = main(["train", str(corpus), "--vocab-size", "700", "--special-tokens", "<|endoftext|>", "--out",
+                     str(tmp_path / "o"), "--progress", "none", *args])
+    except SystemExit as exc:  # argparse's own errors: usage, then the one error line
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("parbpe train: error:") and message in last and "Traceback" not in err
+
+
+def test_counts_files_and_iterators_are_refused(corpus, tmp_path, capsys):
+    counts = tmp_path / "counts.parquet"
+    assert main(["count", str(corpus), "--out", str(counts), "--progress", "none"]) == 0
+    capsys.readouterr()
+    assert main(["train", str(counts), "--vocab-size", "700", "--superbpe-transition", "0.8", "--out",
+                 str(tmp_path / "o"), "--progress", "none"]) == 2
+    assert "a counts file cannot give" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="consumed once"):
+        parbpe.train_from_iterator(iter(["the cat sat"] * 10), vocab_size=300, superbpe_transition=0.9)
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_killed_worker_ends_a_superbpe_run_in_one_line(tmp_path, monkeypatch, capsys):
+    from parbpe.run.pool import KILL_HOOK
+
+    parts = []
+    for k in range(4):  # two units per counting worker
+        parts.append(tmp_path / f"part-{k}.txt")
+        parts[-1].write_text(phrases(10 + k, 300), encoding="utf-8")
+    monkeypatch.setenv(KILL_HOOK, "count:1")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    status = main(["train", *map(str, parts), "--vocab-size", "700", "--superbpe-transition", "0.6", "--out",
+                   str(tmp_path / "o"), "--tmp-dir", str(tmp), "--workers", "2", "--progress", "none"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and len(err.splitlines()) == 1 and "died" in err, err
+    assert list(tmp.iterdir()) == [] and not (tmp_path / "o").exists()
