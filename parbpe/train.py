@@ -38,7 +38,7 @@ from .io.plan import default_corpus_files, plan, unit_text_bytes
 from .io.readers import ReadStats
 from .io.units import WorkUnit
 from .merge.coordinator import MergeResult, fit_merge_stage, learn_merges
-from .merge.encode import encode_table
+from .merge.encode import encode_byte_table
 from .merge.superword import superword_allowed
 from .merge.table import table_from_arrays
 from .patterns import SUPERWORD_PATTERN
@@ -355,7 +355,7 @@ def superbpe_stage2(counted: SuperwordCounts, stage1: MergeResult, config: Train
 
     t = time.perf_counter()
     sampler.stage("superbpe_encode")
-    table = encode_table(table, stage1.merges, stage1.batch_sizes, 256)
+    table = encode_byte_table(table, stage1.merges, stage1.batch_sizes)
     counted.stats["encoded_table_tokens"] = len(table.tokens)
     times["superbpe_encode"] = time.perf_counter() - t
     _stage_done(reporter, sampler, "superbpe_encode", times)

@@ -180,3 +180,23 @@ def test_ray_scaling_bench_compares_s3_and_disk(tmp_path):
     assert "realmix from S3" in out.stdout
     result = json.loads((tmp_path / "r.json").read_text())
     assert result["s3"]["s3"][0]["digest"] == result["s3"]["disk"][0]["digest"]
+
+
+def test_superbpe_bench_runs_both_kinds_and_evaluates_side_by_side(tmp_path):
+    rng = random.Random(5)
+    words = ["the", "of", "cat", "sat", "on", "mat", "and", "a"]
+    texts = ["\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(3, 9))) + "." for _ in range(40))
+             for _ in range(30)]
+    pq.write_table(pa.table({"text": texts}), tmp_path / "train.parquet")
+    pq.write_table(pa.table({"text": texts[:5]}), tmp_path / "heldout.parquet")
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "superbpe.py"), "--corpus", str(tmp_path / "train.parquet"),
+         "--heldout", str(tmp_path / "heldout.parquet"), "--vocab-size", "400", "--transition", "0.8",
+         "--workers", "1", "--out", str(tmp_path / "out"), "--json", str(tmp_path / "r.json")],
+        capture_output=True, text=True, timeout=600, check=True,
+    ).stdout
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["heldout"]["superbpe"]["tokens"] < result["heldout"]["bpe"]["tokens"]
+    stage2 = result["runs"]["superbpe"][0]["superbpe"]
+    assert stage2["stage1_merges"] + stage2["stage2_merges"] == 400 - 257 and stage2["stage2_merges"] > 0
+    assert "SuperBPE stage 2" in out and "superbpe" in out

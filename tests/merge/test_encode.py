@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 
 from parbpe.merge.coordinator import learn_merges
-from parbpe.merge.encode import encode_table
+from parbpe.merge.encode import encode_byte_table, encode_table
 from parbpe.merge.table import build_table
 from parbpe.tokenizer.model import Tokenizer
 from tests.corpora import random_corpus
 
 
-def corpus(seed: int) -> tuple[list[bytes], list[int]]:
+def corpus(seed: int, alphabet: bytes = b"ab c") -> tuple[list[bytes], list[int]]:
     rng = random.Random(seed)
-    counts = random_corpus(rng, b"ab c", n_words=300, max_len=40)
+    counts = random_corpus(rng, alphabet, n_words=300, max_len=40)
     counts.update({b"aaaaaaa": 5, b"ab ab ab ab": 3, b"x": 2})
     chunks = sorted(counts)
     return chunks, [counts[c] for c in chunks]
@@ -25,14 +25,18 @@ def corpus(seed: int) -> tuple[list[bytes], list[int]]:
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("max_batch_size", [0, 1])
-def test_encoded_table_is_bpe_encoding_and_merging_on_equals_replay(seed, max_batch_size):
-    chunks, counts = corpus(seed)
+@pytest.mark.parametrize("stage1_alphabet", [b"ab c", b"abc", b"a c"])  # the last two: pieces cut at spaces, at b
+def test_encoded_table_is_bpe_encoding_and_merging_on_equals_replay(seed, max_batch_size, stage1_alphabet):
+    chunks, counts = corpus(seed, stage1_alphabet)
     stage1 = learn_merges(build_table(chunks, counts, 4096), [bytes([b]) for b in range(256)], 60,
                           max_batch_size=max_batch_size)
     # Other chunks (as SuperBPE's stage 2 has), encoded with stage 1's merges.
     other, other_counts = corpus(seed + 100)
     table = build_table(other, other_counts, 4096)
     encoded = encode_table(table, stage1.merges, stage1.batch_sizes, 256)
+    by_pieces = encode_byte_table(table, stage1.merges, stage1.batch_sizes)
+    for name in ("tokens", "starts", "lengths", "counts"):
+        assert np.array_equal(getattr(by_pieces, name), getattr(encoded, name)), name
     tok = Tokenizer(pattern="gpt4", merges=[(a, b, 256 + r) for r, (a, b) in enumerate(stage1.merges)])
     for c, chunk in enumerate([o for o in other if len(o) > 1]):  # the table leaves out one-byte chunks
         assert encoded.chunk_tokens(c) == tok._merge_short(list(chunk)), chunk
