@@ -43,7 +43,11 @@ PATTERN = (
     r"""|\s*[\r\n]|\s+(?!\S)|\s+"""
 )
 SPECIAL = "<|endoftext|>"
-REALMIX = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "realmix")
+# The shared data beside the project (../shared/data from the repository), found from this file's
+# absolute path so the defaults resolve from any working directory; else the machine's copy.
+_SHARED = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"), "/work/shared/data"]
+REALMIX = os.path.normpath(next((os.path.join(d, "realmix") for d in _SHARED
+                                 if os.path.isdir(os.path.join(d, "realmix"))), os.path.join(_SHARED[0], "realmix")))
 DEFAULT_CORPUS = os.path.join(REALMIX, "train-*.parquet")
 DEFAULT_HELDOUT = os.path.join(REALMIX, "heldout.parquet")
 TRAINERS = ("parbpe", "parbpe-w1", "tokenizers", "rustbpe", "bpeasy")  # and parbpe-baseline (--baseline)
@@ -160,6 +164,18 @@ def heldout_quality(name: str, out: str, heldout: str) -> dict:
     return {"heldout_tokens": n_tokens, "bytes_per_token": n_bytes / n_tokens, "tokens_per_word": n_tokens / n_words}
 
 
+def parbpe_fit(out: str) -> dict:
+    """A parbpe run's automatic cutoff (merge_fit.min_count, 1 = none) and peak RSS per stage, from
+    its stats.json; nothing for the peers."""
+    path = os.path.join(out, "stats.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        stats = json.load(f)
+    return {"min_count": stats.get("merge_fit", {}).get("min_count", 1),
+            "peak_rss_by_stage_mb": {k: round(v / 1e6, 1) for k, v in stats.get("peak_rss_by_stage", {}).items()}}
+
+
 def available(name: str) -> bool:
     module = PEER_MODULES.get(name)
     if module is None:
@@ -188,6 +204,8 @@ def main() -> None:
     files = sorted(f for pattern in args.corpus for f in glob.glob(pattern))
     if not files:
         raise SystemExit(f"no corpus files match {args.corpus}")
+    if not args.run_one and not os.path.exists(args.heldout):  # before any run, not as 0.0000 in the table
+        raise SystemExit(f"held-out file {args.heldout} not found: pass one with --heldout")
     if args.run_one:
         run_one(args.run_one, files, args.vocab_size, args.out, args.memory_budget, args.baseline)
         return
@@ -211,8 +229,7 @@ def main() -> None:
                 runs[name].append(measure(name, files, args.vocab_size, out, budget, args.baseline))
                 print(f"# run {rep + 1}/{args.repeat} {name}: {runs[name][-1]['wall']:.1f} s", file=sys.stderr)
                 if rep == 0:
-                    if os.path.exists(args.heldout):
-                        quality[name] = heldout_quality(name, out, args.heldout)
+                    quality[name] = heldout_quality(name, out, args.heldout) | parbpe_fit(out)
                     with open(os.path.join(out, "ranks.json")) as f:
                         ranks[name] = json.load(f)
     reference = names[0] if names else None
@@ -232,6 +249,7 @@ def main() -> None:
         })
     header = (f"{'trainer':15s} {'median s':>9s} {'min':>7s} {'max':>7s} {'x first':>8s} {'RSS MB':>8s} "
               f"{'kern MB':>8s} {'B/token':>8s} {'tok/word':>8s} {'same merges':>11s} {'other tokens':>12s}")
+    print(f"held-out: {os.path.abspath(args.heldout)}")
     print(f"corpus: {len(files)} files, {corpus_mb:.1f} MB on disk; vocab {args.vocab_size}; "
           f"{args.repeat} interleaved runs; {platform.python_version()}, {os.cpu_count()} cores")
     print(header)
@@ -239,6 +257,13 @@ def main() -> None:
         print(f"{r['trainer']:15s} {r['median_s']:9.1f} {r['min_s']:7.1f} {r['max_s']:7.1f} {r['ratio_to_first']:8.2f} "
               f"{r['peak_rss_sampled_mb']:8.0f} {r['peak_rss_kernel_mb']:8.0f} {r.get('bytes_per_token', 0):8.4f} "
               f"{r.get('tokens_per_word', 0):8.4f} {str(r['merges_equal_first']):>11s} {r['tokens_not_in_first']:12d}")
+    unbounded = quality.get("parbpe-unbounded", {}).get("bytes_per_token")
+    for r in rows:
+        if "min_count" in r:
+            loss = f", held-out loss against parbpe-unbounded {100 * (1 - r['bytes_per_token'] / unbounded):.3f}%" \
+                if unbounded and r["trainer"] != "parbpe-unbounded" else ""
+            print(f"{r['trainer']}: automatic cutoff min_count {r['min_count']}{loss}; peak RSS by stage (MB) "
+                  f"{r['peak_rss_by_stage_mb']}")
     for name in skipped:
         print(f"{name:12s} skipped: not installed (pip install '.[bench]')")
     if args.json:

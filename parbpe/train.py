@@ -21,6 +21,7 @@ from . import __version__
 from .config import TrainConfig
 from .count.counter import CountResult, count_to_runs, unit_key
 from .count.counts_file import write_counts_file
+from .count.partitions import N_PARTITIONS
 from .count.reduce import TrainingChunks, combine_selections, reduce_runs
 from .count.stream import QUEUE_BATCHES_PER_WORKER, count_stream_to_runs
 from .io.atomic import check_output_dir, check_output_file, check_work_dir, write_files_atomically
@@ -42,7 +43,17 @@ from .merge.encode import encode_byte_table
 from .merge.superword import superword_allowed
 from .merge.table import table_from_arrays
 from .patterns import SUPERWORD_PATTERN
-from .run.memory import PeakSampler, default_budget, format_size, process_rss, tree_rss, worker_data_limit
+from .run.memory import (
+    PeakSampler,
+    count_layout,
+    default_budget,
+    format_size,
+    process_rss,
+    reduce_workers,
+    tree_rss,
+    trim_heap,
+    worker_data_limit,
+)
 from .run.progress import Progress
 from .run.run_dir import FREE_SETTINGS, RunDirectory, clean_stale_temp_dirs, temp_work_dir, test_stop
 from .tokenizer.evaluate import evaluate
@@ -159,6 +170,7 @@ def train(
         # 4. table: chunk counts -> numpy arrays, no larger than the merge stage can hold in the budget
         t = time.perf_counter()
         pa.default_memory_pool().release_unused()
+        trim_heap()  # the reduce stage's freed heap: the merge stage's room is measured next
         try:
             fit = fit_merge_stage(chunks.offsets, chunks.counts, budget, sampler.stage("table"), config.freq_cutoff,
                                   config.workers)
@@ -628,10 +640,18 @@ def count_stage(units: list[WorkUnit], config: TrainConfig, run_dir: str, report
         raise ValueError("the corpus is empty: no input to read")
     budget = config.memory_budget or default_budget()
     workers = max(1, min(config.workers, len(units)))
-    if data_limit is None:
-        # A Ray task starts like this process alone; locally the workers start as the whole tree is now.
-        base = process_rss() if cluster is not None else tree_rss()
-        data_limit = worker_data_limit(budget, workers, base, max(unit_text_bytes(u) for u in units))
+    parent_counts = False
+    if data_limit is None and cluster is not None:  # a Ray task starts like this process alone
+        data_limit = worker_data_limit(budget, workers, process_rss(), max(unit_text_bytes(u) for u in units))
+    elif data_limit is None:  # local workers start as the whole tree is now
+        trim_heap()
+        layout = count_layout(budget, workers, tree_rss(), max(unit_text_bytes(u) for u in units))
+        data_limit, parent_counts = layout.data_limit, layout.parent_counts
+        if layout.shards < workers or (parent_counts and workers > 1):
+            reporter.event("note", message=f"counting in {layout.shards} shard(s), this process counting one: "
+                           f"the {format_size(budget)} budget leaves each {format_size(data_limit)} of counts")
+        if layout.shards < workers:
+            config = dataclasses.replace(config, workers=layout.shards)
     t = time.perf_counter()
 
     def on_progress(done: int, total_units: int, done_bytes: int, spills: int) -> None:
@@ -645,7 +665,7 @@ def count_stage(units: list[WorkUnit], config: TrainConfig, run_dir: str, report
         counted = count_on_ray(units, config, cluster, data_limit=data_limit, on_progress=on_progress)
     else:
         counted = count_to_runs(units, config, run_dir, data_limit=data_limit, start_method=start_method,
-                                on_progress=on_progress)
+                                on_progress=on_progress, parent_counts=parent_counts)
     counted.budget, counted.data_limit = budget, data_limit
     if counted.stats.replaced_bytes:
         reporter.event("warning", message=f"replaced {counted.stats.replaced_bytes} invalid UTF-8 sequences "
@@ -665,7 +685,10 @@ def reduce_stage(counted: CountResult, config: TrainConfig, start_method: str | 
         from .count.on_ray import reduce_on_ray
 
         return reduce_on_ray(counted.partitions, cluster, config if select else None, on_progress)
-    return reduce_runs(counted.runs, config.workers, start_method, config=config if select else None,
+    budget = counted.budget or config.memory_budget or default_budget()
+    partition_bytes = sum(os.path.getsize(r) for r in counted.runs) // N_PARTITIONS
+    workers = reduce_workers(budget, config.workers, tree_rss(), partition_bytes)
+    return reduce_runs(counted.runs, workers, start_method, config=config if select else None,
                        on_progress=on_progress)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -235,10 +236,18 @@ def _init_worker(progress) -> None:
 
 def _count_shard_job(args: tuple[int, list[WorkUnit], TrainConfig, str, int | None]):
     """One worker's shard: all its units into run files; returns (runs, spills, stats)."""
-    rank, units, config, run_dir, data_limit = args
+    return count_shard(*args, progress=_shared_progress)
+
+
+def count_shard(rank: int, units: list[WorkUnit], config: TrainConfig, run_dir: str, data_limit: int | None,
+                progress=None, stop: threading.Event | None = None, in_worker: bool = True):
+    """Shard `rank`: all its units into run files; returns (runs, spills, stats). progress is the
+    shared array of units, bytes and spills (three slots per rank); stop, when set, ends the shard
+    after the unit at hand (returns None). in_worker: a worker process (the test kill hook applies)."""
     shard = ShardCounter(config, run_dir, f"w{rank}", data_limit)
     for done, unit in enumerate(units, start=1):
-        fault_point("count", done - 1)
+        if in_worker:
+            fault_point("count", done - 1)
         try:
             count_unit(unit, shard)
         except Exception as exc:  # re-raised in the parent, naming the worker and its unit
@@ -252,8 +261,10 @@ def _count_shard_job(args: tuple[int, list[WorkUnit], TrainConfig, str, int | No
                 raise ValueError(where) from exc
             raise RuntimeError(where) from exc
         test_stop("count", done)
-        if _shared_progress is not None:
-            _shared_progress[3 * rank:3 * rank + 3] = [done, shard.stats.bytes, shard.spills]
+        if progress is not None:
+            progress[3 * rank:3 * rank + 3] = [done, shard.stats.bytes, shard.spills]
+        if stop is not None and stop.is_set():
+            return None
     return shard.finish(), shard.spills, shard.stats
 
 
@@ -278,12 +289,15 @@ def count_to_runs(
     data_limit: int | None = None,
     start_method: str | None = None,
     on_progress: Callable[[int, int, int, int], None] | None = None,
+    parent_counts: bool = False,
 ) -> CountResult:
     """Count work units (text and counts files) into run files in run_dir, with config.workers processes.
 
     Worker r takes units[r::workers] (deterministic sharding). data_limit is each worker's bound on
     counts held in memory. on_progress(units_done, total_units, bytes_done, spills) is called as
-    units finish.
+    units finish. parent_counts: this process counts shard 0 itself (in a thread, while it waits
+    for the others), so `workers` shards need one process fewer: what a tight memory budget picks
+    (run/memory.py count_layout), since each process costs its start besides its counts.
     """
     units = list(units)
     workers = max(1, min(config.workers, len(units)))
@@ -301,18 +315,44 @@ def count_to_runs(
     context = multiprocess.get_context(start_method or default_start_method())
     progress = context.Array("q", 3 * workers, lock=False)
     jobs = [(r, units[r::workers], config, run_dir, data_limit) for r in range(workers)]
+    first = 1 if parent_counts else 0  # the first shard a worker process takes
+    own: dict[str, object] = {}  # the parent's shard: its result or its exception
+    stop = threading.Event()
+
+    def count_own() -> None:
+        try:
+            own["result"] = count_shard(*jobs[0], progress=progress, stop=stop, in_worker=False)
+        except BaseException as exc:  # re-raised by the waiting thread
+            own["error"] = exc
+
+    thread = threading.Thread(target=count_own, name="parbpe-count-shard-0", daemon=True)
 
     def tick() -> None:
+        if "error" in own:  # the parent's own shard failed: stop the workers now
+            raise own["error"]
         if on_progress:
             done, done_bytes, spills = (sum(progress[i::3]) for i in range(3))
             on_progress(done, len(units), done_bytes, spills)
 
-    def describe(_: int, rank: int) -> str:  # worker k runs shard k: one task each
-        shard = jobs[rank][1]
-        return f"worker {rank} (units {_unit_names(shard)})"
+    def describe(_: int, index: int) -> str:  # worker k runs shard first + k: one task each
+        shard = jobs[first + index][1]
+        return f"worker {first + index} (units {_unit_names(shard)})"
 
-    results = list(parallel(_count_shard_job, jobs, workers, context, tick, initializer=_init_worker,
-                            initargs=(progress,), describe=describe, hint=memory_hint(config)))
+    failed = True
+    try:
+        results = list(parallel(_count_shard_job, jobs[first:], workers - first, context, tick,
+                                initializer=_init_worker, initargs=(progress,), describe=describe,
+                                hint=memory_hint(config), started=thread.start if parent_counts else None))
+        failed = False
+    finally:
+        if failed:  # a worker failed, or Ctrl-C: the parent's shard stops after the unit at hand
+            stop.set()
+        if thread.is_alive():
+            thread.join()
+    if parent_counts:
+        if "error" in own:
+            raise own["error"]
+        results.insert(0, own["result"])
     stats = ReadStats()
     runs: list[str] = []
     for shard_runs, _, shard_stats in results:

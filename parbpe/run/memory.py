@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import os
 import sys
 import threading
+from dataclasses import dataclass
 
 import psutil
 import regex
@@ -38,6 +39,9 @@ MIN_WORKER_DATA = 8 * 10**6  # a worker that may hold less than this would spill
 HELD_FACTOR = 6  # peak memory of a worker per byte of counts it holds
 WORKER_OVERHEAD = 32 * 10**6  # what a counting worker keeps besides its start, its unit and its counts
 MAX_WORKER_DATA = 10**9  # runs stay far below pyarrow's 2 GB limit of one string array
+ROOMY_WORKER_DATA = 64 * 10**6  # with this much per worker spills are few: the parent need not count
+REDUCE_FACTOR = 3  # a reducing worker's peak per byte of one partition's share of the run files
+PARENT_COUNTING = 48 * 10**6  # what the parent adds when it counts a shard (its counting code's heap)
 
 
 def default_budget() -> int:
@@ -45,22 +49,27 @@ def default_budget() -> int:
     return psutil.virtual_memory().available // 2
 
 
-def worker_data_limit(budget: int, workers: int, base_rss: int, unit_bytes: int) -> int:
+def worker_data_limit(budget: int, workers: int, base_rss: int, unit_bytes: int, processes: int | None = None,
+                      extra: int = 0) -> int:
     """Bytes of counts one counting worker may hold before it spills, so the tree stays under budget.
 
-    Each of the workers + 1 processes starts at about base_rss. A worker's share of the rest covers
-    reading its largest unit (about 4x its text: the text, its cut mask and piece offsets),
-    WORKER_OVERHEAD, and HELD_FACTOR times the counts it holds: grouping (compacting pieces,
-    splitting them into chunks, writing a run) briefly needs hash tables and copies several times
-    the size of what it groups. Measured on a shard of the generated 1 GB corpus (2026-11-23, two
-    forked workers, process start 114 MB): a worker's peak was 166-174 MB with a limit of 8 MB and
-    232-241 MB with 23.5 MB, i.e. its start + 4x its unit + 6x its limit + at most 10 MB; the
-    WORKER_OVERHEAD here covers that with room (it was 128 MB before these measurements).
+    Each of the processes (default workers + 1: the parent waits) starts at about base_rss, and
+    `extra` more is kept aside (what the parent adds when it counts too, PARENT_COUNTING). A
+    worker's share of the rest covers reading its largest unit (about 4x its text: the text, its
+    cut mask and piece offsets), WORKER_OVERHEAD, and HELD_FACTOR times the counts it holds:
+    grouping (compacting pieces, splitting them into chunks, writing a run) briefly needs hash
+    tables and copies several times the size of what it groups. Measured on a shard of the
+    generated 1 GB corpus (2026-11-23, two forked workers, process start 114 MB): a worker's peak was
+    166-174 MB with a limit of 8 MB and 232-241 MB with 23.5 MB, i.e. its start + 4x its unit + 6x
+    its limit + at most 10 MB; the WORKER_OVERHEAD here covers that with room (it was 128 MB before
+    these measurements).
     """
-    share = (budget - (workers + 1) * base_rss) // workers
+    processes = workers + 1 if processes is None else processes
+    share = (budget - processes * base_rss - extra) // workers
     limit = (share - 4 * unit_bytes - WORKER_OVERHEAD) // HELD_FACTOR
     if limit < MIN_WORKER_DATA:
-        need = (workers + 1) * base_rss + workers * (4 * unit_bytes + WORKER_OVERHEAD + HELD_FACTOR * MIN_WORKER_DATA)
+        need = processes * base_rss + extra + workers * (4 * unit_bytes + WORKER_OVERHEAD
+                                                         + HELD_FACTOR * MIN_WORKER_DATA)
         need = -(-need // 10**8) * 10**8  # rounded up, so the size named is enough as printed
         raise ValueError(
             f"memory budget {format_size(budget)} is too small for {workers} worker(s): each process starts "
@@ -71,9 +80,65 @@ def worker_data_limit(budget: int, workers: int, base_rss: int, unit_bytes: int)
     return min(limit, MAX_WORKER_DATA)
 
 
+@dataclass(frozen=True)
+class CountLayout:
+    """How counting uses the budget: `shards` counting shards, the parent counting shard 0 itself
+    or not, each holding up to data_limit bytes of counts before it spills."""
+
+    shards: int
+    parent_counts: bool
+    data_limit: int
+
+
+def count_layout(budget: int, workers: int, base_rss: int, unit_bytes: int) -> CountLayout:
+    """The counting layout for a budget: `workers` worker processes while each may hold at least
+    ROOMY_WORKER_DATA of counts; under a tighter budget the parent counts a shard too, since a
+    process that only waits costs its start (about base_rss) and leaves each worker less, spilling
+    more; if even that leaves a worker less than MIN_WORKER_DATA, fewer shards (down to the parent
+    alone). A ValueError names the budget that would do when one shard does not fit either."""
+    if workers > 1:
+        try:
+            limit = worker_data_limit(budget, workers, base_rss, unit_bytes)
+        except ValueError:
+            limit = 0
+        if limit >= ROOMY_WORKER_DATA:
+            return CountLayout(workers, False, limit)
+    first_error = None
+    for shards in range(workers, 0, -1):
+        try:
+            limit = worker_data_limit(budget, shards, base_rss, unit_bytes, processes=shards, extra=PARENT_COUNTING)
+            return CountLayout(shards, True, limit)
+        except ValueError as exc:
+            first_error = first_error or exc
+    raise first_error
+
+
+def reduce_workers(budget: int, workers: int, base_rss: int, partition_bytes: int) -> int:
+    """Processes for the reduce stage under budget: the most of `workers` whose starts (about
+    base_rss each, beside this process) and partitions (REDUCE_FACTOR x partition_bytes, the run
+    files' share of one partition, plus WORKER_OVERHEAD) fit; 1 means this process reduces alone."""
+    need = partition_bytes * REDUCE_FACTOR + WORKER_OVERHEAD
+    for n in range(max(workers, 1), 1, -1):
+        if base_rss + n * (base_rss + need) <= budget:
+            return n
+    return 1
+
+
 def process_rss() -> int:
     """Resident memory of this process alone, in bytes."""
     return psutil.Process().memory_info().rss
+
+
+@functools.lru_cache(maxsize=1)
+def _libc() -> ctypes.CDLL | None:
+    """glibc, loaded by its soname: ctypes.util.find_library would run ldconfig in a child process,
+    and a forked child of a large worker counts that worker's memory again (an RSS spike of the
+    tree); None where it is not found (musl)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None
 
 
 def trim_heap() -> None:
@@ -81,11 +146,8 @@ def trim_heap() -> None:
 
     numpy's arrays live on the C heap, and glibc keeps freed space mapped, so a worker's RSS stays
     at its largest moment (a spill) long after; trimming after a spill makes room for the next."""
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-        except (OSError, AttributeError):  # not glibc (musl): nothing to trim
-            pass
+    if sys.platform.startswith("linux") and (libc := _libc()) is not None:
+        libc.malloc_trim(0)
 
 
 def tree_rss(pid: int | None = None) -> int:

@@ -171,14 +171,16 @@ def _serve(conn, func: Callable, stage: str | None, initializer, initargs: tuple
 def parallel(func: Callable, tasks: list, workers: int, context, tick: Callable[[], object] | None = None,
              initializer=None, initargs: tuple = (), poll: float = 0.5, stage: str | None = None,
              describe: Callable[[int, int], str] | None = None,
-             hint: str = "try a smaller --memory-budget or fewer --workers") -> Iterator:
+             hint: str = "try a smaller --memory-budget or fewer --workers",
+             started: Callable[[], object] | None = None) -> Iterator:
     """Yield func(task) for every task, in order, computed on `workers` processes.
 
     Tasks go out one at a time to whichever worker is free. tick() is called every `poll` seconds
     while waiting. stage names the tasks for the test hook (fault_point). A worker's exception is
     re-raised here (its traceback as a note); a worker that dies raises WorkerDied naming
     describe(worker, task index) (default "worker k (task i)") and why. The workers are stopped
-    on every exit path.
+    on every exit path. started() is called once the workers run (work of the parent's own may
+    begin then: no thread of it is running while they fork).
     """
     from multiprocess.connection import wait
 
@@ -206,6 +208,8 @@ def parallel(func: Callable, tasks: list, workers: int, context, tick: Callable[
         return WorkerDied(f"{who} died ({death_reason(procs[k].exitcode, hint)})")
 
     try:
+        if started is not None:
+            started()
         for k in range(workers):
             hand_out(k)
         for wanted in range(len(tasks)):

@@ -212,3 +212,71 @@ def test_max_chunk_bytes_is_checked_and_recorded(tmp_path):
     assert result.stats["config"]["max_chunk_bytes"] == 64
     assert max(len(t) for t in result.tokenizer.vocab.values()) <= 64
     assert json.loads((tmp_path / "out" / "parbpe.json").read_text())["config"]["max_chunk_bytes"] == 64
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+@pytest.mark.parametrize("spill", [False, True])
+def test_parent_counting_a_shard_gives_the_same_counts(corpus, tmp_path, workers, spill):
+    """Under a tight budget the parent counts shard 0 in a thread while workers count the rest."""
+    units = plan([str(corpus)])
+    (tmp_path / "serial").mkdir()
+    serial, _ = count_with(units, TrainConfig(special_tokens=(SPECIAL,), workers=1), tmp_path / "serial")
+    (tmp_path / "runs").mkdir()
+    seen = []
+    counts, result = count_with(units, TrainConfig(special_tokens=(SPECIAL,), workers=workers), tmp_path / "runs",
+                                data_limit=1 if spill else None, parent_counts=True,
+                                on_progress=lambda *a: seen.append(a))
+    assert counts == serial
+    assert seen[-1][:3] == (len(units), len(units), result.stats.bytes)
+    names = {os.path.basename(r).split("-")[0] for r in result.runs}
+    assert names == {f"w{r}" for r in range(workers)}  # one shard per rank, the parent's included
+    assert (result.spills > 0) == spill
+
+
+def test_an_error_in_the_parents_own_shard_names_the_unit(tmp_path, run_dir):
+    pq.write_table(pa.table({"body": ["no text column"]}), tmp_path / "a-bad.parquet")  # shard 0: the parent's
+    pq.write_table(pa.table({"text": ["fine text"] * 3}), tmp_path / "b.parquet")
+    with pytest.raises(ValueError, match=r"worker 0 .*failed on .*a-bad.parquet \(row group 0\).*no column 'text'"):
+        count_with(plan([str(tmp_path / "a-bad.parquet"), str(tmp_path / "b.parquet")]), TrainConfig(workers=2),
+                   run_dir, parent_counts=True)
+
+
+def test_a_killed_worker_beside_the_parents_shard_is_a_clear_error(corpus, monkeypatch, run_dir):
+    import signal
+
+    import parbpe.count.counter as count_module
+    from parbpe.run.pool import WorkerDied
+
+    parent, real = os.getpid(), count_module.count_unit
+
+    def count_or_die(*args, **kwargs):  # workers kill themselves as the OOM killer would; the parent counts
+        if os.getpid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(count_module, "count_unit", count_or_die)
+    with pytest.raises(WorkerDied, match=r"worker 1 \(units .*\) died \(signal 9: probably out of memory; try"):
+        count_with(plan([str(corpus)]), TrainConfig(workers=2), run_dir, start_method="fork", parent_counts=True)
+
+
+def test_a_tight_budget_has_the_parent_count_and_trains_the_same(corpus, tmp_path):
+    import io
+    import json
+
+    from parbpe.run.memory import HELD_FACTOR, PARENT_COUNTING, WORKER_OVERHEAD, tree_rss
+    from parbpe.run.progress import Progress
+
+    # Room for 20 MB of counts per shard with the parent counting, too little for two waiting workers' 64 MB.
+    budget = 2 * tree_rss() + PARENT_COUNTING + 2 * (WORKER_OVERHEAD + HELD_FACTOR * 20 * 10**6)
+    outputs, notes = [], []
+    for memory_budget in (None, budget):
+        out = tmp_path / f"b{memory_budget}"
+        stream = io.StringIO()
+        result = parbpe.train([str(corpus)], vocab_size=300, special_tokens=(SPECIAL,), workers=2, out_dir=str(out),
+                              memory_budget=memory_budget, progress=Progress("jsonl", stream))
+        events = [json.loads(line) for line in stream.getvalue().splitlines()]
+        notes.append([e["message"] for e in events if e.get("event") == "note" and "shard" in e.get("message", "")])
+        outputs.append({name: (out / name).read_bytes() for name in ("tokenizer.json", "merges.txt")})
+        assert result.stats["peak_rss_bytes"] > 0
+    assert outputs[0] == outputs[1]
+    assert notes[0] == [] and "counting in 2 shard(s), this process counting one" in notes[1][0]
