@@ -36,6 +36,11 @@ def parse_transition(text: str) -> int | float:
                                          "share of the vocabulary (0.8 or 80%)") from None
 
 
+def _parse_sizes(text: str) -> list[int]:
+    """--also-save: vocabulary sizes as a comma list (8192,16k,50_304)."""
+    return [parse_count(t) for t in text.split(",") if t.strip()]
+
+
 def _split_specials(text: str) -> list[str]:
     return [t for t in text.split(",") if t]
 
@@ -46,9 +51,9 @@ def _add_corpus_options(p: argparse.ArgumentParser) -> None:
                         "files; any other extension is read as UTF-8 text), or - for standard input")
     p.add_argument("--sample-corpus", action="store_true",
                    help="with no INPUT: train on the built-in sample corpus (the Python standard library's sources)")
-    p.add_argument("--pattern", default="gpt4",
+    p.add_argument("--pattern", default=None,
                    help=f"split pattern: {', '.join(PATTERNS)} or tiktoken's names (cl100k_base, o200k_base), "
-                        "any case; or a regex (default gpt4)")
+                        "any case; or a regex (default gpt4; with --init, that tokenizer's)")
     p.add_argument("--special-tokens", action="extend", type=_split_specials, default=[], metavar="TOKEN[,TOKEN]",
                    help="special tokens, e.g. '<|endoftext|>', as a comma list or one flag per token: they split "
                         "the text and get the last ids")
@@ -98,6 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="evaluate the result on this text at the end (bytes/token, tokens/word, unused "
                             "vocabulary), recorded in stats.json; repeat for several")
     train.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    train.add_argument("--init", metavar="TOKENIZER", default=None,
+                       help="continue this byte-level BPE tokenizer: a parbpe output directory, a tokenizer.json, "
+                            "GPT-2's vocab.json (merges.txt beside it) or a .tiktoken rank file; its tokens keep "
+                            "their ids and --vocab-size counts them")
+    train.add_argument("--also-save", type=_parse_sizes, default=[], metavar="SIZE[,SIZE]",
+                       help="also write the tokenizer of each smaller vocabulary size (the run's first merges) "
+                            "to OUT/vocab-SIZE/, e.g. 8192,16384")
     train.add_argument("--freq-cutoff", type=int, default=0, help="drop chunks seen fewer times than this")
     train.add_argument("--stop-list-size", type=int, default=0,
                        help="whole-chunk tokens for the N most frequent chunks")
@@ -222,12 +234,12 @@ def _run(args: argparse.Namespace) -> int:
                          stop_list_size=args.stop_list_size, max_batch_size=args.max_batch_size,
                          cap_divisor=args.cap_divisor, pair_count=args.pair_count, batching=args.batching,
                          eos_token=args.eos_token, bos_token=args.bos_token, pad_token=args.pad_token,
-                         superbpe_transition=args.superbpe_transition)
+                         superbpe_transition=args.superbpe_transition, init=args.init)
         _check_inputs(args)
         result = train(args.inputs, config, out_dir=args.out, progress=Progress(args.progress),
                        start_method=args.start_method, executor=args.executor, ray_address=args.ray_address,
                        run_dir=args.run_dir, resume=args.resume, keep_run_dir=args.keep_run_dir,
-                       sample_corpus=args.sample_corpus, heldout=args.heldout or None)
+                       sample_corpus=args.sample_corpus, heldout=args.heldout or None, also_save=args.also_save)
         s = result.stats
         source = f"{s['bytes_read'] / 1e6:.1f} MB of text" if s["bytes_read"] else "counts files"
         print(f"Trained {s['vocab_size']} tokens ({s['merges']} merges in {s['rounds']} rounds) from "
@@ -240,7 +252,11 @@ def _run(args: argparse.Namespace) -> int:
                   f"{100 * h['vocab_unused_share']:.2f}% of the vocabulary unused.")
         print(f"Wrote to {args.out}:")
         for name, outcome in (result.files or {}).items():
-            print(f"  {name:24s} {outcome}")
+            if "/" not in name:
+                print(f"  {name:24s} {outcome}")
+        for row in s.get("also_save", []):
+            scores = f": {row['bytes_per_token']:.4f} bytes/token held-out" if "bytes_per_token" in row else ""
+            print(f"  {row['directory'] + '/':24s} the {row['vocab_size']}-token tokenizer{scores}")
         return 0
     if args.command == "count":
         config = _config(args)

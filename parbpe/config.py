@@ -9,6 +9,7 @@ from typing import Any
 
 from .patterns import pattern_name, resolve_pattern
 from .run.memory import parse_size
+from .tokenizer.load import read_any
 
 BATCHING_MODES = ("batchbpe", "exact")
 PAIR_COUNT_MODES = ("overlap", "nonoverlap")
@@ -23,10 +24,13 @@ class TrainConfig:
     freq_cutoff drops chunks seen fewer than that many times in the whole corpus (0 and 1 keep all).
     max_chunk_bytes > 0 cuts longer chunks into pieces of at most that many bytes (on character
     boundaries) before they are counted: it changes the result (0: off).
+    init continues an existing byte-level BPE tokenizer (a path: see tokenizer/load.py read_any):
+    its merges come first, its pattern is used when pattern is None, its special tokens come
+    before special_tokens, and vocab_size counts its tokens too. pattern None without init: gpt4.
     """
 
     vocab_size: int = 32768
-    pattern: str = "gpt4"
+    pattern: str | None = None  # None: the init tokenizer's pattern, else gpt4
     special_tokens: tuple[str, ...] = ()
     freq_cutoff: int = 0
     stop_list_size: int = 0
@@ -46,11 +50,14 @@ class TrainConfig:
     # SuperBPE: stage 1 (ordinary BPE) stops after this many merges (an int) or when the vocabulary
     # holds this share of vocab_size (a float in (0, 1)); stage 2 re-counts with the superword split.
     superbpe_transition: int | float | None = None
+    init: str | None = None  # a tokenizer to continue from (train --init)
 
     def __post_init__(self) -> None:
         # Normalise first (the dataclass is frozen, so go through object.__setattr__).
-        object.__setattr__(self, "pattern", resolve_pattern(self.pattern))
         object.__setattr__(self, "special_tokens", _check_specials(self.special_tokens))
+        if self.init is not None:
+            self._take_init()
+        object.__setattr__(self, "pattern", resolve_pattern("gpt4" if self.pattern is None else self.pattern))
         if self.eos_token is None and self.special_tokens:
             object.__setattr__(self, "eos_token", self.special_tokens[0])
         for role in ("eos_token", "bos_token", "pad_token"):
@@ -96,6 +103,27 @@ class TrainConfig:
             raise ValueError("text_column must be a non-empty column name")
         if self.superbpe_transition is not None:
             self._check_transition()
+
+    def _take_init(self) -> None:
+        """The init tokenizer's pattern (unless one is given) and special tokens, first."""
+        object.__setattr__(self, "init", os.fspath(self.init))
+        found = read_any(self.init)
+        if self.pattern is None:
+            object.__setattr__(self, "pattern", found["pattern"])
+        inherited = sorted(found["special_tokens"], key=found["special_tokens"].get)
+        object.__setattr__(self, "special_tokens",
+                           tuple(inherited) + tuple(s for s in self.special_tokens if s not in inherited))
+        if self.stop_list_size:
+            raise ValueError("init cannot be combined with stop_list_size: the stop list is chosen before any "
+                             "merge, the inherited merges come first; drop --stop-list-size")
+        if self.superbpe_transition is not None:
+            raise ValueError("init cannot be combined with superbpe_transition; to extend a tokenizer with "
+                             "superword tokens as the SuperBPE authors do, use --init with --pattern superword")
+        size = 256 + len(found["merges"]) + len(self.special_tokens)
+        if self.vocab_size <= size:
+            raise ValueError(f"vocab_size={self.vocab_size} leaves nothing to learn: {self.init} has "
+                             f"{256 + len(found['merges']) + len(inherited):,} tokens, "
+                             f"{size:,} with the special tokens; give a larger --vocab-size")
 
     def _check_transition(self) -> None:
         value = self.superbpe_transition

@@ -39,7 +39,7 @@ from .io.plan import default_corpus_files, plan, unit_text_bytes
 from .io.readers import ReadStats
 from .io.units import WorkUnit
 from .merge.coordinator import MergeResult, fit_merge_stage, learn_merges
-from .merge.encode import encode_byte_table
+from .merge.encode import encode_byte_table, rank_order_batches
 from .merge.superword import superword_allowed
 from .merge.table import table_from_arrays
 from .patterns import SUPERWORD_PATTERN
@@ -58,6 +58,8 @@ from .run.progress import Progress
 from .run.run_dir import FREE_SETTINGS, RunDirectory, clean_stale_temp_dirs, temp_work_dir, test_stop
 from .tokenizer.evaluate import evaluate
 from .tokenizer.exports import file_makers
+from .tokenizer.inherit import Inherited, continued, inherit
+from .tokenizer.load import read_any
 from .tokenizer.model import Tokenizer
 
 SAMPLE_CORPUS = "the built-in sample corpus (the Python standard library's sources)"
@@ -85,6 +87,7 @@ def train(
     keep_run_dir: bool = False,
     sample_corpus: bool = False,
     heldout: Sequence[str | os.PathLike] | None = None,
+    also_save: Sequence[int] = (),
     **overrides: Any,
 ) -> TrainResult:
     """Train a tokenizer on inputs and return it with the run's stats.
@@ -97,6 +100,10 @@ def train(
     Settings come from config, or from keyword arguments (parbpe.train(files, vocab_size=8192)).
     With out_dir, every output file is written there. heldout (paths of text) is encoded at the end:
     bytes/token, tokens/word and unused vocabulary go to stats["heldout"].
+    also_save: smaller vocabulary sizes; for each, out_dir/vocab-SIZE/ gets the complete tokenizer
+    of the run's first merges (the prefix that makes that size), its files and a stats.json.
+    config.init continues an existing tokenizer (TrainConfig, tokenizer/inherit.py): the chunks are
+    encoded with its merges, then merging goes on; its tokens keep their ids.
     data_limit (bytes of counts a counting worker holds before it spills) overrides the share the
     memory budget gives; it is for tests and experiments. executor="ray" counts and reduces as Ray
     tasks (ray_address: None starts or uses a local Ray instance, "auto" joins this machine's cluster).
@@ -119,6 +126,8 @@ def train(
         check_work_dir(config.tmp_dir)
     if run_dir is not None:
         check_output_dir(run_dir, "--run-dir")
+    inherited = inherit(Tokenizer(**read_any(config.init)), config.init) if config.init is not None else None
+    also_save = check_also_save(also_save, config, inherited, out_dir)
     reporter = progress if isinstance(progress, Progress) else Progress(progress)
     inputs, described = _resolve_inputs(inputs, config, sample_corpus)
     default_corpus = described == SAMPLE_CORPUS
@@ -196,21 +205,30 @@ def train(
         times["table"] = time.perf_counter() - t
         _stage_done(reporter, sampler, "table", times)
 
+        if inherited is not None:  # the chunks as the inherited tokenizer leaves them
+            t = time.perf_counter()
+            sampler.stage("init")
+            table = encode_byte_table(table, inherited.merges, rank_order_batches(inherited.merges))
+            times["init"] = time.perf_counter() - t
+            _stage_done(reporter, sampler, "init", times)
+
         # 5. merge: rounds of safe batches until the vocabulary is full
         t = time.perf_counter()
         sampler.stage("merge")
-        vocab = [bytes([b]) for b in range(256)] + list(chunks.stop_words)
+        vocab = [bytes([b]) for b in range(256)] + list(chunks.stop_words) if inherited is None else inherited.vocab()
+        first_new = 0 if inherited is None else len(inherited.merges)
         replay = run.load_merges() if run is not None else None
         if replay is not None:
             reporter.event("note", message=f"replaying {len(replay[0])} merges from the checkpoint")
         result = learn_merges(
-            table, vocab, config.n_merges if superbpe is None else config.transition_merges,
+            table, vocab, (config.n_merges if superbpe is None else config.transition_merges) - first_new,
             max_batch_size=config.max_batch_size,
             cap_divisor=config.cap_divisor, nonoverlap=config.pair_count == "nonoverlap", batching=config.batching,
             workers=fit.workers, start_method=start_method,
             progress=lambda done, total_: reporter.update("merge", done, total_, force=done == total_,
                                                           rss_MB=tree_rss() / 1e6),
             replay=replay, on_round=run.merge_checkpointer() if run is not None else None,
+            allow=superword_allowed if inherited is not None and config.pattern == SUPERWORD_PATTERN else None,
         )
         times["merge"] = time.perf_counter() - t
         del vocab  # the tokenizer makes its own: tokens can be megabytes each (hostile text), never hold both
@@ -220,18 +238,23 @@ def train(
             del table, result.engine  # stage 1's table is replaced by stage 2's
             result = superbpe_stage2(superbpe, result, config, budget, reporter, sampler, times, start_method)
         if result.stopped_early:
-            made = 256 + len(chunks.stop_words) + len(result.merges) + len(config.special_tokens)
-            reporter.event("warning", message=f"no pair left after {len(result.merges)} merges; the vocabulary "
-                           f"has {made} tokens, not {config.vocab_size}")
+            made = 256 + len(chunks.stop_words) + first_new + len(result.merges) + len(config.special_tokens)
+            reporter.event("warning", message=f"no pair left after {first_new + len(result.merges)} merges; the "
+                           f"vocabulary has {made} tokens, not {config.vocab_size}")
 
-        first_merge_id = 256 + len(chunks.stop_words)
-        n_regular = first_merge_id + len(result.merges)
-        tokenizer = Tokenizer(
-            pattern=config.pattern if superbpe is None else SUPERWORD_PATTERN,
-            merges=[(a, b, first_merge_id + r) for r, (a, b) in enumerate(result.merges)],
-            stop_words={w: 256 + k for k, w in enumerate(chunks.stop_words)},
-            special_tokens={s: n_regular + k for k, s in enumerate(config.special_tokens)},
-        )
+        def tokenizer_of(n_merges: int) -> Tokenizer:  # the run's first n_merges (new) merges
+            pattern = config.pattern if superbpe is None else SUPERWORD_PATTERN
+            if inherited is not None:
+                return continued(inherited, result.merges[:n_merges], config.special_tokens, pattern)
+            first_merge_id = 256 + len(chunks.stop_words)
+            return Tokenizer(
+                pattern=pattern,
+                merges=[(a, b, first_merge_id + r) for r, (a, b) in enumerate(result.merges[:n_merges])],
+                stop_words={w: 256 + k for k, w in enumerate(chunks.stop_words)},
+                special_tokens={s: first_merge_id + n_merges + k for k, s in enumerate(config.special_tokens)},
+            )
+
+        tokenizer = tokenizer_of(len(result.merges))
 
     sizes = result.batch_sizes or [0]
     stats: dict[str, Any] = {
@@ -268,6 +291,8 @@ def train(
         "peak_rss_bytes": sampler.peak,
         "peak_rss_by_stage": sampler.by_stage,
         **({"superbpe": superbpe.stats} if superbpe is not None else {}),
+        **({"init": {"source": config.init, "inherited_merges": first_new,
+                     "inherited_tokens": len(inherited.tokenizer.vocab)}} if inherited is not None else {}),
     }
     if heldout:
         t = time.perf_counter()
@@ -276,10 +301,33 @@ def train(
         stats["seconds"]["heldout"] = round(time.perf_counter() - t, 3)
         reporter.event("heldout", **{k: round(v, 4) if isinstance(v, float) else v
                                      for k, v in stats["heldout"].items()})
+    smaller = {}  # also_save: {vocab size: (its tokenizer, its stats)}
+    for size in also_save:
+        n_merges = config.n_merges - first_new - (config.vocab_size - size)
+        if n_merges > len(result.merges):
+            reporter.event("warning", message=f"not saving vocab-{size}: the run stopped at {tokenizer.n_vocab} tokens")
+            continue
+        small = tokenizer_of(n_merges)
+        small_stats: dict[str, Any] = {"vocab_size": small.n_vocab, "prefix_of": tokenizer.n_vocab,
+                                       "merges": first_new + n_merges,
+                                       "config": {**config.to_dict(), "vocab_size": size}}
+        if heldout:
+            small_stats["heldout"] = evaluate(small, [os.fspath(p) for p in heldout], config.text_column)
+        smaller[size] = small, small_stats
+    if smaller:
+        stats["also_save"] = [{"vocab_size": size, "directory": f"vocab-{size}",
+                               **{k: v for k, v in small_stats.get("heldout", {}).items() if k != "vocab_size"}}
+                              for size, (_, small_stats) in smaller.items()]
     files = None
     if out_dir is not None:  # every file or none (write_files_atomically), stats.json included
         makers, files = file_makers(tokenizer, config.result_settings())
         files["stats.json"] = "written"
+        for size, (small, small_stats) in smaller.items():
+            small_makers, small_files = file_makers(small, {**config.result_settings(), "vocab_size": size})
+            small_makers["stats.json"] = lambda small_stats=small_stats: json.dumps(small_stats, indent=1)
+            makers |= {f"vocab-{size}/{name}": make for name, make in small_makers.items()}
+            files |= {f"vocab-{size}/{name}": outcome for name, outcome in small_files.items()}
+            files[f"vocab-{size}/stats.json"] = "written"
         stats["files"] = files
         started = time.perf_counter()
 
@@ -398,6 +446,23 @@ def superbpe_stage2(counted: SuperwordCounts, stage1: MergeResult, config: Train
     return result
 
 
+def check_also_save(sizes: Sequence[int], config: TrainConfig, inherited: Inherited | None,
+                    out_dir: str | None) -> list[int]:
+    """also_save's sizes, sorted, checked before any work: each smaller than vocab_size and larger
+    than the tokens the run starts with (bytes, stop list, inherited tokens, special tokens)."""
+    sizes = sorted(set(sizes))
+    if not sizes:
+        return []
+    if out_dir is None:
+        raise ValueError("also_save (--also-save) writes directories into the output directory: give out_dir (--out)")
+    least = config.vocab_size - config.n_merges + (len(inherited.merges) if inherited is not None else 0)
+    for size in sizes:
+        if isinstance(size, bool) or not isinstance(size, int) or not least < size < config.vocab_size:
+            raise ValueError(f"--also-save size {size!r} must be an integer between {least} (the tokens the run "
+                             f"starts with) and vocab_size {config.vocab_size}, both excluded")
+    return sizes
+
+
 def _stage_done(reporter: Progress, sampler: PeakSampler, stage: str, times: dict[str, float]) -> None:
     """The progress line that closes a stage: its time and its peak RSS of the process tree."""
     reporter.event("stage", message=stage, seconds=round(times[stage], 2),
@@ -429,6 +494,7 @@ def train_from_iterator(
     start_method: str | None = None,
     data_limit: int | None = None,
     heldout: Sequence[str | os.PathLike] | None = None,
+    also_save: Sequence[int] = (),
     **overrides: Any,
 ) -> TrainResult:
     """Train on texts from an iterable, as Hugging Face tokenizers' train_from_iterator does.
@@ -450,7 +516,7 @@ def train_from_iterator(
     elif not isinstance(texts, TextStream) and not is_datasets_object(texts):
         texts = TextStream(texts, length)
     return train(texts, config, out_dir=out_dir, progress=progress, start_method=start_method,
-                 data_limit=data_limit, heldout=heldout, **overrides)
+                 data_limit=data_limit, heldout=heldout, also_save=also_save, **overrides)
 
 
 def sample_corpus_files() -> list[str]:

@@ -13,7 +13,7 @@ ALLOWED = {
     "run": set(),
     "patterns": set(),
     "io": set(),
-    "config": {"run", "patterns"},
+    "config": {"run", "patterns", "tokenizer"},
     "count": {"config", "patterns", "run", "io"},
     "merge": {"run"},
     "tokenizer": {"patterns", "io"},

@@ -98,6 +98,7 @@ def write_files_atomically(directory: str, makers: dict[str, Callable[[], str | 
             else:
                 pieces = None
             path = os.path.join(directory, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)  # a name may hold a subdirectory (vocab-8192/...)
             done[path] = _write_beside(path, lambda tmp, head=head, rest=pieces: _write_pieces(tmp, head, rest),
                                        needed=size if pieces is None else None)
             del head, pieces, text

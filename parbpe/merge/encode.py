@@ -189,3 +189,29 @@ def encode_table(table: ChunkTable, merges: list[tuple[int, int]], batch_sizes: 
     np.cumsum(new_lengths, out=new_starts[1:])
     return ChunkTable(tokens=tokens[alive].astype(table.tokens.dtype), starts=new_starts, lengths=new_lengths,
                       counts=table.counts.copy())
+
+
+def rank_order_batches(merges: list[tuple[int, int]], first_id: int = 256) -> list[int]:
+    """Sizes of consecutive batches of merges (merge k makes token first_id + k, in rank order)
+    that encode_table may apply a batch at a time and still give the merges one by one: a batch
+    ends before a merge that uses a token made in it, or whose first token is the second of a
+    merge in it, or whose second token is the first of one (pairs that could overlap)."""
+    sizes: list[int] = []
+    made: set[int] = set()
+    firsts: set[int] = set()
+    seconds: set[int] = set()
+    size = 0
+    for k, (a, b) in enumerate(merges):
+        if a in made or b in made or a in seconds or b in firsts:
+            sizes.append(size)
+            size = 0
+            made.clear()
+            firsts.clear()
+            seconds.clear()
+        made.add(first_id + k)
+        firsts.add(a)
+        seconds.add(b)
+        size += 1
+    if size:
+        sizes.append(size)
+    return sizes

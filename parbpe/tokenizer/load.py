@@ -1,4 +1,5 @@
-"""Reading tokenizer files back: parbpe.json, or GPT-2's vocab.json + merges.txt.
+"""Reading tokenizer files back: parbpe.json, GPT-2's vocab.json + merges.txt, HF tokenizer.json
+(byte-level BPE) and tiktoken's rank files; read_any finds which a path holds (train --init).
 
 Each reader returns the keyword arguments of model.Tokenizer (not a Tokenizer), so this module
 needs nothing of the model; Tokenizer.load and Tokenizer.from_gpt2_files build from them.
@@ -14,7 +15,7 @@ from collections.abc import Collection
 from typing import Any
 
 from ..io.filesystems import exists, open_text
-from ..patterns import resolve_pattern
+from ..patterns import GPT2_PATTERN, resolve_pattern
 from .byte_level import unicode_to_token
 from .exports import FORMAT_VERSION
 
@@ -78,3 +79,142 @@ def read_gpt2_files(vocab_path: str, merges_path: str, pattern: str = "gpt2",
                 raise ValueError(f"{merges_path}:{line_no}: token {exc} is not in {vocab_path}") from None
     return {"pattern": resolve_pattern(pattern), "merges": merges, "byte_ids": byte_ids,
             "special_tokens": specials}
+
+
+def read_any(path: str, pattern: str | None = None) -> dict[str, Any]:
+    """The tokenizer at path, whatever the format: a directory with parbpe.json, vocab.json +
+    merges.txt or tokenizer.json; a tokenizer.json (or any JSON with a BPE "model"); a vocab.json
+    beside its merges.txt; a tiktoken rank file. pattern, if given, replaces the file's pattern
+    (a tiktoken file has none: the GPT-4 pattern unless given)."""
+    if not exists(path):
+        raise FileNotFoundError(f"no tokenizer at {path}")
+    if os.path.isdir(path):
+        if not exists(os.path.join(path, "parbpe.json")) and not exists(os.path.join(path, "vocab.json")) \
+                and exists(os.path.join(path, "tokenizer.json")):
+            found = read_tokenizer_json(os.path.join(path, "tokenizer.json"))
+        else:
+            found = read_directory(path)
+    elif os.path.basename(path) == "vocab.json":
+        merges = os.path.join(os.path.dirname(path), "merges.txt")
+        if not exists(merges):
+            raise FileNotFoundError(f"{path} is GPT-2's vocab.json, but its merges.txt is not beside it ({merges})")
+        found = read_gpt2_files(path, merges)
+    elif path.endswith(".json"):
+        found = read_tokenizer_json(path)
+    else:
+        found = read_tiktoken(path)
+    if pattern is not None:
+        found["pattern"] = resolve_pattern(pattern)
+    return found
+
+
+def read_tokenizer_json(path: str) -> dict[str, Any]:
+    """HF `tokenizers`' tokenizer.json of a byte-level BPE model (GPT-2, Llama 3, parbpe's own):
+    its vocabulary, merges in rank order, added special tokens and the split pattern of its
+    pre-tokenizer (a Split regex, or ByteLevel's own regex: GPT-2's)."""
+    with open_text(path) as f:
+        try:
+            data = json.load(f)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    model = data.get("model") if isinstance(data, dict) else None
+    if not isinstance(model, dict) or model.get("type", "BPE") != "BPE" or "merges" not in model:
+        raise ValueError(f"{path}: not a BPE tokenizer.json (no BPE model with merges)")
+    for option in ("continuing_subword_prefix", "end_of_word_suffix"):
+        if model.get(option):
+            raise ValueError(f"{path}: its BPE model sets {option}={model[option]!r}, which byte-level BPE "
+                             "does not use")
+    if not _is_byte_level(data):
+        raise ValueError(f"{path}: not a byte-level BPE tokenizer (no ByteLevel pre-tokenizer or decoder); "
+                         "parbpe continues byte-level BPE only")
+    specials = {t["content"]: int(t["id"]) for t in data.get("added_tokens", []) if t.get("special", True)}
+    by_bytes: dict[bytes, int] = {}
+    for text, i in model["vocab"].items():
+        if text not in specials:
+            by_bytes[unicode_to_token(text)] = int(i)
+    try:
+        byte_ids = [by_bytes[bytes([b])] for b in range(256)]
+    except KeyError as exc:
+        raise ValueError(f"{path}: byte {exc} has no token") from None
+    merges = []
+    for k, merge in enumerate(model["merges"]):
+        parts = merge.split(" ") if isinstance(merge, str) else merge
+        if len(parts) != 2:
+            raise ValueError(f"{path}: merge {k} ({merge!r}) is not two tokens")
+        a, b = (unicode_to_token(p) for p in parts)
+        try:
+            merges.append((by_bytes[a], by_bytes[b], by_bytes[a + b]))
+        except KeyError as exc:
+            raise ValueError(f"{path}: merge {k} uses token {exc}, which is not in the vocabulary") from None
+    return {"pattern": _split_pattern(data.get("pre_tokenizer"), path), "merges": merges, "byte_ids": byte_ids,
+            "special_tokens": specials}
+
+
+def _is_byte_level(data: dict[str, Any]) -> bool:
+    def types(node: Any) -> list[str]:
+        if not isinstance(node, dict):
+            return []
+        inner = node.get("pretokenizers") or node.get("decoders") or []
+        return [node.get("type", "")] + [t for n in inner for t in types(n)]
+
+    return "ByteLevel" in types(data.get("pre_tokenizer")) + types(data.get("decoder"))
+
+
+def _split_pattern(pre: Any, path: str) -> str:
+    """The regex a pre-tokenizer splits with: its Split's, else ByteLevel's built-in (GPT-2's)."""
+    nodes = pre.get("pretokenizers", [pre]) if isinstance(pre, dict) else []
+    for node in nodes:
+        if node.get("type") == "Split" and isinstance(node.get("pattern"), dict) and "Regex" in node["pattern"]:
+            return node["pattern"]["Regex"]
+    for node in nodes:
+        if node.get("type") == "ByteLevel" and node.get("use_regex", True):
+            return GPT2_PATTERN
+    raise ValueError(f"{path}: its pre-tokenizer gives no split pattern parbpe can read; pass --pattern")
+
+
+def read_tiktoken(path: str, pattern: str = "gpt4") -> dict[str, Any]:
+    """A tiktoken rank file (one "base64-token rank" a line; the rank is the id). The merges are
+    rebuilt as tiktoken encodes: a token of rank r is what its bytes become when merged by the
+    tokens ranked below r, which must leave exactly two parts. Special tokens and the pattern
+    are not in the file: pass them (--special-tokens, --pattern; GPT-4's pattern by default)."""
+    ranks: dict[bytes, int] = {}
+    with open_text(path) as f:
+        for line_no, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            parts = line.split()
+            try:
+                token, rank = base64.b64decode(parts[0], validate=True), int(parts[1])
+                if len(parts) != 2:
+                    raise ValueError
+            except (ValueError, IndexError):
+                raise ValueError(f"{path}:{line_no}: expected a base64 token and its rank (a tiktoken file)") from None
+            ranks[token] = rank
+    try:
+        byte_ids = [ranks[bytes([b])] for b in range(256)]
+    except KeyError as exc:
+        raise ValueError(f"{path}: byte {exc} has no rank") from None
+    merges = []
+    for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
+        if len(token) < 2:
+            continue
+        parts = _tiktoken_parts(token, rank, ranks)
+        if len(parts) != 2:
+            raise ValueError(f"{path}: token {token!r} (rank {rank}) is not made by merging two lower-ranked tokens")
+        merges.append((ranks[parts[0]], ranks[parts[1]], rank))
+    return {"pattern": resolve_pattern(pattern), "merges": merges, "byte_ids": byte_ids, "special_tokens": {}}
+
+
+def _tiktoken_parts(token: bytes, rank: int, ranks: dict[bytes, int]) -> list[bytes]:
+    """token's bytes merged, lowest rank first, by the tokens ranked below `rank`."""
+    parts = [token[i:i + 1] for i in range(len(token))]
+    while len(parts) > 2:
+        best, at = rank, -1
+        for i in range(len(parts) - 1):
+            r = ranks.get(parts[i] + parts[i + 1], rank)
+            if r < best:
+                best, at = r, i
+        if at < 0:
+            break
+        parts[at:at + 2] = [parts[at] + parts[at + 1]]
+    return parts

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from parbpe.merge.coordinator import learn_merges
-from parbpe.merge.encode import encode_byte_table, encode_table
+from parbpe.merge.encode import encode_byte_table, encode_table, rank_order_batches
 from parbpe.merge.table import build_table
 from parbpe.tokenizer.model import Tokenizer
 from tests.corpora import random_corpus
@@ -59,3 +59,27 @@ def test_bad_merge_lists_are_refused():
         encode_table(table, [(97, 98), (97, 98)], [1, 1], 256)
     same = encode_table(table, [], [], 256)
     assert same.chunk_tokens(0) == [97, 98, 99] and np.array_equal(same.counts, table.counts)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("max_batch_size", [0, 1])
+def test_rank_order_batches_encode_as_bpe_does(seed, max_batch_size):
+    # A merge list without its batches (a loaded tokenizer's, train --init): rank_order_batches cuts
+    # it where merges could overlap or use a token made in the batch; encoding with those batches
+    # is BPE's encoding of every chunk.
+    chunks, counts = corpus(seed, b"ab c")
+    merges = learn_merges(build_table(chunks, counts, 4096), [bytes([b]) for b in range(256)], 80,
+                          max_batch_size=max_batch_size).merges
+    sizes = rank_order_batches(merges)
+    assert sum(sizes) == len(merges) and len(sizes) < len(merges)  # some merges do share a batch
+    other, other_counts = corpus(seed + 50)
+    encoded = encode_table(build_table(other, other_counts, 4096), merges, sizes, 256)
+    tok = Tokenizer(pattern="gpt4", merges=[(a, b, 256 + r) for r, (a, b) in enumerate(merges)])
+    for c, chunk in enumerate([o for o in other if len(o) > 1]):
+        assert encoded.chunk_tokens(c) == tok._merge_short(list(chunk)), chunk
+
+
+def test_rank_order_batches_cut_where_merges_could_overlap():
+    merges = [(97, 98), (99, 100), (98, 99), (256, 257), (97, 97), (101, 97), (102, 103)]
+    # (98, 99) could overlap (97, 98); (101, 97) could overlap (97, 97); (256, 257) uses no token of its batch.
+    assert rank_order_batches(merges) == [2, 3, 2]
