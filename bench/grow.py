@@ -5,11 +5,12 @@
         --heldout DATA/realmix/heldout.parquet [--add 4096] [--out DIR] [--json results.json]
 
 Runs `parbpe train --init gpt2.tiktoken --pattern gpt2 --special-tokens '<|endoftext|>'` to
-GPT-2's 50,257 tokens + --add in its own process (wall time, peak RSS of the tree sampled every
-50 ms), then checks what the issue asks: every GPT-2 token keeps its id (the special token at
-50256), merges.txt begins with GPT-2's 50,000 merges in order, the new tokens take the ids after
-them, and HF tokenizers (tokenizer.json) and tiktoken (the rank file) encode the held-out text
-exactly as parbpe. Last, GPT-2 and the grown tokenizer side by side on the held-out text.
+GPT-2's 50,257 tokens (the rank file's, then <|endoftext|>) + --add in its own process (wall
+time, peak RSS of the tree sampled every 50 ms), then checks what the issue asks: every GPT-2
+token keeps its id (the special token at 50256), merges.txt begins with GPT-2's 50,000 merges in
+order, the new tokens take the ids after them, and HF tokenizers (tokenizer.json) and tiktoken
+(the rank file) encode the held-out text exactly as parbpe. Last, GPT-2 and the grown tokenizer
+side by side on the held-out text.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import run_sampled, save_results, write_rusage  # noqa: E402
-
-GPT2_TOKENS = 50257
 
 
 def child(args: list[str]) -> None:
@@ -55,17 +54,19 @@ def check(gpt2_path: str, out: str, heldout: str) -> dict:
     from parbpe.tokenizer.load import read_any
     from parbpe.tokenizer.model import Tokenizer
 
-    gpt2 = Tokenizer(**{**read_any(gpt2_path, pattern="gpt2"), "special_tokens": {"<|endoftext|>": 50256}})
+    ranks = read_any(gpt2_path, pattern="gpt2")
+    eot = 256 + len(ranks["merges"])  # GPT-2: 50256
+    gpt2 = Tokenizer(**{**ranks, "special_tokens": {"<|endoftext|>": eot}})
     grown = Tokenizer.load(out)
     vocab = json.loads(open(os.path.join(out, "vocab.json"), encoding="utf-8").read())
-    kept = all(vocab[token_to_unicode(token)] == i for i, token in gpt2.vocab.items() if i != 50256)
-    assert kept and vocab["<|endoftext|>"] == 50256, "a GPT-2 token changed its id"
+    kept = all(vocab[token_to_unicode(token)] == i for i, token in gpt2.vocab.items() if i != eot)
+    assert kept and vocab["<|endoftext|>"] == eot, "a GPT-2 token changed its id"
     merges = open(os.path.join(out, "merges.txt"), encoding="utf-8").read().splitlines()
     merges = merges[1:] if merges[0].startswith("#version") else merges
     expected = [f"{token_to_unicode(gpt2.vocab[a])} {token_to_unicode(gpt2.vocab[b])}" for a, b, _ in gpt2.merges]
     assert merges[:len(expected)] == expected, "merges.txt does not begin with GPT-2's merges"
-    new_ids = sorted(i for t, i in vocab.items() if i >= GPT2_TOKENS)
-    assert new_ids == list(range(GPT2_TOKENS, len(vocab))), "the new tokens do not take the ids after GPT-2's"
+    new_ids = sorted(i for t, i in vocab.items() if i > eot)
+    assert new_ids == list(range(eot + 1, len(vocab))), "the new tokens do not take the ids after GPT-2's"
     assert inherit(grown, out).merges[:len(gpt2.merges)] == inherit(gpt2, gpt2_path).merges
 
     hf = tokenizers.Tokenizer.from_file(os.path.join(out, "tokenizer.json"))
@@ -81,7 +82,9 @@ def check(gpt2_path: str, out: str, heldout: str) -> dict:
         assert hf.encode(text, add_special_tokens=False).ids == ours, "HF tokenizers encodes otherwise"
         assert tk.encode_ordinary(text) == ours, "tiktoken encodes otherwise"
     return {"documents_checked": len(texts), "gpt2": evaluate(gpt2, [heldout]),
-            "grown": evaluate(grown, [heldout]), "new_tokens_example": [grown.vocab[i].decode("utf-8", "replace") for i in range(GPT2_TOKENS, GPT2_TOKENS + 20)]}
+            "grown": evaluate(grown, [heldout]),
+            "new_tokens_example": [grown.vocab[i].decode("utf-8", "replace")
+                                   for i in range(eot + 1, min(eot + 21, grown.n_vocab))]}
 
 
 def main() -> None:
@@ -99,14 +102,17 @@ def main() -> None:
     args = parser.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="grow-")
     rusage = os.path.join(tempfile.gettempdir(), f"grow-rusage-{os.getpid()}.json")
+    from parbpe.tokenizer.load import read_any
+
+    base = 256 + len(read_any(args.tiktoken)["merges"]) + 1  # GPT-2: 50,257 with <|endoftext|>
     cmd = [sys.executable, os.path.abspath(__file__), "--child", rusage, "train", args.corpus, "--init", args.tiktoken,
-           "--pattern", "gpt2", "--special-tokens", "<|endoftext|>", "--vocab-size", str(GPT2_TOKENS + args.add),
+           "--pattern", "gpt2", "--special-tokens", "<|endoftext|>", "--vocab-size", str(base + args.add),
            "--workers", str(args.workers), "--out", out, "--progress", "none"]
     run = run_sampled(cmd, rusage)
     stats = json.loads(open(os.path.join(out, "stats.json")).read())
     checks = check(args.tiktoken, out, args.heldout)
-    print(f"GPT-2 + {args.add}: {run['wall']:.1f} s wall, peak RSS {run['peak_sampled'] / 1e6:.0f} MB (tree, sampled); "
-          f"stages {stats['seconds']}")
+    print(f"{base:,} tokens + {args.add}: {run['wall']:.1f} s wall, peak RSS {run['peak_sampled'] / 1e6:.0f} MB "
+          f"(tree, sampled); stages {stats['seconds']}")
     print(f"checks passed on {checks['documents_checked']} held-out documents (ids kept, merges.txt prefix, new ids "
           "after GPT-2's, HF tokenizers and tiktoken encode as parbpe)")
     for name in ("gpt2", "grown"):

@@ -242,7 +242,8 @@ def _run(args: argparse.Namespace) -> int:
                        sample_corpus=args.sample_corpus, heldout=args.heldout or None, also_save=args.also_save)
         s = result.stats
         source = f"{s['bytes_read'] / 1e6:.1f} MB of text" if s["bytes_read"] else "counts files"
-        print(f"Trained {s['vocab_size']} tokens ({s['merges']} merges in {s['rounds']} rounds) from "
+        inherited = f" after {s['init']['inherited_merges']:,} inherited" if "init" in s else ""
+        print(f"Trained {s['vocab_size']} tokens ({s['merges']} merges{inherited} in {s['rounds']} rounds) from "
               f"{source}, {s['unique_chunks']:,} unique chunks, "
               f"in {sum(s['seconds'].values()):.1f} s; peak RSS {format_size(s['peak_rss_bytes'])}.")
         if "heldout" in s:

@@ -200,3 +200,27 @@ def test_superbpe_bench_runs_both_kinds_and_evaluates_side_by_side(tmp_path):
     stage2 = result["runs"]["superbpe"][0]["superbpe"]
     assert stage2["stage1_merges"] + stage2["stage2_merges"] == 400 - 257 and stage2["stage2_merges"] > 0
     assert "SuperBPE stage 2" in out and "superbpe" in out
+
+
+def test_grow_bench_continues_a_rank_file_and_checks_it(tmp_path):
+    # GPT-2's rank file is not in the repository: a small rank file made the same way stands in.
+    from parbpe.cli import main as parbpe_main
+
+    words = ["grow", "the", "tokenizer", "on", "new", "text", "  ", "\n", "123", "ünï"]
+    rng = random.Random(4)
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(5, 60))) for _ in range(400)]
+    (tmp_path / "corpus.txt").write_text("\n".join(texts[:300]))
+    pq.write_table(pa.table({"text": texts[300:]}), tmp_path / "heldout.parquet")
+    assert parbpe_main(["train", str(tmp_path / "corpus.txt"), "--vocab-size", "300", "--pattern", "gpt2",
+                        "--out", str(tmp_path / "small"), "--progress", "none", "--workers", "1"]) == 0
+    rank_file = tmp_path / "small" / "tokenizer.tiktoken"
+    out = subprocess.run([sys.executable, str(BENCH / "grow.py"), "--tiktoken", str(rank_file),
+                          "--corpus", str(tmp_path / "corpus.txt"), "--heldout", str(tmp_path / "heldout.parquet"),
+                          "--add", "20", "--workers", "1", "--out", str(tmp_path / "grown"),
+                          "--json", str(tmp_path / "grow.json")], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "checks passed on 100 held-out documents" in out.stdout
+    result = json.loads((tmp_path / "grow.json").read_text())
+    ranks = len(rank_file.read_text().splitlines())
+    assert result["checks"]["grown"]["vocab_size"] == ranks + 1 + 20
+    assert result["checks"]["grown"]["tokens"] < result["checks"]["gpt2"]["tokens"]

@@ -154,3 +154,20 @@ def test_bad_init_and_also_save_are_one_line_before_work(corpus, tmp_path, capsy
     assert code == 2 and err.startswith("parbpe train: error:") and "\n" not in err, err
     assert message in err
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_init_with_the_superword_pattern_extends_as_the_superbpe_authors_do(corpus, tmp_path, capsys):
+    from parbpe.merge.superword import superword_allowed
+    from parbpe.tokenizer.evaluate import is_superword
+
+    _train(corpus, tmp_path / "k", 400, "--workers", "1", capsys=capsys)
+    out = tmp_path / "sw"
+    _train(corpus, out, 700, "--workers", "2", "--init", str(tmp_path / "k"), "--pattern", "superword",
+           capsys=capsys)
+    old, grown = Tokenizer.load(str(tmp_path / "k")), Tokenizer.load(str(out))
+    assert grown.merges[:len(old.merges)] == old.merges
+    new = [grown.vocab[new] for _, _, new in grown.merges[len(old.merges):]]
+    assert all(superword_allowed(t) for t in new) and sum(map(is_superword, new)) > 20
+    hf, _ = _hf_and_tiktoken(out)
+    text = (corpus / "part1.txt").read_text()[:20000]
+    assert hf.encode(text, add_special_tokens=False).ids == grown.encode(text, allowed_special="all")
