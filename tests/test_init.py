@@ -171,3 +171,27 @@ def test_init_with_the_superword_pattern_extends_as_the_superbpe_authors_do(corp
     hf, _ = _hf_and_tiktoken(out)
     text = (corpus / "part1.txt").read_text()[:20000]
     assert hf.encode(text, add_special_tokens=False).ids == grown.encode(text, allowed_special="all")
+
+
+def test_unreadable_tokenizers_are_named_with_what_is_wrong(corpus, tmp_path, capsys):
+    _train(corpus, tmp_path / "k", 300, "--workers", "1", capsys=capsys)
+    good = json.loads((tmp_path / "k" / "tokenizer.json").read_text())
+    cases = {
+        "wordpiece.json": ({"model": {"type": "WordPiece", "vocab": {}}}, "not a BPE tokenizer.json"),
+        "spm.json": ({**good, "pre_tokenizer": None, "decoder": None}, "not a byte-level BPE tokenizer"),
+        "unknown.json": ({**good, "model": {**good["model"], "merges": ["Ġ zzz"]}},
+                         "merge 0: token b'zzz' is not in the vocabulary"),
+        "broken.json": ("{not json", "broken.json:1: not valid JSON"),
+    }
+    for name, (content, message) in cases.items():
+        (tmp_path / name).write_text(content if isinstance(content, str) else json.dumps(content))
+        code = main(["train", str(corpus), "--vocab-size", "400", "--out", str(tmp_path / "out"), "--progress", "none",
+                     "--init", str(tmp_path / name)])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and message in err and "\n" not in err, (name, err)
+    lines = (tmp_path / "k" / "merges.txt").read_text().splitlines()
+    (tmp_path / "k" / "merges.txt").write_text("\n".join([*lines[:3], "a b c", *lines[3:]]))
+    code = main(["train", str(corpus), "--vocab-size", "400", "--out", str(tmp_path / "out"), "--progress", "none",
+                 "--init", str(tmp_path / "k" / "vocab.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "merges.txt:4: expected two tokens separated by a space" in err, err

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
 from ..io.filesystems import exists, open_text
@@ -55,28 +55,15 @@ def read_gpt2_files(vocab_path: str, merges_path: str, pattern: str = "gpt2",
     with open_text(vocab_path) as f:
         vocab = json.load(f)
     specials = {s: vocab[s] for s in special_tokens if s in vocab}
-    by_bytes: dict[bytes, int] = {}
-    for text, i in vocab.items():
-        if text not in specials:
-            by_bytes[unicode_to_token(text)] = i
-    try:
-        byte_ids = [by_bytes[bytes([b])] for b in range(256)]
-    except KeyError as exc:
-        raise ValueError(f"{vocab_path}: byte {exc} has no token") from None
-    merges = []
-    with open_text(merges_path) as f:
-        for line_no, line in enumerate(f, start=1):
-            line = line.rstrip("\n")
-            if not line or (line_no == 1 and line.startswith("#version")):
-                continue
-            parts = line.split(" ")
-            if len(parts) != 2:
-                raise ValueError(f"{merges_path}:{line_no}: expected two tokens separated by a space")
-            a, b = (unicode_to_token(p) for p in parts)
-            try:
-                merges.append((by_bytes[a], by_bytes[b], by_bytes[a + b]))
-            except KeyError as exc:
-                raise ValueError(f"{merges_path}:{line_no}: token {exc} is not in {vocab_path}") from None
+
+    def pairs() -> Iterator[tuple[str, list[str]]]:
+        with open_text(merges_path) as f:
+            for line_no, line in enumerate(f, start=1):
+                line = line.rstrip("\n")
+                if line and not (line_no == 1 and line.startswith("#version")):
+                    yield f"{merges_path}:{line_no}", line.split(" ")
+
+    byte_ids, merges = _byte_level(vocab, specials, pairs(), vocab_path)
     return {"pattern": resolve_pattern(pattern), "merges": merges, "byte_ids": byte_ids,
             "special_tokens": specials}
 
@@ -128,26 +115,31 @@ def read_tokenizer_json(path: str) -> dict[str, Any]:
         raise ValueError(f"{path}: not a byte-level BPE tokenizer (no ByteLevel pre-tokenizer or decoder); "
                          "parbpe continues byte-level BPE only")
     specials = {t["content"]: int(t["id"]) for t in data.get("added_tokens", []) if t.get("special", True)}
-    by_bytes: dict[bytes, int] = {}
-    for text, i in model["vocab"].items():
-        if text not in specials:
-            by_bytes[unicode_to_token(text)] = int(i)
+    pairs = ((f"{path}: merge {k}", m.split(" ") if isinstance(m, str) else m) for k, m in enumerate(model["merges"]))
+    byte_ids, merges = _byte_level(model["vocab"], specials, pairs, path)
+    return {"pattern": _split_pattern(data.get("pre_tokenizer"), path), "merges": merges, "byte_ids": byte_ids,
+            "special_tokens": specials}
+
+
+def _byte_level(vocab: dict[str, int], specials: dict[str, int], pairs: Iterable[tuple[str, list[str]]],
+                source: str) -> tuple[list[int], list[tuple[int, int, int]]]:
+    """The byte ids and merges (a, b, new) of a byte-level vocabulary (GPT-2's unicode strings ->
+    ids) and its merges as pairs of strings, each given with where it stands (for messages)."""
+    by_bytes = {unicode_to_token(text): int(i) for text, i in vocab.items() if text not in specials}
     try:
         byte_ids = [by_bytes[bytes([b])] for b in range(256)]
     except KeyError as exc:
-        raise ValueError(f"{path}: byte {exc} has no token") from None
+        raise ValueError(f"{source}: byte {exc} has no token") from None
     merges = []
-    for k, merge in enumerate(model["merges"]):
-        parts = merge.split(" ") if isinstance(merge, str) else merge
+    for where, parts in pairs:
         if len(parts) != 2:
-            raise ValueError(f"{path}: merge {k} ({merge!r}) is not two tokens")
+            raise ValueError(f"{where}: expected two tokens separated by a space")
         a, b = (unicode_to_token(p) for p in parts)
         try:
             merges.append((by_bytes[a], by_bytes[b], by_bytes[a + b]))
         except KeyError as exc:
-            raise ValueError(f"{path}: merge {k} uses token {exc}, which is not in the vocabulary") from None
-    return {"pattern": _split_pattern(data.get("pre_tokenizer"), path), "merges": merges, "byte_ids": byte_ids,
-            "special_tokens": specials}
+            raise ValueError(f"{where}: token {exc} is not in the vocabulary of {source}") from None
+    return byte_ids, merges
 
 
 def _is_byte_level(data: dict[str, Any]) -> bool:
