@@ -160,16 +160,20 @@ def _chunk_starts(cls: np.ndarray, canon: np.ndarray, offsets: np.ndarray) -> np
             after = after[(cls[after] == LETTER) & (prev[after] == LETTER)]  # the letters go on in the piece
             start[after] = True
 
-    # Digit runs: a chunk every three digits.
-    digits = np.flatnonzero(cls == DIGIT)
+    mark_digit_groups(start, cls, prev, DIGIT)  # digit runs: a chunk every three digits
+    _whitespace_starts(start, cls, prev, nxt)
+    return np.flatnonzero(start)
+
+
+def mark_digit_groups(start: np.ndarray, cls: np.ndarray, prev: np.ndarray, digit: int) -> None:
+    """Mark a chunk start at every third digit of each run of digits (class `digit`), from the
+    run's first: the \\p{N}{1,3} of the GPT-4 and superword patterns."""
+    digits = np.flatnonzero(cls == digit)
     if len(digits):
-        begins = prev[digits] != DIGIT
+        begins = prev[digits] != digit
         run = np.cumsum(begins) - 1
         into = digits - digits[begins][run]
         start[digits[into % 3 == 0]] = True
-
-    _whitespace_starts(start, cls, prev, nxt)
-    return np.flatnonzero(start)
 
 
 def _whitespace_starts(start: np.ndarray, cls: np.ndarray, prev: np.ndarray, nxt: np.ndarray) -> None:

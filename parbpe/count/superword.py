@@ -24,7 +24,7 @@ import functools
 
 import numpy as np
 
-from .lexer import BREAK, DIGIT, LETTER, SPACE, TAB, code_point_tables, decode_utf8
+from .lexer import BREAK, DIGIT, LETTER, SPACE, TAB, code_point_tables, decode_utf8, mark_digit_groups
 from .pieces import StringCounts, _buffers
 
 LETTER_, DIGIT_, SYMBOL_, SPACE_, CR_, NL_, OTHER_WS_, EDGE_ = (np.uint8(code) for code in range(8))
@@ -70,13 +70,8 @@ def _starts(cls: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     start |= prev == NL_
 
     # Digits: a chunk every three from the run's start, and one after the run.
-    digits = np.flatnonzero(cls == DIGIT_)
-    if len(digits):
-        begins = prev[digits] != DIGIT_
-        run = np.cumsum(begins) - 1
-        into = digits - digits[begins][run]
-        start[digits[into % 3 == 0]] = True
-        start |= (prev == DIGIT_) & (cls != DIGIT_)
+    mark_digit_groups(start, cls, prev, DIGIT_)
+    start |= (prev == DIGIT_) & (cls != DIGIT_)
 
     # Symbol runs of two or more: from the space before them, to the carriage returns and one "\n" after.
     symbol = cls == SYMBOL_
