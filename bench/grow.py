@@ -1,7 +1,7 @@
 """Growing a published tokenizer: GPT-2 continued on a corpus (train --init), checked and measured.
 
     pip download --no-deps openai-whisper && tar xzf openai_whisper-*.tar.gz   # whisper/assets/gpt2.tiktoken
-    python bench/grow.py --tiktoken whisper/assets/gpt2.tiktoken --corpus DATA/realmix \
+    python bench/grow.py --tiktoken whisper/assets/gpt2.tiktoken --corpus 'DATA/realmix/train-*.parquet' \
         --heldout DATA/realmix/heldout.parquet [--add 4096] [--out DIR] [--json results.json]
 
 Runs `parbpe train --init gpt2.tiktoken --pattern gpt2 --special-tokens '<|endoftext|>'` to

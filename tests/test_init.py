@@ -195,3 +195,32 @@ def test_unreadable_tokenizers_are_named_with_what_is_wrong(corpus, tmp_path, ca
                  "--init", str(tmp_path / "k" / "vocab.json")])
     err = capsys.readouterr().err
     assert code == 2 and "merges.txt:4: expected two tokens separated by a space" in err, err
+
+
+def test_a_tiktoken_file_named_after_its_encoding_brings_its_pattern_and_end_of_text(corpus, tmp_path, capsys):
+    """gpt2.tiktoken (openai-whisper's asset) needs no --pattern or --special-tokens: the name says
+    GPT-2's pattern and <|endoftext|> at 50256, as tiktoken's gpt2 encoding has them."""
+    from parbpe.patterns import resolve_pattern
+    from parbpe.tokenizer.load import read_any
+
+    gpt2 = _gpt2_like(corpus, tmp_path, capsys)
+    ranks = (gpt2 / "tokenizer.tiktoken").read_bytes()
+    for name, pattern, specials in [("gpt2.tiktoken", "gpt2", {"<|endoftext|>": 50256}),
+                                    ("CL100K_BASE.tiktoken", "gpt4", {"<|endoftext|>": 100257}),
+                                    ("mine.tiktoken", "gpt4", {})]:
+        (tmp_path / name).write_bytes(ranks)
+        found = read_any(str(tmp_path / name))
+        assert found["pattern"] == resolve_pattern(pattern) and found["special_tokens"] == specials, name
+        assert read_any(str(tmp_path / name), pattern="gpt4o")["pattern"] == resolve_pattern("gpt4o")
+    old_vocab = json.loads((gpt2 / "vocab.json").read_text())
+    out = tmp_path / "grown"
+    _train(corpus, out, len(old_vocab) + 100, "--init", str(tmp_path / "gpt2.tiktoken"), capsys=capsys)
+    vocab = json.loads((out / "vocab.json").read_text())
+    assert vocab["<|endoftext|>"] == 50256 and max(vocab.values()) == 50256 + 100
+    assert all(vocab[t] == i for t, i in old_vocab.items() if t != "<|endoftext|>")
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["config"]["pattern_name"] == "gpt2"
+    tok = Tokenizer.load(str(out))
+    hf, _ = _hf_and_tiktoken(out)
+    text = (corpus / "part0.txt").read_text()[:3000] + "<|endoftext|>" + random_unicode(random.Random(5), 200)
+    assert hf.encode(text, add_special_tokens=False).ids == tok.encode(text, allowed_special="all")

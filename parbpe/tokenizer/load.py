@@ -164,11 +164,21 @@ def _split_pattern(pre: Any, path: str) -> str:
     raise ValueError(f"{path}: its pre-tokenizer gives no split pattern parbpe can read; pass --pattern")
 
 
-def read_tiktoken(path: str, pattern: str = "gpt4") -> dict[str, Any]:
+# tiktoken's published encodings: their rank files hold neither the split pattern nor the special
+# tokens. A file named after one (gpt2.tiktoken, as openai-whisper ships it; cl100k_base.tiktoken)
+# gets its pattern and its <|endoftext|> at its published id (tiktoken_ext/openai_public.py).
+TIKTOKEN_ENCODINGS = {"gpt2": ("gpt2", 50256), "r50k_base": ("gpt2", 50256), "p50k_base": ("gpt2", 50256),
+                      "cl100k_base": ("gpt4", 100257), "o200k_base": ("gpt4o", 199999)}
+
+
+def read_tiktoken(path: str, pattern: str | None = None) -> dict[str, Any]:
     """A tiktoken rank file (one "base64-token rank" a line; the rank is the id). The merges are
     rebuilt as tiktoken encodes: a token of rank r is what its bytes become when merged by the
     tokens ranked below r, which must leave exactly two parts. Special tokens and the pattern
-    are not in the file: pass them (--special-tokens, --pattern; GPT-4's pattern by default)."""
+    are not in the file: one named after a published encoding (TIKTOKEN_ENCODINGS) gets its
+    pattern and <|endoftext|>; any other, GPT-4's pattern and no special token unless given
+    (--pattern, --special-tokens)."""
+    known = TIKTOKEN_ENCODINGS.get(os.path.basename(path).rsplit(".", 1)[0].lower())
     ranks: dict[bytes, int] = {}
     with open_text(path) as f:
         for line_no, line in enumerate(f, start=1):
@@ -194,7 +204,9 @@ def read_tiktoken(path: str, pattern: str = "gpt4") -> dict[str, Any]:
         if len(parts) != 2:
             raise ValueError(f"{path}: token {token!r} (rank {rank}) is not made by merging two lower-ranked tokens")
         merges.append((ranks[parts[0]], ranks[parts[1]], rank))
-    return {"pattern": resolve_pattern(pattern), "merges": merges, "byte_ids": byte_ids, "special_tokens": {}}
+    specials = {"<|endoftext|>": known[1]} if known is not None and known[1] not in ranks.values() else {}
+    pattern = pattern or (known[0] if known is not None else "gpt4")
+    return {"pattern": resolve_pattern(pattern), "merges": merges, "byte_ids": byte_ids, "special_tokens": specials}
 
 
 def _tiktoken_parts(token: bytes, rank: int, ranks: dict[bytes, int]) -> list[bytes]:
