@@ -224,3 +224,15 @@ def test_a_tiktoken_file_named_after_its_encoding_brings_its_pattern_and_end_of_
     hf, _ = _hf_and_tiktoken(out)
     text = (corpus / "part0.txt").read_text()[:3000] + "<|endoftext|>" + random_unicode(random.Random(5), 200)
     assert hf.encode(text, add_special_tokens=False).ids == tok.encode(text, allowed_special="all")
+
+
+def test_a_tokenizer_read_again_after_it_changed_is_read_anew(corpus, tmp_path, capsys):
+    # read_any keeps what it read per version of the files (a run reads its --init twice).
+    from parbpe.tokenizer.load import read_any
+
+    _train(corpus, tmp_path / "k", 300, "--workers", "1", capsys=capsys)
+    first = read_any(str(tmp_path / "k"))
+    assert read_any(str(tmp_path / "k"))["merges"] == first["merges"]
+    _train(corpus, tmp_path / "k", 320, "--workers", "1", capsys=capsys)  # the same directory, rewritten
+    assert len(read_any(str(tmp_path / "k"))["merges"]) == len(first["merges"]) + 20
+    assert len(read_any(str(tmp_path / "k" / "vocab.json"))["merges"]) == len(first["merges"]) + 20

@@ -9,12 +9,13 @@ A reader of a new format goes here, beside its writer in exports.py.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
-from ..io.filesystems import exists, open_text
+from ..io.filesystems import exists, is_remote, open_text
 from ..patterns import GPT2_PATTERN, resolve_pattern
 from .byte_level import unicode_to_token
 from .exports import FORMAT_VERSION
@@ -73,6 +74,34 @@ def read_any(path: str, pattern: str | None = None) -> dict[str, Any]:
     merges.txt or tokenizer.json; a tokenizer.json (or any JSON with a BPE "model"); a vocab.json
     beside its merges.txt; a tiktoken rank file. pattern, if given, replaces the file's pattern
     (a tiktoken file has none: the GPT-4 pattern unless given)."""
+    stamp = _stamp(path)
+    found = dict(_read_cached(path, stamp) if stamp is not None else _read(path))
+    if pattern is not None:
+        found["pattern"] = resolve_pattern(pattern)
+    return found
+
+
+def _stamp(path: str) -> tuple | None:
+    """What tells a local tokenizer's files apart over time (names, sizes, mtimes); None: not local."""
+    if is_remote(path) or not os.path.exists(path):
+        return None
+    if os.path.isdir(path) or os.path.basename(path) == "vocab.json":  # its merges.txt is beside it
+        path = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+        return tuple(sorted((e.name, e.stat().st_mtime_ns, e.stat().st_size) for e in os.scandir(path) if e.is_file()))
+    st = os.stat(path)
+    return st.st_mtime_ns, st.st_size
+
+
+@functools.lru_cache(maxsize=4)
+def _read_cached(path: str, stamp: tuple) -> dict[str, Any]:
+    """_read, once per version of the files: a run reads its --init tokenizer in its settings and
+    again to train (GPT-2's rank file takes about half a second). Callers must not change what it
+    returns (model.Tokenizer copies what it keeps)."""
+    return _read(path)
+
+
+def _read(path: str) -> dict[str, Any]:
+    """read_any's work: which format path holds, read."""
     if not exists(path):
         raise FileNotFoundError(f"no tokenizer at {path}")
     if os.path.isdir(path):
@@ -90,8 +119,6 @@ def read_any(path: str, pattern: str | None = None) -> dict[str, Any]:
         found = read_tokenizer_json(path)
     else:
         found = read_tiktoken(path)
-    if pattern is not None:
-        found["pattern"] = resolve_pattern(pattern)
     return found
 
 
