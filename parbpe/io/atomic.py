@@ -27,6 +27,34 @@ def write_atomically(path: str, write) -> None:
     os.replace(tmp, path)
 
 
+_TMP_HEAD = len(".tmp-") + 8
+
+
+def remove_leftovers(directory: str, names: list[str]) -> list[str]:
+    """Remove the temporary files (_write_beside's `.tmp-XXXXXXXX<name>`) that a write of these names
+    into directory left when it was killed (SIGKILL runs no cleanup); returns their paths. Only
+    temporary names of the files about to be written go: nothing else in the directory is touched."""
+    removed = []
+    for folder, bases in _by_folder(directory, names).items():
+        try:
+            entries = os.listdir(folder)
+        except FileNotFoundError:
+            continue
+        for entry in entries:
+            if entry.startswith(".tmp-") and entry[_TMP_HEAD:] in bases:  # ".tmp-" and mkstemp's 8 characters
+                os.unlink(os.path.join(folder, entry))
+                removed.append(os.path.join(folder, entry))
+    return removed
+
+
+def _by_folder(directory: str, names: list[str]) -> dict[str, set[str]]:
+    folders: dict[str, set[str]] = {}
+    for name in names:
+        path = os.path.join(directory, name)
+        folders.setdefault(os.path.dirname(path), set()).add(os.path.basename(path))
+    return folders
+
+
 def _write_beside(path: str, write: Callable[[str], object], needed: int | None = None) -> str:
     """write(a temporary name beside path); returns that name. On any failure the temporary file
     is removed, and a full disk becomes one message naming path (and what it needed)."""
@@ -84,6 +112,7 @@ def write_files_atomically(directory: str, makers: dict[str, Callable[[], str | 
         return
     directory = local_path(directory)
     os.makedirs(directory, exist_ok=True)
+    remove_leftovers(directory, list(makers))
     done: dict[str, str] = {}
     try:
         for name, make_text in makers.items():
