@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,13 @@ import pytest
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+# A shell without job control starts background commands with SIGINT ignored, and an ignored
+# signal stays ignored in every program they start: `make test &` would hand each `parbpe train`
+# a test starts a Ctrl-C it never sees, and the Ctrl-C and resume tests would fail (exit 0) for
+# the way the suite was started. A terminal's Ctrl-C reaches programs with the default handling.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config, items):
