@@ -14,8 +14,6 @@ token can only be merged by a later batch). A round costs in proportion to its o
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from .pairs import gather, pack
 from .table import ChunkTable
@@ -23,8 +21,10 @@ from .table import ChunkTable
 _SLICE = 1 << 22  # positions looked up at a time when the buckets are filled
 
 
-def encode_byte_table(table: ChunkTable, merges: list[tuple[int, int]], batch_sizes: list[int]) -> ChunkTable:
-    """encode_table for a table of bytes (tokens 0-255) and merges of tokens 256 on, through its pieces.
+def encode_byte_table(table: ChunkTable, merges: list[tuple[int, int]], batch_sizes: list[int],
+                      dtype: np.dtype | None = None) -> ChunkTable:
+    """encode_table for a table of bytes (tokens 0-255) and merges of tokens 256 on, through its pieces;
+    the new table's tokens are of dtype (default the table's: a table of bytes may be uint8).
 
     A merge never makes a token across two adjacent bytes x, y that no token of the merges holds
     side by side: its bytes would hold them. So the chunks are cut there (SuperBPE's phrases fall
@@ -38,47 +38,65 @@ def encode_byte_table(table: ChunkTable, merges: list[tuple[int, int]], batch_si
     for token in vocab[256:]:
         pairs = np.frombuffer(token, dtype=np.uint8)
         inside[pairs[:-1], pairs[1:]] = True
+    dtype = np.dtype(dtype or table.tokens.dtype)
     n = len(table.tokens)
     if n == 0 or not np.array_equal(table.lengths, np.diff(table.starts)) or int(table.tokens.max()) > 255:
-        return encode_table(table, merges, batch_sizes, 256)
-    data = table.tokens.astype(np.uint8)
-    cut = np.ones(n, dtype=bool)
-    cut[1:] = ~inside[data[:-1], data[1:]]
+        return encode_table(table, merges, batch_sizes, 256, dtype)
+    import pyarrow as pa  # here, not at the top: merge workers that only merge never load pyarrow
+    import pyarrow.compute as pc
+
+    # The largest moment is the pieces' bounds (int64 per piece) beside arrow's dictionary of them;
+    # the rest goes a slice at a time (numpy's fancy indexing makes an intp per element).
+    data = table.tokens.astype(np.uint8, copy=False)
+    cut = np.ones(n + 1, dtype=bool)  # a piece starts here; position n closes the last piece
+    flat_inside = inside.ravel()
+    for lo in range(1, n, _SLICE):
+        hi = min(lo + _SLICE, n)
+        pair = data[lo - 1:hi - 1].astype(np.uint16) << 8
+        pair |= data[lo:hi]
+        np.logical_not(flat_inside[pair], out=cut[lo:hi])
     cut[table.starts[:-1]] = True
-    bounds = np.append(np.flatnonzero(cut), n)
+    bounds = np.flatnonzero(cut)
+    del cut
     pieces = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(bounds) - 1,
-                                              [None, pa.py_buffer(bounds.astype(np.int64)), pa.py_buffer(data)])
+                                              [None, pa.py_buffer(bounds), pa.py_buffer(np.ascontiguousarray(data))])
     encoded = pc.dictionary_encode(pieces)
-    del pieces, cut
+    del pieces
     which = encoded.indices.to_numpy()
     distinct = encoded.dictionary
     _, piece_offsets, piece_data = distinct.buffers()
     piece_offsets = np.frombuffer(piece_offsets, np.int64)[distinct.offset:distinct.offset + len(distinct) + 1]
     piece_bytes = np.frombuffer(piece_data, np.uint8)[piece_offsets[0]:piece_offsets[-1]]
     piece_starts = piece_offsets - piece_offsets[0]
-    one_each = ChunkTable(tokens=piece_bytes.astype(table.tokens.dtype), starts=piece_starts,
+    one_each = ChunkTable(tokens=piece_bytes, starts=piece_starts,
                           lengths=np.diff(piece_starts), counts=np.ones(len(distinct), dtype=np.int64))
-    done = encode_table(one_each, merges, batch_sizes, 256)
-    del encoded, distinct, one_each
-    # Every chunk: its pieces' tokens, in order.
-    piece_lengths = done.lengths[which]
-    idx, _ = gather(done.tokens, done.starts[:-1][which], piece_lengths)
-    chunk_of_piece = np.searchsorted(table.starts, bounds[:-1], side="right") - 1
-    lengths = np.bincount(chunk_of_piece, weights=piece_lengths, minlength=table.n_chunks).astype(np.int64)
-    starts = np.zeros(table.n_chunks + 1, dtype=np.int64)
-    np.cumsum(lengths, out=starts[1:])
-    return ChunkTable(tokens=done.tokens[idx], starts=starts, lengths=lengths, counts=table.counts.copy())
+    done = encode_table(one_each, merges, batch_sizes, 256, dtype)
+    del encoded, distinct, one_each, piece_offsets, piece_bytes, piece_data
+    pa.default_memory_pool().release_unused()  # arrow's pool keeps freed pages for itself otherwise
+    # Every chunk is its pieces' tokens, in order: chunk c's pieces begin at piece first[c].
+    first = np.searchsorted(bounds, table.starts)
+    del bounds
+    at = np.zeros(len(which) + 1, dtype=np.int64)  # where each piece's tokens go
+    np.cumsum(done.lengths[which], out=at[1:])
+    tokens = np.empty(int(at[-1]), dtype=dtype)
+    for lo in range(0, len(which), _SLICE):
+        some = which[lo:lo + _SLICE]
+        idx, _ = gather(done.tokens, done.starts[some], done.lengths[some])
+        tokens[at[lo]:at[lo + len(some)]] = done.tokens[idx]
+    starts = at[first]
+    return ChunkTable(tokens=tokens, starts=starts, lengths=np.diff(starts), counts=table.counts.copy())
 
 
-def encode_table(table: ChunkTable, merges: list[tuple[int, int]], batch_sizes: list[int], first_id: int
-                 ) -> ChunkTable:
+def encode_table(table: ChunkTable, merges: list[tuple[int, int]], batch_sizes: list[int], first_id: int,
+                 dtype: np.dtype | None = None) -> ChunkTable:
     """A new, compact table: each chunk of table encoded with merges (merge k makes token first_id + k),
-    applied in the batches batch_sizes (each a safe batch, in rank order)."""
+    applied in the batches batch_sizes (each a safe batch, in rank order); tokens of dtype (default the table's)."""
+    dtype = np.dtype(dtype or table.tokens.dtype)
     if sum(batch_sizes) != len(merges):
         raise ValueError(f"{len(merges)} merges in batches of {sum(batch_sizes)} in all")
     n = len(table.tokens)
     if not merges or n == 0:
-        return ChunkTable(tokens=table.tokens.copy(), starts=table.starts.copy(), lengths=table.lengths.copy(),
+        return ChunkTable(tokens=table.tokens.astype(dtype), starts=table.starts.copy(), lengths=table.lengths.copy(),
                           counts=table.counts.copy())
     lengths = table.lengths.copy()
     if np.array_equal(lengths, np.diff(table.starts)):
@@ -187,7 +205,7 @@ def encode_table(table: ChunkTable, merges: list[tuple[int, int]], batch_sizes: 
     new_lengths[nonempty] = np.add.reduceat(alive, starts[:-1][nonempty])
     new_starts = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(new_lengths, out=new_starts[1:])
-    return ChunkTable(tokens=tokens[alive].astype(table.tokens.dtype), starts=new_starts, lengths=new_lengths,
+    return ChunkTable(tokens=tokens[alive].astype(dtype), starts=new_starts, lengths=new_lengths,
                       counts=table.counts.copy())
 
 
