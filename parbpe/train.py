@@ -38,7 +38,7 @@ from .io.iterables import (
 from .io.plan import default_corpus_files, plan, unit_text_bytes
 from .io.readers import ReadStats
 from .io.units import WorkUnit
-from .merge.coordinator import MergeResult, fit_merge_stage, learn_merges
+from .merge.coordinator import MergeResult, encode_for_merging, fit_merge_stage, learn_merges
 from .merge.encode import encode_byte_table, rank_order_batches
 from .merge.superword import superword_allowed
 from .merge.table import table_from_arrays
@@ -415,8 +415,9 @@ def superbpe_stage2(counted: SuperwordCounts, stage1: MergeResult, config: Train
 
     t = time.perf_counter()
     sampler.stage("superbpe_encode")
-    table = encode_byte_table(table, stage1.merges, stage1.batch_sizes)
-    counted.stats["encoded_table_tokens"] = len(table.tokens)
+    table, sliced, encode_workers = encode_for_merging(table, stage1.merges, stage1.batch_sizes, config.vocab_size,
+                                                       fit.workers, start_method)
+    counted.stats.update(encoded_table_tokens=len(table.tokens), encode_workers=encode_workers)
     times["superbpe_encode"] = time.perf_counter() - t
     _stage_done(reporter, sampler, "superbpe_encode", times)
 
@@ -426,19 +427,23 @@ def superbpe_stage2(counted: SuperwordCounts, stage1: MergeResult, config: Train
     for a, b in stage1.merges:
         vocab.append(vocab[a] + vocab[b])
     done = len(stage1.merges)
-    result = learn_merges(
-        table, vocab, config.n_merges - done, max_batch_size=config.max_batch_size, cap_divisor=config.cap_divisor,
-        nonoverlap=config.pair_count == "nonoverlap", batching=config.batching, workers=fit.workers,
-        start_method=start_method, allow=superword_allowed,
-        progress=lambda made, total_: reporter.update("superbpe_merge", done + made, done + total_,
-                                                      force=made == total_, rss_MB=tree_rss() / 1e6),
-    )
+    try:
+        result = learn_merges(
+            table, vocab, config.n_merges - done, max_batch_size=config.max_batch_size,
+            cap_divisor=config.cap_divisor, nonoverlap=config.pair_count == "nonoverlap", batching=config.batching,
+            workers=fit.workers, start_method=start_method, allow=superword_allowed, sliced=sliced,
+            progress=lambda made, total_: reporter.update("superbpe_merge", done + made, done + total_,
+                                                          force=made == total_, rss_MB=tree_rss() / 1e6),
+        )
+    finally:
+        if sliced is not None:
+            sliced.close()
     times["superbpe_merge"] = time.perf_counter() - t
     _stage_done(reporter, sampler, "superbpe_merge", times)
     stages = ("superbpe_count", "superbpe_table", "superbpe_encode", "superbpe_merge")
     counted.stats.update(
         stage1_merges=done, stage2_merges=len(result.merges), skipped_tokens=result.skipped,
-        merge_workers=fit.workers, merge_seconds=result.seconds,
+        merge_workers=result.workers, merge_seconds=result.seconds,
         seconds={k: round(times[k], 3) for k in stages},
         peak_rss_bytes=max(sampler.by_stage.get(k, 0) for k in stages))
     result.merges = stage1.merges + result.merges

@@ -41,11 +41,23 @@ def corpus(tmp_path_factory):
     return path
 
 
+def merge_workers_on_small_tables(patch: pytest.MonkeyPatch) -> None:
+    """Have stage 2 encode and merge in two merge workers even on the tests' small tables."""
+    from parbpe.merge import coordinator
+
+    patch.setattr(coordinator, "MIN_BYTES_PER_ENCODE_WORKER", 1)
+    patch.setattr(coordinator, "MIN_TOKENS_PER_WORKER", 1)
+
+
 @pytest.fixture(scope="module")
 def superbpe_run(corpus, tmp_path_factory):
+    """The run the tests look at: two workers count, and encode and merge stage 2's table."""
     out = tmp_path_factory.mktemp("sb") / "out"
-    result = parbpe.train([str(corpus)], vocab_size=700, superbpe_transition=0.6, special_tokens=("<|endoftext|>",),
-                          workers=2, out_dir=str(out))
+    with pytest.MonkeyPatch.context() as patch:
+        merge_workers_on_small_tables(patch)
+        result = parbpe.train([str(corpus)], vocab_size=700, superbpe_transition=0.6,
+                              special_tokens=("<|endoftext|>",), workers=2, out_dir=str(out))
+    assert result.stats["superbpe"]["encode_workers"] == 2 and result.stats["superbpe"]["merge_workers"] == 2
     return result, out
 
 
@@ -160,3 +172,25 @@ def test_a_killed_worker_ends_a_superbpe_run_in_one_line(tmp_path, monkeypatch, 
     err = capsys.readouterr().err.strip()
     assert status == 2 and len(err.splitlines()) == 1 and "died" in err, err
     assert list(tmp.iterdir()) == [] and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("trouble", ["killed while encoding", "killed while merging", "no shared memory"])
+def test_stage_two_workers_fail_in_one_line_and_leave_nothing(corpus, tmp_path, monkeypatch, capsys, trouble):
+    from parbpe.run.pool import KILL_HOOK
+    from parbpe.run.shared_arrays import SHM_DIR_VARIABLE
+
+    merge_workers_on_small_tables(monkeypatch)
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    monkeypatch.setenv(SHM_DIR_VARIABLE, str(shm if trouble != "no shared memory" else tmp_path / "missing"))
+    if trouble != "no shared memory":  # stage 2's workers: step 1 is the encoding, 4 the first round
+        monkeypatch.setenv(KILL_HOOK, "encode:1" if trouble == "killed while encoding" else "encode:4")
+    status = main(["train", str(corpus), "--vocab-size", "700", "--superbpe-transition", "0.6", "--out",
+                   str(tmp_path / "o"), "--workers", "2", "--progress", "none"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and len(err.splitlines()) == 1, err
+    if trouble == "no shared memory":
+        assert "cannot make shared memory in" in err and "PARBPE_SHM_DIR" in err, err
+    else:
+        assert "merge worker" in err and "died (signal 9" in err, err
+    assert list(shm.iterdir()) == [] and not (tmp_path / "o").exists()

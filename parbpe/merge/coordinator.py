@@ -14,18 +14,23 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..run.memory import format_size
+from .encode import encode_byte_table
 from .engines import ChunkEngine, LinkedEngine
 from .runs import RunEngine, prefers_runs
 from .selection import Descending, PairQueue, safe_batch, search_width
-from .table import ChunkTable, tokens_by_cutoff
+from .table import ChunkTable, token_dtype, tokens_by_cutoff
 from .workers import SlicedEngine
 
-# A merge worker's slice must hold this many table tokens. On 2 cores, two merge workers against one
-# process (bench/merge_phase.py, 2026-11-22): FineWeb-Edu counts, 1.8M tokens, 0.9x the speed;
-# realmix, 11.8M, 1.1x; a generated 1 GB corpus, 13.2M, 1.03x at 1.7x the peak memory (forked
-# workers each hold an engine and pages of the coordinator). Tables of the corpora we measured
-# (up to 10 GB: Heaps' law keeps them small) merge in one process.
-MIN_TOKENS_PER_WORKER = 32_000_000
+# A merge worker's slice must hold this many table tokens: tables of fewer than twice as many merge
+# in one process. Merge workers are spawned and share the table (workers.py); on 2 cores
+# (2026-11-23, realmix, 32,768 tokens, interleaved): stage 1's table, 11.8M tokens, merged 1.08x
+# faster with two workers at 1.45x the stage's peak RSS (the workers' own interpreters and the
+# coordinator's queue beside the engines): not worth it; SuperBPE's stage-2 table, 30.7M tokens,
+# 1.1x faster on its own and with the encoding in the same workers (docs/BENCHMARKS.md, 14).
+MIN_TOKENS_PER_WORKER = 8_000_000
+# A worker encoding a slice of SuperBPE's stage-2 table (encode_for_merging) must get this many
+# bytes: a spawned worker costs about half a second, encoding 16 MB about 1.3 s.
+MIN_BYTES_PER_ENCODE_WORKER = 16_000_000
 
 
 # The merge stage's peak above the process that starts it, per table token and per table chunk:
@@ -37,7 +42,8 @@ MIN_TOKENS_PER_WORKER = 32_000_000
 # at a time, batches applied in groups and the index rebuilt when stale); the initial count 27.
 MERGE_BYTES_PER_TOKEN = 38
 MERGE_BYTES_PER_CHUNK = 24
-SLICED_FACTOR = 2  # merge workers hold an engine each and pages of the coordinator: count twice
+SLICED_FACTOR = 2  # merge workers: engines in slices, an interpreter each, the coordinator's queue beside
+# them (measured 1.2-1.3x one process's peak on SuperBPE's stage 2): counted twice, on the safe side
 AUTO_CUTOFF_LIMIT = 1 << 16  # the automatic cutoff never goes beyond this count
 MAX_AUTO_DROP = 0.05  # the automatic cutoff may leave out at most this share of chunk occurrences
 
@@ -102,6 +108,32 @@ def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_r
                     workers=merge_workers)
 
 
+def encode_for_merging(table: ChunkTable, merges: list[tuple[int, int]], batch_sizes: list[int], vocab_size: int,
+                       workers: int = 1, start_method: str | None = None
+                       ) -> tuple[ChunkTable, SlicedEngine | None, int]:
+    """A table of bytes encoded with merges (merge/encode.py), ready for learn_merges: (the encoded
+    table, the merge workers that hold it or None, the processes that encoded it). With workers > 1 and at least
+    MIN_BYTES_PER_ENCODE_WORKER bytes each, the slices encode in merge workers at once, and those
+    workers go on to merge the table if its slices are worth it (MIN_TOKENS_PER_WORKER tokens each;
+    else they stop and the table, in shared memory, merges in this process). The caller lets go of
+    `table` (the workers' copy is then the only one) and passes the result to learn_merges(sliced=...)."""
+    dtype = token_dtype(vocab_size)
+    workers = min(workers, len(table.tokens) // MIN_BYTES_PER_ENCODE_WORKER)
+    if workers <= 1 or table.n_chunks < 2 * workers:
+        return encode_byte_table(table, merges, batch_sizes, dtype=dtype), None, 1
+    sliced = SlicedEngine(table, workers, start_method=start_method, token_dtype=np.dtype(np.uint8),
+                          fault_stage="encode")  # PARBPE_TEST_KILL=encode:1 kills it while encoding
+    try:
+        sliced.encode(merges, batch_sizes, dtype)
+    except BaseException:
+        sliced.close()
+        raise
+    if len(sliced.table.tokens) < sliced.workers * MIN_TOKENS_PER_WORKER:
+        sliced.close()
+        return sliced.table, None, workers
+    return sliced.table, sliced, workers
+
+
 def _round_rank_key(queue: PairQueue, vocab: list[bytes], first: np.ndarray, second: np.ndarray, first_id: int):
     """The tie-rule key of a pair whose tokens may be made in this round (id first_id + k for member k)."""
 
@@ -126,6 +158,7 @@ class MergeResult:
     engine: ChunkEngine | LinkedEngine | RunEngine | ChunkTable  # final tokens of every chunk (chunk_tokens)
     seconds: dict[str, float] = field(default_factory=dict)  # counting, selection, applying, updating, communication
     skipped: int = 0  # pairs never merged because allow() refused their token
+    workers: int = 1  # processes that held the engine (merge workers, or this process)
 
 
 def learn_merges(
@@ -145,6 +178,7 @@ def learn_merges(
     replay: tuple[list[tuple[int, int]], list[int]] | None = None,
     on_round: Callable[[list[tuple[int, int]], list[int], bool], None] | None = None,
     allow: Callable[[bytes], bool] | None = None,
+    sliced: SlicedEngine | None = None,
 ) -> MergeResult:
     """Run merge rounds on the table until n_merges merges are made or no pair is left.
 
@@ -168,6 +202,9 @@ def learn_merges(
     allow(token_bytes) -> False keeps a pair from ever being merged (SuperBPE's rules, merge/superword.py):
     the pair leaves the ranking for good, as in the SuperBPE authors' trainer, whose skipped pairs are
     not put back; replayed merges are not checked. MergeResult.skipped counts the pairs left out.
+    sliced: merge workers started on this table already (SlicedEngine, e.g. having encoded it; its
+    `table`): they merge it whatever `workers` says, unless the run engine is picked, which merges
+    here; they are stopped in the end either way.
     """
     if engine not in ("auto", "linked", "chunk", "runs"):
         raise ValueError(f"engine must be 'auto', 'linked', 'chunk' or 'runs', got {engine!r}")
@@ -183,23 +220,33 @@ def learn_merges(
     clock = time.perf_counter()
     per_worker = MIN_TOKENS_PER_WORKER if min_tokens_per_worker is None else min_tokens_per_worker
     workers = min(workers, len(table.tokens) // max(per_worker, 1))
+    if sliced is not None:
+        if use_runs:
+            sliced.close()
+            sliced = None
+        else:
+            workers = sliced.workers
     if use_runs:
         workers = 1
-    if workers <= 1 or table.n_chunks < 2 * workers:
+    if sliced is None and (workers <= 1 or table.n_chunks < 2 * workers):
         if use_runs:
             runner = RunEngine(table, nonoverlap=nonoverlap)
         else:
             runner = ChunkEngine(table, nonoverlap=nonoverlap) if use_chunk else LinkedEngine(table)
         return _merge_rounds(runner, vocab, n_merges, max_batch_size, cap_divisor, exact, progress, clock,
                              replay, on_round, allow)
-    sliced = SlicedEngine(table, workers, use_chunk=use_chunk, nonoverlap=nonoverlap, start_method=start_method)
     try:
+        if sliced is None:
+            sliced = SlicedEngine(table, workers, start_method=start_method)
+        sliced.build(use_chunk=use_chunk, nonoverlap=nonoverlap)
         result = _merge_rounds(sliced, vocab, n_merges, max_batch_size, cap_divisor, exact, progress, clock,
                                replay, on_round, allow)
         result.engine = sliced.finish()  # the compacted table: chunk_tokens(c) as with one engine
+        result.workers = sliced.workers
         return result
     finally:
-        sliced.close()
+        if sliced is not None:
+            sliced.close()
 
 
 def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int, cap_divisor: int,

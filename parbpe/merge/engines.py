@@ -273,14 +273,20 @@ class LinkedEngine:
         return n, self.apply_hits(hits[keep], which[keep], np.arange(first_id, first_id + n, dtype=np.int64))
 
     def compact(self) -> None:
-        """Write each chunk's current tokens to the front of its region and set lengths (at the end)."""
+        """Write each chunk's current tokens to the front of its region and set lengths (at the end).
+
+        A run of chunks of about SLICE positions at a time: a chunk's tokens only move within its
+        own region, and the temporaries (several int64 per position) stay small next to the engine."""
         t = self.table
-        live = self.next != self.REMOVED
-        chunk_of = np.repeat(np.arange(t.n_chunks), np.diff(t.starts))[live]
-        lengths = np.bincount(chunk_of, minlength=t.n_chunks).astype(np.int64)
-        dest, _ = gather(t.tokens, t.starts[:-1], lengths)
-        t.tokens[dest] = t.tokens[live]
-        t.lengths[:] = lengths
+        cuts = np.unique(np.searchsorted(t.starts, np.arange(0, int(t.starts[-1]), self.SLICE), side="right") - 1)
+        for c0, c1 in zip(cuts.tolist(), [*cuts[1:].tolist(), t.n_chunks]):
+            a, b = int(t.starts[c0]), int(t.starts[c1])
+            live = self.next[a:b] != self.REMOVED
+            chunk_of = np.repeat(np.arange(c1 - c0), np.diff(t.starts[c0:c1 + 1]))[live]
+            lengths = np.bincount(chunk_of, minlength=c1 - c0).astype(np.int64)
+            dest, _ = gather(t.tokens, t.starts[c0:c1], lengths)
+            t.tokens[dest] = t.tokens[a:b][live]
+            t.lengths[c0:c1] = lengths
 
     def apply_hits(self, hits: np.ndarray, which: np.ndarray, new_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Merge at the positions find_hits gave; returns the change in pair counts."""

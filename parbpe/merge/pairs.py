@@ -93,3 +93,19 @@ def aggregate_sorted(sorted_keys: np.ndarray, weights: np.ndarray) -> tuple[np.n
     uniq = sorted_keys[starts]
     nz = sums != 0
     return uniq[nz], sums[nz]
+
+
+def add_sorted(keys: np.ndarray, counts: np.ndarray, more_keys: np.ndarray, more_counts: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The sum of two sets of counts, each with sorted unique keys; returns sorted unique keys.
+
+    Merges instead of sorting the two together: the temporaries are a few arrays of the second
+    set's size, not an argsort and copies of both (the merge workers' first answers are millions
+    of pairs each)."""
+    at = np.searchsorted(keys, more_keys)
+    found = at < len(keys)
+    found[found] = keys[at[found]] == more_keys[found]
+    counts = counts.astype(np.int64, copy=True)
+    counts[at[found]] += more_counts[found]  # keys are unique: no index repeats
+    new = ~found
+    return np.insert(keys, at[new], more_keys[new]), np.insert(counts, at[new], more_counts[new])

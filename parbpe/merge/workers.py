@@ -1,13 +1,23 @@
 """The merge engine spread over worker processes: each owns a slice of the chunk table.
 
 The table is cut into contiguous slices of chunks with about the same number of tokens (not of
-chunks). A worker builds an engine (engines.py) on its slice once: its first message is the pair
-counts of the slice. Every round, the coordinator (learn_merges) sends the batch, each worker
-applies it in place and answers with only the count changes it caused; the coordinator adds
-them up (int64). Nothing but these small arrays crosses between processes, and nothing is copied
-per round. Slices are handed over when the workers start (inherited with fork, pickled once with
-spawn): the table's tokens are small next to the engines' own links and indexes, which each worker
-builds for its slice alone. At the end each worker compacts its slice and sends its tokens back.
+chunks), and moved into one shared-memory block (run/shared_arrays.py): every worker maps the
+block and works on its slice in place, so the tokens are in RAM once whatever the number of
+workers, and nothing is copied back at the end. The workers are spawned (fresh interpreters) by
+default: they need nothing of the coordinator but the block, and a forked worker would map (and
+count in its RSS) every page of the coordinator's heap.
+
+A worker first maps the block (the coordinator then removes its name: the memory goes with the
+last process that maps it, however it ends). Then, on command:
+- "encode" (SuperBPE's stage 2: a table of bytes): encode its slice with earlier merges
+  (merge/encode.py) and say how many tokens it has; "place": write them into the compact table
+  the coordinator made for them, in a second block. The slices encode at once, each in its own
+  process.
+- "build": build an engine (engines.py) on its slice; its answer is the pair counts of the slice.
+- Every round after that, the coordinator (learn_merges) sends the batch, each worker applies it
+  in place and answers with only the count changes it caused; the coordinator adds them up
+  (int64). Nothing but these small arrays crosses between processes.
+- "finish": compact its slice in place; the worker exits.
 
 A worker that fails or dies stops the run with an error naming the worker and its slice, never a
 hang; the workers are stopped on every exit path (close()).
@@ -22,13 +32,18 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..run.memory import trim_heap
 from ..run.pool import WorkerDied, death_reason, fault_point, get_context, ignore_sigint, start_workers, stop_workers
+from ..run.shared_arrays import BlockHandle, SharedBlock, attach
+from .encode import encode_byte_table
 from .engines import ChunkEngine, LinkedEngine
 from .exact import boundary_events, prefix_stop
-from .pairs import aggregate
+from .pairs import add_sorted, aggregate
 from .table import ChunkTable
 
 _POLL = 0.2  # seconds of one wait for answers (a death ends the wait at once)
+DEFAULT_START_METHOD = "spawn"  # see the module's docstring; an explicit start_method is followed
+_FIELDS = ("tokens", "starts", "lengths", "counts")
 
 
 def slice_bounds(table: ChunkTable, workers: int) -> list[int]:
@@ -38,25 +53,62 @@ def slice_bounds(table: ChunkTable, workers: int) -> list[int]:
     return sorted({0, *cuts.tolist(), table.n_chunks})
 
 
-def _slice(table: ChunkTable, c0: int, c1: int) -> ChunkTable:
-    a, b = int(table.starts[c0]), int(table.starts[c1])
-    return ChunkTable(tokens=table.tokens[a:b], starts=table.starts[c0:c1 + 1] - a,
-                      lengths=table.lengths[c0:c1], counts=table.counts[c0:c1])
+def shared_table_block(n_tokens: int, n_chunks: int, token_dtype: np.dtype) -> SharedBlock:
+    """A block laid out for a ChunkTable of n_tokens tokens and n_chunks chunks."""
+    return SharedBlock({"tokens": (token_dtype, n_tokens), "starts": (np.int64, n_chunks + 1),
+                        "lengths": (np.int64, n_chunks), "counts": (np.int64, n_chunks)})
 
 
-def _worker(conn, part: ChunkTable, use_chunk: bool, nonoverlap: bool) -> None:
-    """A worker's loop: build the engine, then answer the coordinator's messages until "finish"."""
+def share_table(table: ChunkTable, token_dtype: np.dtype | None = None) -> SharedBlock:
+    """Move the table's arrays into a new shared-memory block, in place: the table's fields view the
+    block afterwards (tokens as token_dtype, default theirs), and its own arrays are let go."""
+    block = shared_table_block(len(table.tokens), table.n_chunks, token_dtype or table.tokens.dtype)
+    for name in _FIELDS:
+        block.arrays[name][:] = getattr(table, name)
+        setattr(table, name, block.arrays[name])
+    return block
+
+
+def _slice(arrays: dict[str, np.ndarray], c0: int, c1: int) -> ChunkTable:
+    """Chunks c0..c1-1 of a table as a table of their own; tokens and lengths are views (edited in place)."""
+    a, b = int(arrays["starts"][c0]), int(arrays["starts"][c1])
+    return ChunkTable(tokens=arrays["tokens"][a:b], starts=arrays["starts"][c0:c1 + 1] - a,
+                      lengths=arrays["lengths"][c0:c1], counts=arrays["counts"][c0:c1])
+
+
+def _worker(conn, handle: BlockHandle, c0: int, c1: int, fault_stage: str) -> None:
+    """A worker's loop: map the table, then answer the coordinator's messages until "finish"."""
     ignore_sigint()
-    fault_point("merge", 0)
+    fault_point(fault_stage, 0)
     try:
-        engine = ChunkEngine(part, nonoverlap=nonoverlap) if use_chunk else LinkedEngine(part)
-        conn.send(("ok", engine.initial_pair_counts(), 0.0))
-        hits = which = None
+        arrays = attach(handle)
+        conn.send(("ok", None, 0.0))
+        engine = encoded = hits = which = None
         for step in itertools.count(1):
             command, *args = conn.recv()
-            fault_point("merge", step)
+            fault_point(fault_stage, step)
             clock = time.perf_counter()  # each answer says how long the work took (the rest is communication)
-            if command == "apply":
+            if command == "encode":
+                merges, batch_sizes, dtype = args
+                encoded = encode_byte_table(_slice(arrays, c0, c1), merges, batch_sizes, dtype=dtype)
+                arrays = None  # the table of bytes is let go: the compact table replaces it
+                answer = len(encoded.tokens)
+            elif command == "place":
+                out_handle, offset = args
+                arrays = attach(out_handle)
+                end = offset + len(encoded.tokens)
+                arrays["tokens"][offset:end] = encoded.tokens
+                arrays["lengths"][c0:c1] = encoded.lengths
+                arrays["starts"][c0 + 1:c1 + 1] = offset + encoded.starts[1:]
+                encoded, answer = None, None
+                trim_heap()  # the encoding's temporaries: give their pages back before the engine is built
+            elif command == "build":
+                use_chunk, nonoverlap = args
+                part = _slice(arrays, c0, c1)
+                engine = ChunkEngine(part, nonoverlap=nonoverlap) if use_chunk else LinkedEngine(part)
+                answer = engine.initial_pair_counts()
+                trim_heap()  # the count's temporaries, while the coordinator builds its queue from the answers
+            elif command == "apply":
                 answer = engine.apply(*args)
             elif command == "events":
                 first, second, first_id = args
@@ -69,7 +121,7 @@ def _worker(conn, part: ChunkTable, use_chunk: bool, nonoverlap: bool) -> None:
             elif command == "finish":
                 if isinstance(engine, LinkedEngine):
                     engine.compact()
-                conn.send(("ok", (part.tokens, part.lengths), 0.0))
+                conn.send(("ok", None, 0.0))
                 return
             else:
                 raise ValueError(f"unknown command {command!r}")
@@ -79,28 +131,64 @@ def _worker(conn, part: ChunkTable, use_chunk: bool, nonoverlap: bool) -> None:
 
 
 class SlicedEngine:
-    """An engine with the interface of merge.LinkedEngine, run by one worker process per slice."""
+    """An engine with the interface of merge.LinkedEngine, run by one worker process per slice.
 
-    def __init__(self, table: ChunkTable, workers: int, use_chunk: bool = False, nonoverlap: bool = False,
-                 start_method: str | None = None) -> None:
-        self.table = table
+    Made in phases: the workers start on the table (moved into shared memory); encode() optionally
+    encodes a table of bytes with earlier merges; build() makes the engines (learn_merges calls
+    it); then rounds; finish() leaves the final tokens in `table`. fault_stage names the workers'
+    steps for the test hook (run/pool.py fault_point): 0 the start, then one per command."""
+
+    def __init__(self, table: ChunkTable, workers: int, start_method: str | None = None,
+                 token_dtype: np.dtype | None = None, fault_stage: str = "merge") -> None:
         self.bounds = slice_bounds(table, workers)
-        context = get_context(start_method)
+        self._block = share_table(table, token_dtype)
+        self.table = table  # its arrays are the block's
+        context = get_context(start_method or DEFAULT_START_METHOD)
         self._conns, self._procs = [], []
         self._sent_at, self.communication = time.perf_counter(), 0.0
+        self._initial = None
         try:
             pipes = [context.Pipe() for _ in self.bounds[1:]]
             self._conns = [ours for ours, _ in pipes]
-            self._procs = start_workers(
-                context, _worker, lambda k: (pipes[k][1], _slice(table, self.bounds[k], self.bounds[k + 1]),
-                                             use_chunk, nonoverlap), len(pipes))
+            self._procs = start_workers(context, _worker, lambda k: (pipes[k][1], self._block.handle,
+                                                                     self.bounds[k], self.bounds[k + 1], fault_stage),
+                                         len(pipes))
             for _, theirs in pipes:
                 theirs.close()
-            self._initial = self._gather()
-            self.communication = 0.0  # seconds of the rounds' messages (starting the workers is not counted)
+            self._gather()  # every worker has mapped the block: its name can go
+            self._block.unlink()
         except BaseException:
             self.close()
             raise
+
+    @property
+    def workers(self) -> int:
+        return len(self._procs)
+
+    def encode(self, merges: list[tuple[int, int]], batch_sizes: list[int], token_dtype: np.dtype) -> None:
+        """Encode the table (of bytes) with merges, applied in batch_sizes (merge/encode.py), every
+        slice in its worker; `table` becomes the compact encoded table, in a new shared block."""
+        self._send(("encode", merges, batch_sizes, np.dtype(token_dtype)))
+        sizes = self._gather()
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        block = shared_table_block(int(offsets[-1]), self.table.n_chunks, token_dtype)
+        self._block.unlink()
+        self._block = block
+        try:
+            block.arrays["counts"][:] = self.table.counts
+            block.arrays["starts"][0] = 0
+            self._send_each([("place", block.handle, int(offsets[k])) for k in range(len(self._conns))])
+            self._gather()
+        finally:
+            block.unlink()
+        self.table = ChunkTable(**{name: block.arrays[name] for name in _FIELDS})
+        self.communication = 0.0  # encoding is not a round: its messages are not the rounds' time
+
+    def build(self, use_chunk: bool = False, nonoverlap: bool = False) -> None:
+        """Have every worker build its engine on its slice (their pair counts: initial_pair_counts)."""
+        self._send(("build", use_chunk, nonoverlap))
+        self._initial = self._gather()
+        self.communication = 0.0  # seconds of the rounds' messages (starting the workers is not counted)
 
     def _describe(self, k: int) -> str:
         c0, c1 = self.bounds[k], self.bounds[k + 1]
@@ -145,8 +233,11 @@ class SlicedEngine:
         return [answers[k][1] for k in range(len(self._conns))]
 
     def _send(self, message: tuple) -> None:
+        self._send_each([message] * len(self._conns))
+
+    def _send_each(self, messages: list[tuple]) -> None:
         self._sent_at = time.perf_counter()
-        for k, conn in enumerate(self._conns):
+        for k, (conn, message) in enumerate(zip(self._conns, messages)):
             try:
                 conn.send(message)
             except OSError:  # a broken pipe: the worker is gone
@@ -157,7 +248,14 @@ class SlicedEngine:
         return aggregate(np.concatenate([k for k, _ in answers]), np.concatenate([v for _, v in answers]))
 
     def initial_pair_counts(self) -> tuple[np.ndarray, np.ndarray]:
-        return self._sum(self._initial)
+        """Every worker's pair counts (sorted keys), added up a worker at a time (add_sorted)."""
+        keys, counts = self._initial[0]
+        for more_keys, more_counts in self._initial[1:]:
+            keys, counts = add_sorted(keys, counts, more_keys, more_counts)
+        self._initial = None
+        trim_heap()  # the answers' pages: the coordinator's queue is built next
+        nz = counts != 0
+        return keys[nz], counts[nz]
 
     def apply(self, first: np.ndarray, second: np.ndarray, new_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         self._send(("apply", first, second, new_ids))
@@ -172,16 +270,14 @@ class SlicedEngine:
         return n, self._sum(self._gather())
 
     def finish(self) -> ChunkTable:
-        """Compacted final tokens of every slice, written back into the table; the workers exit."""
+        """The table with every slice compacted in place (chunk_tokens(c) as with one engine); the workers exit."""
         self._send(("finish",))
-        for (c0, c1), (tokens, lengths) in zip(zip(self.bounds, self.bounds[1:]), self._gather()):
-            a = int(self.table.starts[c0])
-            self.table.tokens[a:a + len(tokens)] = tokens
-            self.table.lengths[c0:c1] = lengths
+        self._gather()
         return self.table
 
     def close(self) -> None:
-        """Stop every worker (on success and on error alike)."""
+        """Stop every worker (on success and on error alike); the block's name goes, the table stays."""
+        self._block.unlink()
         for conn in self._conns:
             conn.close()
         stop_workers(self._procs)

@@ -17,7 +17,8 @@ import traceback
 from collections.abc import Callable, Iterator
 
 # The test hook for dying workers: PARBPE_TEST_KILL="stage:n" makes a worker of that stage (count,
-# reduce, merge) SIGKILL itself when it reaches its n-th unit, task or round (see fault_point).
+# reduce, merge; encode: merge workers that encode SuperBPE's stage 2 first) SIGKILL itself when it
+# reaches its n-th unit, task or round (see fault_point).
 KILL_HOOK = "PARBPE_TEST_KILL"
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 

@@ -104,3 +104,113 @@ def test_stats_split_out_the_messages_time():
             assert seconds["communication"] == 0
         else:
             assert seconds["communication"] > 0  # every round sends the batch and gets answers back
+
+
+# -- the shared table, the encoding in the workers, and what they leave behind -------------------
+
+def _byte_table_and_stage1(seed: int, n_stage1: int = 60):
+    from parbpe.merge.table import token_dtype
+
+    counts = random_corpus(random.Random(seed), b"abcde fgh", 400, 12)
+    items = sorted(counts.items())
+    stage1 = learn_merges(build_table([c for c, _ in items], [k for _, k in items], 256 + n_stage1),
+                          [bytes([b]) for b in range(256)], n_stage1, max_batch_size=7)
+    table = build_table([c for c, _ in items], [k for _, k in items], 256 + 200)
+    assert table.tokens.dtype == token_dtype(456)
+    return table, stage1
+
+
+@pytest.fixture
+def shm(tmp_path, monkeypatch):
+    from parbpe.run.shared_arrays import SHM_DIR_VARIABLE
+
+    monkeypatch.setenv(SHM_DIR_VARIABLE, str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_encoding_in_workers_equals_encoding_here_and_they_merge_on(seed, shm, monkeypatch):
+    import dataclasses
+
+    import numpy as np
+
+    from parbpe.merge import coordinator
+    from parbpe.merge.encode import encode_byte_table
+
+    table, stage1 = _byte_table_and_stage1(seed)
+    expected = encode_byte_table(table, stage1.merges, stage1.batch_sizes)
+    vocab = [bytes([b]) for b in range(256)]
+    for a, b in stage1.merges:
+        vocab.append(vocab[a] + vocab[b])
+    alone = learn_merges(dataclasses.replace(expected, tokens=expected.tokens.copy(), lengths=expected.lengths.copy()),
+                         list(vocab), 100)  # (an engine edits its table in place)
+    monkeypatch.setattr(coordinator, "MIN_BYTES_PER_ENCODE_WORKER", 1)
+    monkeypatch.setattr(coordinator, "MIN_TOKENS_PER_WORKER", 1)
+    table, stage1 = _byte_table_and_stage1(seed)
+    encoded, sliced, workers = coordinator.encode_for_merging(table, stage1.merges, stage1.batch_sizes, 456, workers=3)
+    assert workers == 3 and sliced is not None and sliced.workers == 3
+    for name in ("tokens", "starts", "lengths", "counts"):
+        assert np.array_equal(getattr(encoded, name), getattr(expected, name)), name
+    assert encoded.tokens.dtype == expected.tokens.dtype
+    result = learn_merges(encoded, list(vocab), 100, sliced=sliced)
+    assert result.workers == 3 and result.merges == alone.merges
+    assert [result.engine.chunk_tokens(c) for c in range(encoded.n_chunks)] == \
+        [alone.engine.chunk_tokens(c) for c in range(encoded.n_chunks)]
+    assert sliced._procs == [] and os.listdir(shm) == []  # stopped, and no block's name left
+
+
+def test_workers_that_encode_a_table_too_small_to_merge_stop_and_it_merges_here(shm, monkeypatch):
+    from parbpe.merge import coordinator
+    from parbpe.merge.engines import LinkedEngine
+
+    monkeypatch.setattr(coordinator, "MIN_BYTES_PER_ENCODE_WORKER", 1)
+    table, stage1 = _byte_table_and_stage1(0)
+    encoded, sliced, workers = coordinator.encode_for_merging(table, stage1.merges, stage1.batch_sizes, 456, workers=2)
+    assert workers == 2 and sliced is None  # under MIN_TOKENS_PER_WORKER: the table stays here
+    vocab = [bytes([b]) for b in range(256)]
+    for a, b in stage1.merges:
+        vocab.append(vocab[a] + vocab[b])
+    assert isinstance(learn_merges(encoded, vocab, 20).engine, LinkedEngine)
+    assert os.listdir(shm) == []
+
+
+def test_a_worker_killed_while_encoding_is_a_one_line_error_and_leaves_no_block(shm, monkeypatch):
+    from parbpe.merge import coordinator
+    from parbpe.run.pool import KILL_HOOK, WorkerDied
+
+    monkeypatch.setattr(coordinator, "MIN_BYTES_PER_ENCODE_WORKER", 1)
+    monkeypatch.setenv(KILL_HOOK, "encode:1")  # the first command: encode
+    table, stage1 = _byte_table_and_stage1(1)
+    with pytest.raises(WorkerDied, match=r"^merge worker \d \(chunks \d+-\d+, pid \d+\) died \(signal 9: probably out "
+                       r"of memory; try --workers 1"):
+        coordinator.encode_for_merging(table, stage1.merges, stage1.batch_sizes, 456, workers=2)
+    assert os.listdir(shm) == []
+
+
+def test_compacting_a_slice_at_a_time_gives_every_chunk_its_tokens(monkeypatch):
+    import numpy as np
+
+    from parbpe.merge.engines import LinkedEngine
+
+    counts, n = CORPORA["runs"]
+    items = sorted(counts.items())
+    for slice_size in (1, 3, 1 << 20):
+        monkeypatch.setattr(LinkedEngine, "SLICE", slice_size)
+        table = build_table([c for c, _ in items], [k for _, k in items], 256 + n)
+        engine = learn_merges(table, [bytes([b]) for b in range(256)], n).engine
+        linked = [engine.chunk_tokens(c) for c in range(table.n_chunks)]
+        engine.compact()
+        assert [table.chunk_tokens(c) for c in range(table.n_chunks)] == linked
+        assert np.array_equal(table.lengths, [len(t) for t in linked])
+
+
+def test_the_table_is_in_ram_once_and_no_block_name_outlives_the_start(shm):
+    counts, n = CORPORA["wide"]
+    items = sorted(counts.items())
+    table = build_table([c for c, _ in items], [k for _, k in items], 256 + n)
+    engine = SlicedEngine(table, 2)
+    try:
+        assert os.listdir(shm) == []  # every worker mapped the block: its name is gone already
+        assert engine.table is table and not table.tokens.flags.owndata  # the table's arrays are the block's
+    finally:
+        engine.close()
