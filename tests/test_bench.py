@@ -202,6 +202,26 @@ def test_superbpe_bench_runs_both_kinds_and_evaluates_side_by_side(tmp_path):
     assert "SuperBPE stage 2" in out and "superbpe" in out
 
 
+def test_stage2_workers_bench_cuts_each_step_and_compares_worker_counts(tmp_path):
+    rng = random.Random(6)
+    words = ["the", "of", "cat", "sat", "on", "mat", "and", "a", "12", "::"]
+    texts = ["\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(3, 9))) + "." for _ in range(40))
+             for _ in range(30)]
+    pq.write_table(pa.table({"text": texts}), tmp_path / "train.parquet")
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "stage2_workers.py"), "--corpus", str(tmp_path / "train.parquet"),
+         "--vocab-size", "400", "--workers", "1,2", "--repeat", "1", "--interval", "0.02",
+         "--json", str(tmp_path / "r.json")],
+        capture_output=True, text=True, timeout=600, check=True,
+    ).stdout
+    runs = json.loads((tmp_path / "r.json").read_text())["runs"]
+    assert [r["workers"] for r in runs] == [1, 2] and len({r["digest"] for r in runs}) == 1
+    for run in runs:
+        assert set(run["steps"]) == {"superbpe_count", "superbpe_table", "superbpe_encode", "superbpe_merge"}
+        assert all(step["peak_rss_mb"] > 0 and step["peak_pss_mb"] > 0 for step in run["steps"].values())
+    assert "| 2 | encode+merge |" in out and "the same in every run" in out
+
+
 def test_grow_bench_continues_a_rank_file_and_checks_it(tmp_path):
     # GPT-2's rank file is not in the repository: a small rank file made the same way stands in.
     from parbpe.cli import main as parbpe_main

@@ -5,7 +5,8 @@ chunks), and moved into one shared-memory block (run/shared_arrays.py): every wo
 block and works on its slice in place, so the tokens are in RAM once whatever the number of
 workers, and nothing is copied back at the end. The workers are spawned (fresh interpreters) by
 default: they need nothing of the coordinator but the block, and a forked worker would map (and
-count in its RSS) every page of the coordinator's heap.
+count in its RSS) every page of the coordinator's heap. They are started with the main module
+hidden (run/pool.py main_module_hidden): a caller's script needs no `__main__` guard.
 
 A worker first maps the block (the coordinator then removes its name: the memory goes with the
 last process that maps it, however it ends). Then, on command:
@@ -152,11 +153,12 @@ class SlicedEngine:
             self._conns = [ours for ours, _ in pipes]
             self._procs = start_workers(context, _worker, lambda k: (pipes[k][1], self._block.handle,
                                                                      self.bounds[k], self.bounds[k + 1], fault_stage),
-                                         len(pipes))
+                                         len(pipes), hide_main=True)
             for _, theirs in pipes:
                 theirs.close()
             self._gather()  # every worker has mapped the block: its name can go
             self._block.unlink()
+            self._block.drop_pages()  # the workers hold the slices they use
         except BaseException:
             self.close()
             raise
@@ -181,12 +183,14 @@ class SlicedEngine:
             self._gather()
         finally:
             block.unlink()
+        block.drop_pages()
         self.table = ChunkTable(**{name: block.arrays[name] for name in _FIELDS})
         self.communication = 0.0  # encoding is not a round: its messages are not the rounds' time
 
     def build(self, use_chunk: bool = False, nonoverlap: bool = False) -> None:
         """Have every worker build its engine on its slice (their pair counts: initial_pair_counts)."""
         self._send(("build", use_chunk, nonoverlap))
+        self._block.drop_pages()  # what this process read of the table since (learn_merges looks at it)
         self._initial = self._gather()
         self.communication = 0.0  # seconds of the rounds' messages (starting the workers is not counted)
 

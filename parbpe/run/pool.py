@@ -9,6 +9,7 @@ tracebacks.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import os
 import signal
@@ -118,16 +119,39 @@ def ignore_sigint() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
-def start_workers(context, target: Callable, args_of: Callable[[int], tuple], workers: int) -> list:
+@contextlib.contextmanager
+def main_module_hidden() -> Iterator[None]:
+    """While workers that run parbpe's code alone are spawned: hide the main module from
+    multiprocessing, which would have each child import it again (as `__mp_main__`). A caller's
+    script without an `if __name__ == "__main__":` guard would then run its whole program again in
+    every child; with it hidden, a child imports only what its target needs."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved = {name: main.__dict__[name] for name in ("__spec__", "__file__") if name in main.__dict__}
+    main.__spec__ = None
+    main.__dict__.pop("__file__", None)
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
+
+
+def start_workers(context, target: Callable, args_of: Callable[[int], tuple], workers: int,
+                  hide_main: bool = False) -> list:
     """Start `workers` daemon processes running target(*args_of(k)), with SIGINT blocked until each
-    has set it aside (ignore_sigint), so Ctrl-C during the start never reaches a worker."""
+    has set it aside (ignore_sigint), so Ctrl-C during the start never reaches a worker. hide_main:
+    the target is parbpe's and needs nothing of the main module (main_module_hidden)."""
     procs = []
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        for k in range(workers):
-            proc = context.Process(target=target, args=args_of(k), daemon=True)
-            proc.start()
-            procs.append(proc)
+        with main_module_hidden() if hide_main else contextlib.nullcontext():
+            for k in range(workers):
+                proc = context.Process(target=target, args=args_of(k), daemon=True)
+                proc.start()
+                procs.append(proc)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     return procs

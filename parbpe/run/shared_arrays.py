@@ -122,7 +122,15 @@ class SharedBlock:
                           f"set {SHM_DIR_VARIABLE} to a writable directory, or use --workers 1") from None
         self.handle = BlockHandle(path=path, size=size, layout=tuple(layout))
         self.arrays = _views(buffer, self.handle.layout)
+        self._buffer = buffer
         self._linked = True
+
+    def drop_pages(self) -> None:
+        """Unmap this process's pages of the block, keeping its contents (the next read maps them
+        again): the maker wrote the block for workers that hold their slices; its own RSS would
+        count every page a second time."""
+        if hasattr(mmap, "MADV_DONTNEED"):
+            self._buffer.madvise(mmap.MADV_DONTNEED)
 
     def unlink(self) -> None:
         """Remove the block's name (every process that will map it has done so); idempotent."""

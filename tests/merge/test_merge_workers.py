@@ -214,3 +214,22 @@ def test_the_table_is_in_ram_once_and_no_block_name_outlives_the_start(shm):
         assert engine.table is table and not table.tokens.flags.owndata  # the table's arrays are the block's
     finally:
         engine.close()
+
+
+def test_a_script_without_a_main_guard_runs_once(tmp_path):
+    """Spawned merge workers do not import the caller's script again: one without an
+    `if __name__ == "__main__":` guard is not run again in every worker."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "train_here.py"
+    script.write_text(
+        "from parbpe.merge.coordinator import learn_merges\n"
+        "from parbpe.merge.table import build_table\n"
+        "print('the script ran', flush=True)\n"
+        "table = build_table([b'hello world', b'yellow', b'low'] * 50, list(range(1, 151)), 300)\n"
+        "result = learn_merges(table, [bytes([b]) for b in range(256)], 20, workers=2, min_tokens_per_worker=1)\n"
+        "print(result.workers, len(result.merges) > 10)\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["the script ran", "2 True"]

@@ -40,6 +40,8 @@ def test_another_process_edits_the_same_memory(shm, start_method):
     assert np.array_equal(arrays["tokens"], 2 * np.arange(1001)) and arrays["counts"][0] == -7
     block.unlink()
     assert os.listdir(shm) == []
+    block.drop_pages()  # this process's pages go, the contents stay
+    assert np.array_equal(arrays["tokens"], 2 * np.arange(1001)) and arrays["counts"][0] == -7
     arrays["tokens"][0] = 5  # the memory lives on without its name
     assert arrays["tokens"][0] == 5
 

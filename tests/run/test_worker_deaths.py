@@ -114,8 +114,11 @@ def test_workers_die_with_a_sigkilled_parent(stage, tmp_path):
             "--max-batch-size", "1", "--progress", "jsonl"]
     code = ("import sys, parbpe.merge.coordinator as c; c.MIN_TOKENS_PER_WORKER = 1; "
             "from parbpe.cli import main; sys.exit(main(sys.argv[1:]))")
+    shm = tmp_path / "shm"  # where the merge workers' shared table is made
+    shm.mkdir()
     proc = subprocess.Popen([sys.executable, "-c", code, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            text=True, start_new_session=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", "PARBPE_SHM_DIR": str(shm)})
     parent = psutil.Process(proc.pid)
     workers: list = []
     try:
@@ -131,6 +134,7 @@ def test_workers_die_with_a_sigkilled_parent(stage, tmp_path):
         proc.wait(timeout=10)
         gone, alive = psutil.wait_procs(workers, timeout=5)
         assert alive == [], f"{len(alive)} worker(s) outlived their parent by 5 s"
+        assert list(shm.iterdir()) == []  # the shared table's name went once the workers had mapped it
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
