@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..run.memory import format_size
+from ..run.memory import format_size, trim_heap
 from .encode import encode_byte_table
 from .engines import ChunkEngine, LinkedEngine
 from .runs import RunEngine, prefers_runs
@@ -121,6 +121,7 @@ def encode_for_merging(table: ChunkTable, merges: list[tuple[int, int]], batch_s
     workers = min(workers, len(table.tokens) // MIN_BYTES_PER_ENCODE_WORKER)
     if workers <= 1 or table.n_chunks < 2 * workers:
         return encode_byte_table(table, merges, batch_sizes, dtype=dtype), None, 1
+    trim_heap()  # what this process freed (the counts the table was made of) goes back before the workers start
     sliced = SlicedEngine(table, workers, start_method=start_method, token_dtype=np.dtype(np.uint8),
                           fault_stage="encode")  # PARBPE_TEST_KILL=encode:1 kills it while encoding
     try:
