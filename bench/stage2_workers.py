@@ -87,6 +87,8 @@ def one_run(args: argparse.Namespace, workers: int, out: str) -> dict:
     for step in STEPS:
         begin = ends[order[order.index(step) - 1]]
         window = [s for s in samples if begin <= s[0] <= ends[step]]
+        if not window:  # a step shorter than the interval: the tree as last seen before its end
+            window = [s for s in samples if s[0] <= ends[step]][-1:]
         steps[step] = {"seconds": superbpe["seconds"][step],
                        "peak_rss_mb": round(max((s[1] for s in window), default=0) / 2**20),
                        "peak_pss_mb": round(max((s[2] for s in window), default=0) / 2**20),

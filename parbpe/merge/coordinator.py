@@ -26,7 +26,7 @@ from .workers import SlicedEngine
 # (2026-11-23, realmix, 32,768 tokens, interleaved): stage 1's table, 11.8M tokens, merged 1.08x
 # faster with two workers at 1.45x the stage's peak RSS (the workers' own interpreters and the
 # coordinator's queue beside the engines): not worth it; SuperBPE's stage-2 table, 30.7M tokens,
-# 1.1x faster on its own and with the encoding in the same workers (docs/BENCHMARKS.md, 14).
+# merged 1.15x faster at 1.24x, and encoded and merged 1.18x faster at 1.21x (docs/BENCHMARKS.md, 14).
 MIN_TOKENS_PER_WORKER = 8_000_000
 # A worker encoding a slice of SuperBPE's stage-2 table (encode_for_merging) must get this many
 # bytes: a spawned worker costs about half a second, encoding 16 MB about 1.3 s.
