@@ -39,7 +39,7 @@ from .io.plan import default_corpus_files, plan, unit_text_bytes
 from .io.readers import ReadStats
 from .io.units import WorkUnit
 from .merge.coordinator import MergeResult, encode_for_merging, fit_merge_stage, learn_merges
-from .merge.encode import encode_byte_table, rank_order_batches
+from .merge.encode import encode_byte_table, rank_order_batches, sampled_tokens_per_byte
 from .merge.superword import superword_allowed
 from .merge.table import table_from_arrays
 from .patterns import SUPERWORD_PATTERN
@@ -400,8 +400,10 @@ def superbpe_stage2(counted: SuperwordCounts, stage1: MergeResult, config: Train
     chunks = counted.chunks
     t = time.perf_counter()
     pa.default_memory_pool().release_unused()
+    # The table is encoded before it merges: the estimate needs the tokens it will have, from a sample.
+    tokens_per_byte = sampled_tokens_per_byte(chunks.data, chunks.offsets, stage1.merges, stage1.batch_sizes)
     fit = fit_merge_stage(chunks.offsets, chunks.counts, budget, sampler.stage("superbpe_table"), config.freq_cutoff,
-                          config.workers)
+                          config.workers, tokens_per_byte=tokens_per_byte)
     if fit.auto_cutoff:
         reporter.event("warning", message=f"SuperBPE stage 2 fits {format_size(budget)} only without the rarest "
                        f"superword chunks: chunks seen fewer than {fit.min_count} times are left out")

@@ -44,6 +44,11 @@ MERGE_BYTES_PER_TOKEN = 38
 MERGE_BYTES_PER_CHUNK = 24
 SLICED_FACTOR = 2  # merge workers: engines in slices, an interpreter each, the coordinator's queue beside
 # them (measured 1.2-1.3x one process's peak on SuperBPE's stage 2): counted twice, on the safe side
+# SuperBPE's stage 2 encodes a table of bytes before merging it (encode_for_merging): per table byte,
+# the table (2 bytes), its bytes as uint8 (1) and the encoding's temporaries, measured 7.8 (2026-11-23,
+# realmix's stage 2, 113M bytes, one process: 0.88 GB above the process). The merge then works on the
+# encoded table, fewer tokens than bytes (fit_merge_stage's tokens_per_byte).
+ENCODE_BYTES_PER_BYTE = 11
 AUTO_CUTOFF_LIMIT = 1 << 16  # the automatic cutoff never goes beyond this count
 MAX_AUTO_DROP = 0.05  # the automatic cutoff may leave out at most this share of chunk occurrences
 
@@ -65,24 +70,31 @@ class MergeFit:
     dropped_chunks: int  # left out by the automatic cutoff
     dropped_occurrences: int
     workers: int  # merge workers the budget allows
+    tokens_per_byte: float | None = None  # a table of bytes encoded before merging: tokens it will have per byte
 
     def to_dict(self) -> dict:
         return {"min_count": self.min_count, "auto_cutoff": self.auto_cutoff, "table_chunks": self.chunks,
                 "table_tokens": self.tokens, "estimate_bytes": self.estimate,
                 "dropped_chunks": self.dropped_chunks, "dropped_occurrences": self.dropped_occurrences,
-                "workers": self.workers}
+                "workers": self.workers,
+                **({"tokens_per_byte": round(self.tokens_per_byte, 4)} if self.tokens_per_byte is not None else {})}
 
 
 def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_rss: int, freq_cutoff: int = 1,
-                    workers: int = 1) -> MergeFit:
+                    workers: int = 1, tokens_per_byte: float | None = None) -> MergeFit:
     """The smallest min_count >= freq_cutoff whose table merges under budget, given the process
     tree's RSS now (base_rss); chunk k is offsets[k]:offsets[k + 1] of the chunk bytes, seen
     counts[k] times. Raising it leaves the rarest chunks out (an automatic freq_cutoff), at most
     MAX_AUTO_DROP of all occurrences of chunks longer than one byte; past that, or if nothing fits,
-    a ValueError names the budget that would do."""
+    a ValueError names the budget that would do. tokens_per_byte: the table is first encoded with
+    earlier merges (SuperBPE's stage 2), which leaves this many tokens per byte (sampled_tokens_per_byte):
+    the peak is the encoding's or the merging of the encoded table's, whichever is larger."""
     largest = min(int(counts.max()) + 1 if len(counts) else 2, AUTO_CUTOFF_LIMIT)
     by_chunks, by_tokens = tokens_by_cutoff(offsets, counts, largest)
-    need = base_rss + MERGE_BYTES_PER_TOKEN * by_tokens + MERGE_BYTES_PER_CHUNK * by_chunks
+    merged = by_tokens if tokens_per_byte is None else np.ceil(by_tokens * tokens_per_byte).astype(np.int64)
+    need = base_rss + MERGE_BYTES_PER_TOKEN * merged + MERGE_BYTES_PER_CHUNK * by_chunks
+    if tokens_per_byte is not None:
+        need = np.maximum(need, base_rss + ENCODE_BYTES_PER_BYTE * by_tokens + MERGE_BYTES_PER_CHUNK * by_chunks)
     start = max(freq_cutoff, 1)
     fits = np.flatnonzero(need[start:] <= budget)
     multi = counts[np.diff(offsets) > 1]
@@ -93,19 +105,21 @@ def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_r
     if not len(fits) or dropped > most:
         allowed = np.flatnonzero(occurrences[start] - occurrences[start:] <= most)
         least = int(need[start + int(allowed[-1])])
+        table = (f"{int(by_tokens[start]):,} tokens" if tokens_per_byte is None else
+                 f"{int(by_tokens[start]):,} bytes (about {int(merged[start]):,} tokens once encoded)")
         raise ValueError(
             f"memory budget {format_size(budget)} is too small for the merge stage: its table of "
-            f"{int(by_tokens[start]):,} tokens needs about {format_size(int(need[start]))} with the "
+            f"{table} needs about {format_size(int(need[start]))} with the "
             f"{format_size(base_rss)} in use, and leaving out the rarest chunks to fit would drop more than "
             f"{MAX_AUTO_DROP:.0%} of the corpus; use at least {format_size(-(-least // 10**8) * 10**8)} "
             "(--memory-budget), or a larger --freq-cutoff"
         )
-    merge_peak = merge_estimate(int(by_tokens[min_count]), int(by_chunks[min_count]))
+    merge_peak = merge_estimate(int(merged[min_count]), int(by_chunks[min_count]))
     merge_workers = workers if base_rss + SLICED_FACTOR * merge_peak <= budget else 1
     return MergeFit(min_count=min_count, auto_cutoff=min_count > start, chunks=int(by_chunks[min_count]),
-                    tokens=int(by_tokens[min_count]), estimate=base_rss + merge_peak,
+                    tokens=int(by_tokens[min_count]), estimate=int(need[min_count]),
                     dropped_chunks=int(by_chunks[start] - by_chunks[min_count]), dropped_occurrences=dropped,
-                    workers=merge_workers)
+                    workers=merge_workers, tokens_per_byte=tokens_per_byte)
 
 
 def encode_for_merging(table: ChunkTable, merges: list[tuple[int, int]], batch_sizes: list[int], vocab_size: int,

@@ -233,3 +233,25 @@ def rank_order_batches(merges: list[tuple[int, int]], first_id: int = 256) -> li
     if size:
         sizes.append(size)
     return sizes
+
+
+def sampled_tokens_per_byte(data: np.ndarray, offsets: np.ndarray, merges: list[tuple[int, int]],
+                            batch_sizes: list[int], sample_bytes: int = 4 << 20) -> float:
+    """Tokens per byte that encoding chunks (chunk k is data[offsets[k]:offsets[k + 1]]) with merges
+    leaves, measured on evenly spaced chunks of about sample_bytes in all: what a table of these
+    chunks will hold once encoded, known before it is built (the merge stage's memory estimate)."""
+    lengths = np.diff(offsets)
+    multi = np.flatnonzero(lengths > 1)  # the table leaves out chunks of one byte
+    total = int(lengths[multi].sum())
+    if total == 0:
+        return 1.0
+    step = max(1, int(total // max(sample_bytes, 1)))
+    picked = multi[::step]
+    picked_lengths = lengths[picked]
+    starts = np.zeros(len(picked) + 1, dtype=np.int64)
+    np.cumsum(picked_lengths, out=starts[1:])
+    idx, _ = gather(data, offsets[picked], picked_lengths)
+    sample = ChunkTable(tokens=np.asarray(data[idx], dtype=np.uint8), starts=starts, lengths=picked_lengths.copy(),
+                        counts=np.ones(len(picked), dtype=np.int64))
+    encoded = encode_byte_table(sample, merges, batch_sizes)
+    return len(encoded.tokens) / int(starts[-1])

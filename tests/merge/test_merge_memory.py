@@ -72,6 +72,43 @@ def test_fit_keeps_everything_when_the_budget_allows():
     assert fit_merge_stage(offsets, n, budget=10**9, base_rss=10**8, freq_cutoff=2).tokens == 5
 
 
+def test_fit_of_a_table_encoded_before_it_merges():
+    """SuperBPE's stage 2: the peak is the encoding (per byte) or the merging of the encoded table
+    (per token, fewer than bytes), whichever is larger, and the error speaks of both."""
+    from parbpe.merge.coordinator import ENCODE_BYTES_PER_BYTE, MERGE_BYTES_PER_CHUNK
+
+    data, offsets, n = _arrays({b"ab" * 500: 3, b"abc" * 300: 1, b"xyz" * 200: 2})  # 2,500 bytes, 3 chunks
+    fit = fit_merge_stage(offsets, n, budget=10**9, base_rss=10**6, tokens_per_byte=0.25)
+    assert fit.tokens == 2500 and fit.tokens_per_byte == 0.25
+    merging = merge_estimate(625, 3)
+    encoding = ENCODE_BYTES_PER_BYTE * 2500 + MERGE_BYTES_PER_CHUNK * 3
+    assert fit.estimate == 10**6 + max(merging, encoding) and fit.to_dict()["tokens_per_byte"] == 0.25
+    assert fit_merge_stage(offsets, n, budget=10**9, base_rss=10**6, tokens_per_byte=0.9).estimate == \
+        10**6 + merge_estimate(2250, 3)
+    # A budget the bytes as tokens would not fit, the encoded table does.
+    budget = 10**6 + max(merging, encoding)
+    with pytest.raises(ValueError, match="too small"):
+        fit_merge_stage(offsets, n, budget=budget, base_rss=10**6)
+    assert not fit_merge_stage(offsets, n, budget=budget, base_rss=10**6, tokens_per_byte=0.25).auto_cutoff
+    with pytest.raises(ValueError, match=r"its table of 2,500 bytes \(about 625 tokens once encoded\) needs"):
+        fit_merge_stage(offsets, n, budget=10**6 + 100, base_rss=10**6, tokens_per_byte=0.25)
+
+
+def test_sampled_tokens_per_byte_is_what_encoding_leaves():
+    from parbpe.merge.encode import encode_byte_table, sampled_tokens_per_byte
+    from parbpe.merge.table import table_from_arrays
+
+    rng = random.Random(3)
+    counts = {"".join(rng.choice("abcab ") for _ in range(rng.randint(2, 30))).encode(): 1 for _ in range(3000)}
+    data, offsets, n = _arrays(counts)
+    table = table_from_arrays(data, offsets, n, 400)
+    stage1 = learn_merges(table_from_arrays(data, offsets, n, 400), [bytes([b]) for b in range(256)], 60)
+    whole = len(encode_byte_table(table, stage1.merges, stage1.batch_sizes).tokens) / len(table.tokens)
+    assert sampled_tokens_per_byte(data, offsets, stage1.merges, stage1.batch_sizes, sample_bytes=10**9) == whole
+    sampled = sampled_tokens_per_byte(data, offsets, stage1.merges, stage1.batch_sizes, sample_bytes=5000)
+    assert 0.2 < whole < 0.9 and abs(sampled - whole) < 0.05 * whole
+
+
 def test_fit_leaves_out_the_rarest_chunks_or_refuses():
     # 1000 chunks seen once (3 tokens each) and one chunk seen a million times.
     counts = {f"r{k:03d}".encode()[:3] + bytes([97 + k % 26]): 1 for k in range(1000)}
