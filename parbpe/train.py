@@ -182,7 +182,7 @@ def train(
         trim_heap()  # the reduce stage's freed heap: the merge stage's room is measured next
         try:
             fit = fit_merge_stage(chunks.offsets, chunks.counts, budget, sampler.stage("table"), config.freq_cutoff,
-                                  config.workers)
+                                  config.workers, data=chunks.data if inherited is None else None)
         except ValueError as exc:
             if run is None:
                 raise

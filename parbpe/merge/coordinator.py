@@ -16,7 +16,7 @@ import numpy as np
 from ..run.memory import format_size, trim_heap
 from .encode import encode_byte_table
 from .engines import ChunkEngine, LinkedEngine
-from .runs import RunEngine, prefers_runs
+from .runs import MIN_RUN_TOKENS, RUNS_FACTOR, RunEngine, prefers_runs, runs_per_chunk
 from .selection import Descending, PairQueue, safe_batch, search_width
 from .table import ChunkTable, token_dtype, tokens_by_cutoff
 from .workers import SlicedEngine
@@ -49,6 +49,13 @@ SLICED_FACTOR = 2  # merge workers: engines in slices, an interpreter each, the 
 # realmix's stage 2, 113M bytes, one process: 0.88 GB above the process). The merge then works on the
 # encoded table, fewer tokens than bytes (fit_merge_stage's tokens_per_byte).
 ENCODE_BYTES_PER_BYTE = 11
+# The run engine (runs.py, hostile text) per table token (the table and the runs' scratch; a chunk of
+# 50M one letter also makes tokens of 2^k bytes that the vocabulary holds: 11.5 a token, 13 counted)
+# and per run (the run log, its pair index, a round's temporaries), measured 2026-11-23 in one
+# process: 50M tokens as 1 run, 575 MB above the process; as 6.0M runs (runs of 8), 2,084 MB;
+# 20M tokens as 1.35-2.40M runs, 503-877 MB.
+RUN_BYTES_PER_TOKEN = 13
+RUN_BYTES_PER_RUN = 400
 AUTO_CUTOFF_LIMIT = 1 << 16  # the automatic cutoff never goes beyond this count
 MAX_AUTO_DROP = 0.05  # the automatic cutoff may leave out at most this share of chunk occurrences
 
@@ -71,30 +78,45 @@ class MergeFit:
     dropped_occurrences: int
     workers: int  # merge workers the budget allows
     tokens_per_byte: float | None = None  # a table of bytes encoded before merging: tokens it will have per byte
+    runs: int | None = None  # the table is merged by the run engine (runs.py): its runs
 
     def to_dict(self) -> dict:
         return {"min_count": self.min_count, "auto_cutoff": self.auto_cutoff, "table_chunks": self.chunks,
                 "table_tokens": self.tokens, "estimate_bytes": self.estimate,
                 "dropped_chunks": self.dropped_chunks, "dropped_occurrences": self.dropped_occurrences,
                 "workers": self.workers,
-                **({"tokens_per_byte": round(self.tokens_per_byte, 4)} if self.tokens_per_byte is not None else {})}
+                **({"tokens_per_byte": round(self.tokens_per_byte, 4)} if self.tokens_per_byte is not None else {}),
+                **({"engine": "runs", "table_runs": self.runs} if self.runs is not None else {})}
 
 
 def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_rss: int, freq_cutoff: int = 1,
-                    workers: int = 1, tokens_per_byte: float | None = None) -> MergeFit:
+                    workers: int = 1, tokens_per_byte: float | None = None, data: np.ndarray | None = None
+                    ) -> MergeFit:
     """The smallest min_count >= freq_cutoff whose table merges under budget, given the process
     tree's RSS now (base_rss); chunk k is offsets[k]:offsets[k + 1] of the chunk bytes, seen
     counts[k] times. Raising it leaves the rarest chunks out (an automatic freq_cutoff), at most
     MAX_AUTO_DROP of all occurrences of chunks longer than one byte; past that, or if nothing fits,
     a ValueError names the budget that would do. tokens_per_byte: the table is first encoded with
     earlier merges (SuperBPE's stage 2), which leaves this many tokens per byte (sampled_tokens_per_byte):
-    the peak is the encoding's or the merging of the encoded table's, whichever is larger."""
+    the peak is the encoding's or the merging of the encoded table's, whichever is larger. data: the
+    chunk bytes of a table merged as it is (no encoding first); where runs of one byte shrink it
+    enough for learn_merges to pick the run engine (prefers_runs), that engine's cost is estimated,
+    in one process."""
     largest = min(int(counts.max()) + 1 if len(counts) else 2, AUTO_CUTOFF_LIMIT)
     by_chunks, by_tokens = tokens_by_cutoff(offsets, counts, largest)
     merged = by_tokens if tokens_per_byte is None else np.ceil(by_tokens * tokens_per_byte).astype(np.int64)
     need = base_rss + MERGE_BYTES_PER_TOKEN * merged + MERGE_BYTES_PER_CHUNK * by_chunks
     if tokens_per_byte is not None:
         need = np.maximum(need, base_rss + ENCODE_BYTES_PER_BYTE * by_tokens + MERGE_BYTES_PER_CHUNK * by_chunks)
+    by_runs = None
+    if data is not None:
+        multi = np.diff(offsets) > 1
+        capped = np.minimum(counts[multi], largest)
+        runs_of = runs_per_chunk(data, offsets)[multi]
+        by_runs = np.bincount(capped, weights=runs_of, minlength=largest + 1)[::-1].cumsum()[::-1].astype(np.int64)
+        use_runs = (by_tokens >= MIN_RUN_TOKENS) & (RUNS_FACTOR * by_runs <= by_tokens)
+        need = np.where(use_runs, base_rss + RUN_BYTES_PER_TOKEN * by_tokens + RUN_BYTES_PER_RUN * by_runs
+                        + MERGE_BYTES_PER_CHUNK * by_chunks, need)
     start = max(freq_cutoff, 1)
     fits = np.flatnonzero(need[start:] <= budget)
     multi = counts[np.diff(offsets) > 1]
@@ -116,10 +138,13 @@ def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_r
         )
     merge_peak = merge_estimate(int(merged[min_count]), int(by_chunks[min_count]))
     merge_workers = workers if base_rss + SLICED_FACTOR * merge_peak <= budget else 1
+    runs = int(by_runs[min_count]) if by_runs is not None and use_runs[min_count] else None
+    if runs is not None:
+        merge_workers = 1  # the run engine merges in one process
     return MergeFit(min_count=min_count, auto_cutoff=min_count > start, chunks=int(by_chunks[min_count]),
                     tokens=int(by_tokens[min_count]), estimate=int(need[min_count]),
                     dropped_chunks=int(by_chunks[start] - by_chunks[min_count]), dropped_occurrences=dropped,
-                    workers=merge_workers, tokens_per_byte=tokens_per_byte)
+                    workers=merge_workers, tokens_per_byte=tokens_per_byte, runs=runs)
 
 
 def encode_for_merging(table: ChunkTable, merges: list[tuple[int, int]], batch_sizes: list[int], vocab_size: int,

@@ -24,6 +24,7 @@ from .pairs import aggregate, gather, pack
 from .table import ChunkTable
 
 RUNS_FACTOR = 4  # the run engine is used when the table has at most 1/RUNS_FACTOR as many runs as tokens
+MIN_RUN_TOKENS = 1 << 16  # ... and at least this many tokens
 SLICE = 1 << 22  # table tokens looked at a time when runs are found (bounded temporaries)
 
 
@@ -51,9 +52,23 @@ def run_starts(table: ChunkTable) -> np.ndarray:
 def prefers_runs(table: ChunkTable) -> bool:
     """Whether runs shrink this table at least RUNS_FACTOR times (then RunEngine costs far less)."""
     tokens = int(table.starts[-1]) if len(table.starts) else 0
-    if tokens < 1 << 16 or not np.array_equal(table.lengths, np.diff(table.starts)):
+    if tokens < MIN_RUN_TOKENS or not np.array_equal(table.lengths, np.diff(table.starts)):
         return False
     return RUNS_FACTOR * len(run_starts(table)) <= tokens
+
+
+def runs_per_chunk(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Runs of one byte in each chunk (chunk k is data[offsets[k]:offsets[k + 1]]; an empty chunk has
+    none), a slice of SLICE bytes at a time: what run_starts finds in their table, before it exists."""
+    runs = (np.diff(offsets) > 0).astype(np.int64)
+    n = int(offsets[-1]) if len(offsets) else 0
+    for lo in range(1, n, SLICE):
+        hi = min(lo + SLICE, n)
+        change = np.flatnonzero(data[lo:hi] != data[lo - 1:hi - 1]) + lo
+        chunk = np.searchsorted(offsets, change, side="right") - 1
+        inside = offsets[chunk] != change  # a chunk's first byte starts the run counted above
+        runs += np.bincount(chunk[inside], minlength=len(runs))
+    return runs
 
 
 def _runs_of(tokens: np.ndarray, seg: np.ndarray, reps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -94,6 +94,31 @@ def test_fit_of_a_table_encoded_before_it_merges():
         fit_merge_stage(offsets, n, budget=10**6 + 100, base_rss=10**6, tokens_per_byte=0.25)
 
 
+def test_fit_of_a_table_the_run_engine_merges(monkeypatch):
+    """Hostile text (long runs of one byte) merges in the run engine: estimated per token and per run,
+    in one process; a table whose runs do not shrink it keeps the linked engine's estimate."""
+    from parbpe.merge import coordinator
+    from parbpe.merge.coordinator import MERGE_BYTES_PER_CHUNK, RUN_BYTES_PER_RUN, RUN_BYTES_PER_TOKEN
+    from parbpe.merge.runs import run_starts
+    from parbpe.merge.table import table_from_arrays
+
+    monkeypatch.setattr(coordinator, "MIN_RUN_TOKENS", 100)
+    data, offsets, n = _arrays({b"a" * 3000: 2, b"ab" * 40: 5, b"xyz": 1})
+    table = table_from_arrays(data, offsets, n, 300)
+    runs = len(run_starts(table))
+    assert runs == 1 + 80 + 3
+    fit = fit_merge_stage(offsets, n, budget=10**9, base_rss=10**6, workers=2, data=data)
+    assert fit.runs == runs and fit.workers == 1 and fit.to_dict()["engine"] == "runs"
+    assert fit.estimate == 10**6 + RUN_BYTES_PER_TOKEN * 3083 + RUN_BYTES_PER_RUN * runs + MERGE_BYTES_PER_CHUNK * 3
+    # What fits the run engine would not fit the linked one.
+    with pytest.raises(ValueError, match="too small"):
+        fit_merge_stage(offsets, n, budget=fit.estimate, base_rss=10**6)
+    # At min_count 2 the table keeps only runs-poor chunks ("ab" * 40: 80 runs of 80 tokens): linked.
+    short = fit_merge_stage(offsets, n, budget=10**9, base_rss=10**6, freq_cutoff=5, workers=2, data=data)
+    assert short.runs is None and short.workers == 2 and short.estimate == 10**6 + merge_estimate(80, 1)
+    assert "engine" not in short.to_dict()
+
+
 def test_sampled_tokens_per_byte_is_what_encoding_leaves():
     from parbpe.merge.encode import encode_byte_table, sampled_tokens_per_byte
     from parbpe.merge.table import table_from_arrays
