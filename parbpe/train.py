@@ -39,7 +39,7 @@ from .io.plan import default_corpus_files, plan, unit_text_bytes
 from .io.readers import ReadStats
 from .io.units import WorkUnit
 from .merge.coordinator import MergeResult, encode_for_merging, fit_merge_stage, learn_merges
-from .merge.encode import encode_byte_table, rank_order_batches, sampled_tokens_per_byte
+from .merge.encode import rank_order_batches, sampled_tokens_per_byte
 from .merge.superword import superword_allowed
 from .merge.table import table_from_arrays
 from .patterns import SUPERWORD_PATTERN
@@ -205,10 +205,13 @@ def train(
         times["table"] = time.perf_counter() - t
         _stage_done(reporter, sampler, "table", times)
 
-        if inherited is not None:  # the chunks as the inherited tokenizer leaves them
+        sliced, init_workers = None, 0
+        if inherited is not None:  # the chunks as the inherited tokenizer leaves them (in merge workers if large)
             t = time.perf_counter()
             sampler.stage("init")
-            table = encode_byte_table(table, inherited.merges, rank_order_batches(inherited.merges))
+            table, sliced, init_workers = encode_for_merging(table, inherited.merges,
+                                                             rank_order_batches(inherited.merges), config.vocab_size,
+                                                             fit.workers, start_method)
             times["init"] = time.perf_counter() - t
             _stage_done(reporter, sampler, "init", times)
 
@@ -220,16 +223,21 @@ def train(
         replay = run.load_merges() if run is not None else None
         if replay is not None:
             reporter.event("note", message=f"replaying {len(replay[0])} merges from the checkpoint")
-        result = learn_merges(
-            table, vocab, (config.n_merges if superbpe is None else config.transition_merges) - first_new,
-            max_batch_size=config.max_batch_size,
-            cap_divisor=config.cap_divisor, nonoverlap=config.pair_count == "nonoverlap", batching=config.batching,
-            workers=fit.workers, start_method=start_method,
-            progress=lambda done, total_: reporter.update("merge", done, total_, force=done == total_,
-                                                          rss_MB=tree_rss() / 1e6),
-            replay=replay, on_round=run.merge_checkpointer() if run is not None else None,
-            allow=superword_allowed if inherited is not None and config.pattern == SUPERWORD_PATTERN else None,
-        )
+        try:
+            result = learn_merges(
+                table, vocab, (config.n_merges if superbpe is None else config.transition_merges) - first_new,
+                max_batch_size=config.max_batch_size,
+                cap_divisor=config.cap_divisor, nonoverlap=config.pair_count == "nonoverlap",
+                batching=config.batching, workers=fit.workers, start_method=start_method,
+                progress=lambda done, total_: reporter.update("merge", done, total_, force=done == total_,
+                                                              rss_MB=tree_rss() / 1e6),
+                replay=replay, on_round=run.merge_checkpointer() if run is not None else None,
+                allow=superword_allowed if inherited is not None and config.pattern == SUPERWORD_PATTERN else None,
+                sliced=sliced,
+            )
+        finally:
+            if sliced is not None:
+                sliced.close()
         times["merge"] = time.perf_counter() - t
         del vocab  # the tokenizer makes its own: tokens can be megabytes each (hostile text), never hold both
         result.engine = table = None  # nor the table and engine (the chunks' final tokens are not used)
@@ -292,7 +300,8 @@ def train(
         "peak_rss_by_stage": sampler.by_stage,
         **({"superbpe": superbpe.stats} if superbpe is not None else {}),
         **({"init": {"source": config.init, "inherited_merges": first_new,
-                     "inherited_tokens": len(inherited.tokenizer.vocab)}} if inherited is not None else {}),
+                     "inherited_tokens": len(inherited.tokenizer.vocab), "encode_workers": init_workers}}
+           if inherited is not None else {}),
     }
     if heldout:
         t = time.perf_counter()

@@ -42,9 +42,14 @@ def _train(corpus: Path, out: Path, vocab_size: int, *extra: str, capsys=None) -
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
-@pytest.mark.parametrize("workers", ["1", "2"])
-def test_continuing_from_k_merges_equals_training_straight_on(corpus, tmp_path, capsys, mode, workers):
-    settings = [*MODES[mode], "--workers", workers]
+@pytest.mark.parametrize("workers", ["1", "2", "2 merge workers"])
+def test_continuing_from_k_merges_equals_training_straight_on(corpus, tmp_path, capsys, monkeypatch, mode, workers):
+    if workers == "2 merge workers":  # the inherited merges encode, and merging goes on, in merge workers
+        from parbpe.merge import coordinator
+
+        monkeypatch.setattr(coordinator, "MIN_BYTES_PER_ENCODE_WORKER", 1)
+        monkeypatch.setattr(coordinator, "MIN_TOKENS_PER_WORKER", 1)
+    settings = [*MODES[mode], "--workers", workers.split()[0]]
     _train(corpus, tmp_path / "k", 400, *settings, capsys=capsys)
     _train(corpus, tmp_path / "straight", 700, *settings, capsys=capsys)
     _train(corpus, tmp_path / "continued", 700, *settings, "--init", str(tmp_path / "k"), capsys=capsys)
@@ -52,6 +57,7 @@ def test_continuing_from_k_merges_equals_training_straight_on(corpus, tmp_path, 
         assert (tmp_path / "continued" / name).read_bytes() == (tmp_path / "straight" / name).read_bytes(), name
     stats = json.loads((tmp_path / "continued" / "stats.json").read_text())
     assert stats["init"]["inherited_merges"] == 400 - 256 and stats["merges"] == 700 - 400
+    assert stats["init"]["encode_workers"] == (2 if workers == "2 merge workers" else 1)
     assert json.loads((tmp_path / "continued" / "parbpe.json").read_text())["config"]["init"] == str(tmp_path / "k")
 
 
