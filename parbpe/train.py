@@ -223,21 +223,17 @@ def train(
         replay = run.load_merges() if run is not None else None
         if replay is not None:
             reporter.event("note", message=f"replaying {len(replay[0])} merges from the checkpoint")
-        try:
-            result = learn_merges(
-                table, vocab, (config.n_merges if superbpe is None else config.transition_merges) - first_new,
-                max_batch_size=config.max_batch_size,
-                cap_divisor=config.cap_divisor, nonoverlap=config.pair_count == "nonoverlap",
-                batching=config.batching, workers=fit.workers, start_method=start_method,
-                progress=lambda done, total_: reporter.update("merge", done, total_, force=done == total_,
-                                                              rss_MB=tree_rss() / 1e6),
-                replay=replay, on_round=run.merge_checkpointer() if run is not None else None,
-                allow=superword_allowed if inherited is not None and config.pattern == SUPERWORD_PATTERN else None,
-                sliced=sliced,
-            )
-        finally:
-            if sliced is not None:
-                sliced.close()
+        result = learn_merges(  # (it stops the workers in sliced, if any, on every path)
+            table, vocab, (config.n_merges if superbpe is None else config.transition_merges) - first_new,
+            max_batch_size=config.max_batch_size,
+            cap_divisor=config.cap_divisor, nonoverlap=config.pair_count == "nonoverlap", batching=config.batching,
+            workers=fit.workers, start_method=start_method,
+            progress=lambda done, total_: reporter.update("merge", done, total_, force=done == total_,
+                                                          rss_MB=tree_rss() / 1e6),
+            replay=replay, on_round=run.merge_checkpointer() if run is not None else None,
+            allow=superword_allowed if inherited is not None and config.pattern == SUPERWORD_PATTERN else None,
+            sliced=sliced,
+        )
         times["merge"] = time.perf_counter() - t
         del vocab  # the tokenizer makes its own: tokens can be megabytes each (hostile text), never hold both
         result.engine = table = None  # nor the table and engine (the chunks' final tokens are not used)
@@ -438,17 +434,13 @@ def superbpe_stage2(counted: SuperwordCounts, stage1: MergeResult, config: Train
     for a, b in stage1.merges:
         vocab.append(vocab[a] + vocab[b])
     done = len(stage1.merges)
-    try:
-        result = learn_merges(
-            table, vocab, config.n_merges - done, max_batch_size=config.max_batch_size,
-            cap_divisor=config.cap_divisor, nonoverlap=config.pair_count == "nonoverlap", batching=config.batching,
-            workers=fit.workers, start_method=start_method, allow=superword_allowed, sliced=sliced,
-            progress=lambda made, total_: reporter.update("superbpe_merge", done + made, done + total_,
-                                                          force=made == total_, rss_MB=tree_rss() / 1e6),
-        )
-    finally:
-        if sliced is not None:
-            sliced.close()
+    result = learn_merges(  # (it stops the workers in sliced, if any, on every path)
+        table, vocab, config.n_merges - done, max_batch_size=config.max_batch_size, cap_divisor=config.cap_divisor,
+        nonoverlap=config.pair_count == "nonoverlap", batching=config.batching, workers=fit.workers,
+        start_method=start_method, allow=superword_allowed, sliced=sliced,
+        progress=lambda made, total_: reporter.update("superbpe_merge", done + made, done + total_,
+                                                      force=made == total_, rss_MB=tree_rss() / 1e6),
+    )
     times["superbpe_merge"] = time.perf_counter() - t
     _stage_done(reporter, sampler, "superbpe_merge", times)
     stages = ("superbpe_count", "superbpe_table", "superbpe_encode", "superbpe_merge")

@@ -18,7 +18,7 @@ from .encode import encode_byte_table
 from .engines import ChunkEngine, LinkedEngine
 from .runs import MIN_RUN_TOKENS, RUNS_FACTOR, RunEngine, prefers_runs, runs_per_chunk
 from .selection import Descending, PairQueue, safe_batch, search_width
-from .table import ChunkTable, token_dtype, tokens_by_cutoff
+from .table import ChunkTable, sum_by_cutoff, token_dtype, tokens_by_cutoff
 from .workers import SlicedEngine
 
 # A merge worker's slice must hold this many table tokens: tables of fewer than twice as many merge
@@ -110,10 +110,7 @@ def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_r
         need = np.maximum(need, base_rss + ENCODE_BYTES_PER_BYTE * by_tokens + MERGE_BYTES_PER_CHUNK * by_chunks)
     by_runs = None
     if data is not None:
-        multi = np.diff(offsets) > 1
-        capped = np.minimum(counts[multi], largest)
-        runs_of = runs_per_chunk(data, offsets)[multi]
-        by_runs = np.bincount(capped, weights=runs_of, minlength=largest + 1)[::-1].cumsum()[::-1].astype(np.int64)
+        by_runs = sum_by_cutoff(offsets, counts, largest, runs_per_chunk(data, offsets))
         use_runs = (by_tokens >= MIN_RUN_TOKENS) & (RUNS_FACTOR * by_runs <= by_tokens)
         need = np.where(use_runs, base_rss + RUN_BYTES_PER_TOKEN * by_tokens + RUN_BYTES_PER_RUN * by_runs
                         + MERGE_BYTES_PER_CHUNK * by_chunks, need)
@@ -246,13 +243,12 @@ def learn_merges(
     `table`): they merge it whatever `workers` says, unless the run engine is picked, which merges
     here; they are stopped in the end either way.
     """
-    if engine not in ("auto", "linked", "chunk", "runs"):
-        raise ValueError(f"engine must be 'auto', 'linked', 'chunk' or 'runs', got {engine!r}")
-    if engine == "linked" and nonoverlap:
-        raise ValueError("the linked engine counts overlapping pairs only; use engine='chunk'")
-    if batching not in ("batchbpe", "exact"):
-        raise ValueError(f"batching must be 'batchbpe' or 'exact', got {batching!r}")
-    use_runs = engine == "runs" or (engine == "auto" and prefers_runs(table))
+    try:
+        use_runs = _uses_runs(table, engine, nonoverlap, batching)
+    except BaseException:
+        if sliced is not None:
+            sliced.close()  # stopped on every path, as the docstring says
+        raise
     use_chunk = nonoverlap or engine == "chunk" or use_runs
     exact = batching == "exact" and not use_chunk
     if batching == "exact" and use_chunk:
@@ -287,6 +283,17 @@ def learn_merges(
     finally:
         if sliced is not None:
             sliced.close()
+
+
+def _uses_runs(table: ChunkTable, engine: str, nonoverlap: bool, batching: str) -> bool:
+    """learn_merges' settings checked (a ValueError names a bad one); whether the run engine merges."""
+    if engine not in ("auto", "linked", "chunk", "runs"):
+        raise ValueError(f"engine must be 'auto', 'linked', 'chunk' or 'runs', got {engine!r}")
+    if engine == "linked" and nonoverlap:
+        raise ValueError("the linked engine counts overlapping pairs only; use engine='chunk'")
+    if batching not in ("batchbpe", "exact"):
+        raise ValueError(f"batching must be 'batchbpe' or 'exact', got {batching!r}")
+    return engine == "runs" or (engine == "auto" and prefers_runs(table))
 
 
 def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int, cap_divisor: int,

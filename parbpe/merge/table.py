@@ -70,8 +70,14 @@ def tokens_by_cutoff(offsets: np.ndarray, counts: np.ndarray, largest: int) -> t
     """For every min_count m in 1..largest: (chunks, tokens) of the table that keeps chunks seen at
     least m times, as two arrays indexed by m (index 0 unused), from one pass over the counts."""
     lengths = np.diff(offsets)
-    multi = lengths > 1
+    return sum_by_cutoff(offsets, counts, largest), sum_by_cutoff(offsets, counts, largest, lengths)
+
+
+def sum_by_cutoff(offsets: np.ndarray, counts: np.ndarray, largest: int, per_chunk: np.ndarray | None = None
+                  ) -> np.ndarray:
+    """For every min_count m in 1..largest: the sum of per_chunk (default 1 a chunk) over the chunks
+    the table keeps at that cutoff (longer than one byte, seen at least m times), indexed by m."""
+    multi = np.diff(offsets) > 1
     capped = np.minimum(counts[multi], largest)
-    chunks = np.bincount(capped, minlength=largest + 1)[::-1].cumsum()[::-1]
-    tokens = np.bincount(capped, weights=lengths[multi], minlength=largest + 1)[::-1].cumsum()[::-1]
-    return chunks.astype(np.int64), tokens.astype(np.int64)
+    weights = None if per_chunk is None else per_chunk[multi]
+    return np.bincount(capped, weights=weights, minlength=largest + 1)[::-1].cumsum()[::-1].astype(np.int64)
