@@ -11,7 +11,8 @@ listed with its one-line reason.
 
 Each budget runs `parbpe count` in its own process (none = no --memory-budget, parbpe's default
 of half the available RAM). For each: the budget, peak RSS of the whole process tree sampled by
-psutil every 50 ms, the kernel's peak RSS of the largest single process (ru_maxrss), spills, wall
+psutil every 10 ms (finer than the run's own 50 ms sampler, whose by-stage peaks it is
+compared with), the kernel's peak RSS of the largest single process (ru_maxrss), spills, wall
 time, MB/s, and whether the counts file is byte-identical to the one of the first budget listed
 (put the unbounded run first to compare against it). A PNG plots peak RSS and time against budget.
 """
@@ -27,6 +28,8 @@ import sys
 import tempfile
 
 from harness import run_sampled, save_results, write_rusage
+
+SAMPLE_INTERVAL = 0.01  # seconds between samples of the run's tree
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -82,7 +85,8 @@ def main() -> None:
                 cli += ["--memory-budget", budget]
             if args.tmp_dir:
                 cli += ["--tmp-dir", args.tmp_dir]
-            measured = run_sampled([sys.executable, __file__, "--run-one", rusage, *cli], rusage)
+            measured = run_sampled([sys.executable, __file__, "--run-one", rusage, *cli], rusage,
+                                   interval=SAMPLE_INTERVAL)
             with open(stats_path) as f:
                 stats = json.load(f)
             digest = _digest(out)
@@ -134,7 +138,8 @@ def train_budgets(args: argparse.Namespace, budgets: list[str]) -> None:
             if args.tmp_dir:
                 cli += ["--tmp-dir", args.tmp_dir]
             try:
-                measured = run_sampled([sys.executable, __file__, "--run-one", rusage, *cli], rusage)
+                measured = run_sampled([sys.executable, __file__, "--run-one", rusage, *cli], rusage,
+                                   interval=SAMPLE_INTERVAL)
             except RuntimeError as error:
                 reason = str(error).strip().splitlines()[-1]
                 rows.append({"budget": budget, "refused": reason})
