@@ -3,142 +3,131 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import difflib
 import json
 import os
 import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
 
-from .config import TrainConfig
-from .patterns import PATTERNS
-from .run.memory import format_size, parse_size
-from .run.progress import MODES, Progress
+from . import config as config_module
+from .config import GROUPS, Job, RunOptions, TrainConfig
+from .run.memory import format_size
 
-_COUNT_UNITS = {"": 1, "k": 1024, "m": 1024**2}
+def _cli_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """A settings parser (config.py) as an argparse type: its ValueError becomes argparse's message."""
+    def parse_arg(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
 
-
-def parse_count(text: str) -> int:
-    """A vocabulary size as people write it: 32768, 50_304, 50,304, 32k (= 32,768), 1M (= 1,048,576)."""
-    cleaned = text.strip().replace("_", "").replace(",", "").lower()
-    number, unit = (cleaned[:-1], cleaned[-1]) if cleaned[-1:] in ("k", "m") else (cleaned, "")
-    if not number.isdigit():
-        raise argparse.ArgumentTypeError(f"cannot read {text!r} as a size: write 32768, 50_304 or 32k (k = 1,024)")
-    return int(number) * _COUNT_UNITS[unit]
-
-
-def parse_transition(text: str) -> int | float:
-    """--superbpe-transition: a merge count (26000, 26_000) or a share of the vocabulary (0.8 or 80%)."""
-    cleaned = text.strip().replace("_", "").replace(",", "")
-    try:
-        if cleaned.endswith("%"):
-            return float(cleaned[:-1]) / 100
-        return float(cleaned) if any(c in cleaned for c in ".eE") else int(cleaned)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"cannot read {text!r} as a transition: write a merge count (26000) or a "
-                                         "share of the vocabulary (0.8 or 80%)") from None
+    parse_arg.__name__ = parse.__name__  # argparse names the type in its message
+    parse_arg.__doc__ = parse.__doc__
+    return parse_arg
 
 
-def _parse_sizes(text: str) -> list[int]:
-    """--also-save: vocabulary sizes as a comma list (8192,16k,50_304)."""
-    return [parse_count(t) for t in text.split(",") if t.strip()]
+parse_count = _cli_type(config_module.parse_count)
+parse_transition = _cli_type(config_module.parse_transition)
+SETTINGS = (Job, TrainConfig, RunOptions)  # what the train and count commands' options are generated from
 
 
-def _split_specials(text: str) -> list[str]:
-    return [t for t in text.split(",") if t]
+class Parser(argparse.ArgumentParser):
+    """argparse without abbreviations (`--special-token` must not pass for `--special-tokens`), whose
+    error for an unknown option names the nearest known one."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith("unrecognized arguments:"):
+            known = sorted(_option_strings(self))
+            hints = [f"{word.split('=')[0]}: did you mean {match[0]}?" for word in message.split(":", 1)[1].split()
+                     if word.startswith("--") and (match := difflib.get_close_matches(word.split("=")[0], known, 1))]
+            message += "".join(f"; {hint}" for hint in hints)
+        super().error(message)
 
 
-def _add_corpus_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("inputs", nargs="*", metavar="INPUT",
-                   help="files, globs or directories (parquet, arrow, jsonl and txt, optionally .gz/.zst, counts "
-                        "files; any other extension is read as UTF-8 text), or - for standard input")
-    p.add_argument("--sample-corpus", action="store_true",
-                   help="with no INPUT: train on the built-in sample corpus (the Python standard library's sources)")
-    p.add_argument("--pattern", default=None,
-                   help=f"split pattern: {', '.join(PATTERNS)} or tiktoken's names (cl100k_base, o200k_base), "
-                        "any case; or a regex (default gpt4; with --init, that tokenizer's)")
-    p.add_argument("--special-tokens", action="extend", type=_split_specials, default=[], metavar="TOKEN[,TOKEN]",
-                   help="special tokens, e.g. '<|endoftext|>', as a comma list or one flag per token: they split "
-                        "the text and get the last ids")
-    p.add_argument("--text-column", default="text", help="parquet/arrow column or jsonl field with the text")
-    p.add_argument("--max-chunk-bytes", type=parse_count, default=0, metavar="N",
-                   help="cut chunks longer than N bytes into pieces of at most N bytes, on character boundaries, "
-                        "before they are counted (changes the result; like sentencepiece's max_sentence_length, "
-                        "for text with huge chunks; default 0: off)")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
-    p.add_argument("--memory-budget", type=parse_size, default=None, metavar="SIZE",
-                   help="RAM limit for the process tree, every stage, e.g. 2GB; counts past a worker's "
-                        "share spill to disk, and the rarest chunks stay out of training if the merge stage "
-                        "would not fit (default: half the available RAM)")
-    p.add_argument("--tmp-dir", default=None, metavar="DIR",
-                   help="directory for spilled counts, removed at the end (default: the system's temp dir); "
-                        "train keeps them in its run directory instead (--run-dir)")
-    p.add_argument("--start-method", choices=["fork", "spawn", "forkserver"], default=None,
-                   help="how worker processes start (default: fork where available)")
-    p.add_argument("--progress", choices=MODES, default="bar",
-                   help="progress on stderr: bar (for people), jsonl (one JSON object per line, for tools) or none")
-    p.add_argument("--executor", choices=["local", "ray"], default="local",
-                   help="count and reduce in local processes (default) or as Ray tasks (pip install 'parbpe[ray]')")
-    p.add_argument("--ray-address", default=None, metavar="ADDRESS",
-                   help="with --executor ray: 'auto' joins the cluster this machine belongs to, or host:port / "
-                        "ray://host:port (default: start or use a local Ray instance)")
-    _add_debug(p)
+def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    """Every long option of parser and of its subcommands."""
+    found = {s for s in parser._option_string_actions if s.startswith("--")}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _option_strings(sub)
+    return found
+
+
+def add_settings(parser: argparse.ArgumentParser, command: str) -> None:
+    """One option per field of the settings dataclasses that `command` offers, in config.GROUPS's
+    groups, each help ending with its default."""
+    groups = {name: parser.add_argument_group(title) for name, title in GROUPS.items()}
+    for cls in SETTINGS:
+        for f in dataclasses.fields(cls):
+            if command in f.metadata["commands"]:
+                flags, kwargs = _argument(f)
+                groups[f.metadata["group"]].add_argument(*flags, **kwargs)
+
+
+def _argument(f: dataclasses.Field) -> tuple[list[str], dict[str, Any]]:
+    """The add_argument arguments of one setting (see config.setting)."""
+    m = f.metadata
+    default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+    if m["cli_default"] is not None:
+        default = m["cli_default"]
+    shown = m["shown"] or ("off" if m["kind"] == "flag" else str(default))
+    kwargs: dict[str, Any] = {"help": f"{m['help']} (default: {shown})".replace("%", "%%")}
+    if m["metavar"]:
+        kwargs["metavar"] = m["metavar"]
+    if m["kind"] == "positional":
+        return [f.name], {**kwargs, "nargs": "*", "default": []}
+    kwargs["dest"] = f.name
+    if m["kind"] == "flag":
+        return [_flag(f.name)], {**kwargs, "action": "store_true"}
+    if m["kind"] in ("list", "append"):
+        kwargs.update(action="extend" if m["kind"] == "list" else "append", default=[])
+    else:
+        kwargs.update(default=default, required=m["shown"] == "required", choices=m["choices"])
+    if m["parse"] is not None:
+        kwargs["type"] = _cli_type(m["parse"])
+    elif isinstance(default, int) and not isinstance(default, bool):
+        kwargs["type"] = int
+    if m["kind"] == "list":  # a comma list per flag; the flag may be repeated
+        kwargs["type"] = _cli_type(m["parse"])
+    return [_flag(f.name)], kwargs
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def settings_from(args: argparse.Namespace) -> tuple[Job, TrainConfig, RunOptions]:
+    """The parsed options of train or count as the dataclasses they were generated from."""
+    made = []
+    for cls in SETTINGS:
+        values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
+        made.append(cls(**values))
+    return made[0], made[1], made[2]
 
 
 def _add_debug(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    p.add_argument("--debug", action="store_true", help="show the full traceback of an error (default: off)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="parbpe", description="Train byte-level BPE tokenizers, fast.")
+    parser = Parser(prog="parbpe", description="Train byte-level BPE tokenizers, fast.")
     parser.add_argument("--version", action="version", version=f"parbpe {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     train = sub.add_parser("train", help="train a tokenizer and write its files")
-    _add_corpus_options(train)
-    train.add_argument("--vocab-size", type=parse_count, default=32768,
-                       help="total tokens incl. specials: 32768, 50_304 or 32k (k = 1,024; default 32768)")
-    for role in ("eos", "bos", "pad"):
-        train.add_argument(f"--{role}-token", default=None, metavar="TOKEN",
-                           help=f"the special token transformers uses as {role}_token"
-                                + (" (default: the first special token)" if role == "eos" else ""))
-    train.add_argument("--heldout", action="append", default=[], metavar="PATH",
-                       help="evaluate the result on this text at the end (bytes/token, tokens/word, unused "
-                            "vocabulary), recorded in stats.json; repeat for several")
-    train.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    train.add_argument("--init", metavar="TOKENIZER", default=None,
-                       help="continue this byte-level BPE tokenizer: a parbpe output directory, a tokenizer.json, "
-                            "GPT-2's vocab.json (merges.txt beside it) or a .tiktoken rank file; its tokens keep "
-                            "their ids and --vocab-size counts them")
-    train.add_argument("--also-save", type=_parse_sizes, default=[], metavar="SIZE[,SIZE]",
-                       help="also write the tokenizer of each smaller vocabulary size (the run's first merges) "
-                            "to OUT/vocab-SIZE/, e.g. 8192,16384")
-    train.add_argument("--freq-cutoff", type=int, default=0, help="drop chunks seen fewer times than this")
-    train.add_argument("--stop-list-size", type=int, default=0,
-                       help="whole-chunk tokens for the N most frequent chunks")
-    train.add_argument("--max-batch-size", type=int, default=0,
-                       help="merges per round at most (0 = no limit, 1 = serial)")
-    train.add_argument("--cap-divisor", type=int, default=2, help="BatchBPE: rank at most remaining/N pairs a round")
-    train.add_argument("--pair-count", choices=["overlap", "nonoverlap"], default="overlap",
-                       help="count overlapping pairs like 'aa' in 'aaa' twice (overlap, standard BPE) or once "
-                            "(nonoverlap, as BatchBPE)")
-    train.add_argument("--batching", choices=["batchbpe", "exact"], default="batchbpe",
-                       help="batchbpe: BatchBPE's safe batches (default); exact: the merges of serial BPE, "
-                            "in the same order, many per round")
-    train.add_argument("--superbpe-transition", type=parse_transition, default=None, metavar="T",
-                       help="SuperBPE: ordinary BPE for T merges (a count) or up to a share of --vocab-size "
-                            "(0.8), then superword tokens: the text re-counted with the superword split and "
-                            "merged on (see docs/USAGE.md, SuperBPE)")
-    train.add_argument("--run-dir", metavar="DIR", default=None,
-                       help="working files and checkpoints of the run, spilled counts included "
-                            "(default OUT/.parbpe-run)")
-    train.add_argument("--resume", action="store_true",
-                       help="continue a run that stopped (same command), from its last checkpoint")
-    train.add_argument("--keep-run-dir", action="store_true", help="keep the run directory after success")
+    add_settings(train, "train")
+    _add_debug(train)
 
     count = sub.add_parser("count", help="count chunks and write a counts file (a valid training input)")
-    _add_corpus_options(count)
-    count.add_argument("--out", required=True, metavar="FILE", help="counts file to write (.parquet)")
-    count.add_argument("--freq-cutoff", type=int, default=0, help="leave out chunks seen fewer times than this")
-    count.add_argument("--stats", metavar="FILE", help="also write the run's stats (times, bytes, spills, peak RSS) "
-                       "as JSON")
+    add_settings(count, "count")
+    _add_debug(count)
 
     encode = sub.add_parser("encode", help="encode text (or the documents of files, in parallel) into token ids")
     encode.add_argument("--tokenizer", required=True, metavar="DIR", help="a directory written by parbpe train")
@@ -148,7 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "per document, in input order")
     encode.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                         help="processes encoding --files (default: all cores)")
-    encode.add_argument("--text-column", default="text", help="parquet/arrow column or jsonl field with the text")
+    encode.add_argument("--text-column", default="text",
+                        help="parquet/arrow column or jsonl field with the text (default: text)")
     encode.add_argument("--allow-special", action="store_true", help="encode special-token strings as specials")
     encode.add_argument("--show", action="store_true", help="print each token's bytes next to its id")
     _add_debug(encode)
@@ -164,16 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--tokenizer", required=True, action="append", metavar="DIR",
                     help="a directory written by parbpe train; repeat to compare several side by side")
     ev.add_argument("inputs", nargs="+", metavar="INPUT", help="files, globs or directories of text")
-    ev.add_argument("--text-column", default="text", help="parquet/arrow column or jsonl field with the text")
+    ev.add_argument("--text-column", default="text",
+                    help="parquet/arrow column or jsonl field with the text (default: text)")
     ev.add_argument("--json", action="store_true", help="print JSON")
     _add_debug(ev)
     return parser
-
-
-def _config(args: argparse.Namespace, **extra) -> TrainConfig:
-    return TrainConfig(pattern=args.pattern, special_tokens=tuple(args.special_tokens), workers=args.workers,
-                       memory_budget=args.memory_budget, text_column=args.text_column, tmp_dir=args.tmp_dir,
-                       max_chunk_bytes=args.max_chunk_bytes, **extra)
 
 
 def console() -> int:
@@ -230,16 +215,10 @@ def _run(args: argparse.Namespace) -> int:
     from .train import count_to_file, train
 
     if args.command == "train":
-        config = _config(args, vocab_size=args.vocab_size, freq_cutoff=args.freq_cutoff,
-                         stop_list_size=args.stop_list_size, max_batch_size=args.max_batch_size,
-                         cap_divisor=args.cap_divisor, pair_count=args.pair_count, batching=args.batching,
-                         eos_token=args.eos_token, bos_token=args.bos_token, pad_token=args.pad_token,
-                         superbpe_transition=args.superbpe_transition, init=args.init)
+        job, config, options = settings_from(args)
         _check_inputs(args)
-        result = train(args.inputs, config, out_dir=args.out, progress=Progress(args.progress),
-                       start_method=args.start_method, executor=args.executor, ray_address=args.ray_address,
-                       run_dir=args.run_dir, resume=args.resume, keep_run_dir=args.keep_run_dir,
-                       sample_corpus=args.sample_corpus, heldout=args.heldout or None, also_save=args.also_save)
+        result = train(list(job.inputs), config, options=options, out_dir=job.out, sample_corpus=job.sample_corpus,
+                       heldout=list(job.heldout) or None, also_save=job.also_save)
         s = result.stats
         source = f"{s['bytes_read'] / 1e6:.1f} MB of text" if s["bytes_read"] else "counts files"
         inherited = f" after {s['init']['inherited_merges']:,} inherited" if "init" in s else ""
@@ -260,12 +239,10 @@ def _run(args: argparse.Namespace) -> int:
             print(f"  {row['directory'] + '/':24s} the {row['vocab_size']}-token tokenizer{scores}")
         return 0
     if args.command == "count":
-        config = _config(args)
+        job, config, options = settings_from(args)
         _check_inputs(args)
-        summary = count_to_file(args.inputs, args.out, config, freq_cutoff=args.freq_cutoff,
-                                progress=Progress(args.progress), start_method=args.start_method,
-                                executor=args.executor, ray_address=args.ray_address,
-                                sample_corpus=args.sample_corpus)
+        summary = count_to_file(list(job.inputs), job.out, config, freq_cutoff=config.freq_cutoff, options=options,
+                                sample_corpus=job.sample_corpus)
         seconds = sum(summary["seconds"].values())
         print(f"Wrote {summary['rows_written']:,} chunk counts ({summary['chunks']:,} chunks, "
               f"{summary['bytes_read'] / 1e6:.1f} MB read) to {summary['out']} in {seconds:.1f} s "

@@ -1,4 +1,11 @@
-"""The frozen training configuration: validated once, then passed to every stage and worker."""
+"""Settings, each declared once: the field carries its help, default, choices and option group, and
+the CLI parsers are generated from the fields (cli.py). Three dataclasses, by what they decide:
+
+- TrainConfig: what a training run produces (plus workers, memory budget and tmp_dir, which travel
+  with it to the counting workers but never change the result: `result=False` below);
+- RunOptions: how a run runs (progress, start method, executor, run directory, resume): never the result;
+- Job: what a command reads and writes (inputs, output, held-out text, extra sizes).
+"""
 
 from __future__ import annotations
 
@@ -7,12 +14,82 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from .patterns import pattern_name, resolve_pattern
+from .patterns import PATTERNS, pattern_name, resolve_pattern
 from .run.memory import parse_size
+from .run.progress import MODES
 from .tokenizer.load import read_any
 
 BATCHING_MODES = ("batchbpe", "exact")
 PAIR_COUNT_MODES = ("overlap", "nonoverlap")
+START_METHODS = ("fork", "spawn", "forkserver")
+EXECUTORS = ("local", "ray")
+# Option groups of `parbpe train --help`, in this order.
+GROUPS = {
+    "input": "input: what is read, and how it is split",
+    "output": "output: what is written",
+    "vocabulary": "vocabulary: what the tokenizer holds",
+    "algorithm": "algorithm: how merges are chosen",
+    "resources": "resources: processes, memory, progress (never change the result)",
+    "run": "run directory: checkpoints and resuming",
+    "cluster": "cluster: counting on Ray",
+}
+_COUNT_UNITS = {"": 1, "k": 1024, "m": 1024**2}
+
+
+def parse_count(text: str | int) -> int:
+    """A vocabulary size as people write it: 32768, 50_304, 50,304, 32k (= 32,768), 1M (= 1,048,576)."""
+    if isinstance(text, int):
+        return text
+    cleaned = text.strip().replace("_", "").replace(",", "").lower()
+    number, unit = (cleaned[:-1], cleaned[-1]) if cleaned[-1:] in ("k", "m") else (cleaned, "")
+    if not number.isdigit():
+        raise ValueError(f"cannot read {text!r} as a size: write 32768, 50_304 or 32k (k = 1,024)")
+    return int(number) * _COUNT_UNITS[unit]
+
+
+def parse_transition(text: str) -> int | float:
+    """--superbpe-transition: a merge count (26000, 26_000) or a share of the vocabulary (0.8 or 80%)."""
+    cleaned = text.strip().replace("_", "").replace(",", "")
+    try:
+        if cleaned.endswith("%"):
+            return float(cleaned[:-1]) / 100
+        return float(cleaned) if any(c in cleaned for c in ".eE") else int(cleaned)
+    except ValueError:
+        raise ValueError(f"cannot read {text!r} as a transition: write a merge count (26000) or a share of the "
+                         "vocabulary (0.8 or 80%)") from None
+
+
+def parse_sizes(text: str) -> list[int]:
+    """--also-save: vocabulary sizes as a comma list (8192,16k,50_304)."""
+    return [parse_count(t) for t in text.split(",") if t.strip()]
+
+
+def split_specials(text: str) -> list[str]:
+    """--special-tokens: a comma list (the flag may also be repeated)."""
+    return [t for t in text.split(",") if t]
+
+
+def setting(default: Any = None, *, help: str, group: str, commands: tuple[str, ...] = ("train",),
+            shown: str | None = None, parse: Any = None, choices: tuple[str, ...] | None = None,
+            metavar: str | None = None, kind: str = "value", result: bool = True,
+            default_factory: Any = None, cli_default: Any = None) -> Any:
+    """A dataclass field declaring one setting: its help, group, the commands that offer it as a flag,
+    the default as help shows it (shown; default: the value), how the CLI parses it (parse),
+    its choices, and kind: value, flag (store_true), list (comma lists, repeatable), append
+    (repeatable) or positional. result=False: it never changes what is produced (resume may change it).
+    cli_default: the command line's default where it differs from the library's."""
+    metadata = {"help": help, "group": group, "commands": commands, "shown": shown, "parse": parse,
+                "choices": choices, "metavar": metavar, "kind": kind, "result": result, "cli_default": cli_default}
+    if default_factory is not None:
+        return field(default_factory=default_factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def cpu_count() -> int:
+    return os.cpu_count() or 1
+
+
+BOTH = ("train", "count")
 
 
 @dataclass(frozen=True)
@@ -29,28 +106,71 @@ class TrainConfig:
     before special_tokens, and vocab_size counts its tokens too. pattern None without init: gpt4.
     """
 
-    vocab_size: int = 32768
-    pattern: str | None = None  # None: the init tokenizer's pattern, else gpt4
-    special_tokens: tuple[str, ...] = ()
-    freq_cutoff: int = 0
-    stop_list_size: int = 0
-    max_batch_size: int = 0
-    cap_divisor: int = 2
-    pair_count: str = "overlap"
-    batching: str = "batchbpe"  # or "exact": serial BPE's merges, many per round
-    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
-    memory_budget: int | None = None  # bytes for the whole process tree; None: half the available RAM
-    text_column: str = "text"
-    max_chunk_bytes: int = 0  # 0: off; else chunks are cut into pieces of at most this many bytes
-    tmp_dir: str | None = None  # where counting spills its runs; None: the system's temporary directory
+    vocab_size: int = setting(
+        32768, group="vocabulary", parse=parse_count, metavar="N",
+        help="total tokens incl. specials: 32768, 50_304 or 32k (k = 1,024)")
+    pattern: str | None = setting(
+        None, group="input", commands=BOTH, shown="gpt4; with --init, that tokenizer's",
+        help=f"split pattern: {', '.join(PATTERNS)} or tiktoken's names (cl100k_base, o200k_base), any case; "
+             "or a regex")
+    special_tokens: tuple[str, ...] = setting(
+        (), group="input", commands=BOTH, kind="list", parse=split_specials, metavar="TOKEN[,TOKEN]", shown="none",
+        help="special tokens, e.g. '<|endoftext|>', as a comma list or one flag per token: they split the text "
+             "and get the last ids")
+    freq_cutoff: int = setting(
+        0, group="vocabulary", commands=BOTH, metavar="N", help="leave out chunks seen fewer times than this")
+    stop_list_size: int = setting(
+        0, group="vocabulary", metavar="N", help="whole-chunk tokens for the N most frequent chunks")
+    max_batch_size: int = setting(
+        0, group="algorithm", metavar="N", shown="0: no limit", help="merges per round at most (1 = serial BPE)")
+    cap_divisor: int = setting(
+        2, group="algorithm", metavar="N", help="BatchBPE: rank at most remaining/N pairs a round")
+    pair_count: str = setting(
+        "overlap", group="algorithm", choices=PAIR_COUNT_MODES,
+        help="count overlapping pairs like 'aa' in 'aaa' twice (overlap, standard BPE) or once (nonoverlap, as "
+             "BatchBPE)")
+    batching: str = setting(
+        "batchbpe", group="algorithm", choices=BATCHING_MODES,
+        help="batchbpe: BatchBPE's safe batches; exact: the merges of serial BPE, in the same order, many per round")
+    workers: int = setting(
+        group="resources", commands=BOTH, default_factory=cpu_count, shown="all cores", result=False, metavar="N",
+        help="processes")
+    memory_budget: int | None = setting(
+        None, group="resources", commands=BOTH, parse=parse_size, metavar="SIZE", shown="half the available RAM",
+        result=False,
+        help="RAM limit for the process tree, every stage, e.g. 2GB; counts past a worker's share spill to disk, "
+             "and the rarest chunks stay out of training if the merge stage would not fit")
+    text_column: str = setting(
+        "text", group="input", commands=BOTH, metavar="NAME", help="parquet/arrow column or jsonl field with the text")
+    max_chunk_bytes: int = setting(
+        0, group="input", commands=BOTH, parse=parse_count, metavar="N", shown="0: off",
+        help="cut chunks longer than N bytes into pieces of at most N bytes, on character boundaries, before they "
+             "are counted (changes the result; like sentencepiece's max_sentence_length, for text with huge chunks)")
+    tmp_dir: str | None = setting(
+        None, group="resources", commands=BOTH, metavar="DIR", shown="the system's temp dir", result=False,
+        help="directory for spilled counts, removed at the end; train keeps them in its run directory instead "
+             "(--run-dir)")
     # Roles of special tokens for transformers (tokenizer_config.json); eos defaults to the first special.
-    eos_token: str | None = None
-    bos_token: str | None = None
-    pad_token: str | None = None
+    eos_token: str | None = setting(
+        None, group="vocabulary", metavar="TOKEN", shown="the first special token",
+        help="the special token transformers uses as eos_token")
+    bos_token: str | None = setting(
+        None, group="vocabulary", metavar="TOKEN", shown="none",
+        help="the special token transformers uses as bos_token")
+    pad_token: str | None = setting(
+        None, group="vocabulary", metavar="TOKEN", shown="none",
+        help="the special token transformers uses as pad_token")
     # SuperBPE: stage 1 (ordinary BPE) stops after this many merges (an int) or when the vocabulary
     # holds this share of vocab_size (a float in (0, 1)); stage 2 re-counts with the superword split.
-    superbpe_transition: int | float | None = None
-    init: str | None = None  # a tokenizer to continue from (train --init)
+    superbpe_transition: int | float | None = setting(
+        None, group="algorithm", parse=parse_transition, metavar="T", shown="off",
+        help="SuperBPE: ordinary BPE for T merges (a count) or up to a share of --vocab-size (0.8), then superword "
+             "tokens: the text re-counted with the superword split and merged on (see docs/USAGE.md, SuperBPE)")
+    init: str | None = setting(
+        None, group="vocabulary", metavar="TOKENIZER", shown="none: start from the 256 bytes",
+        help="continue this byte-level BPE tokenizer: a parbpe output directory, a tokenizer.json, GPT-2's "
+             "vocab.json (merges.txt beside it) or a .tiktoken rank file; its tokens keep their ids and "
+             "--vocab-size counts them")
 
     def __post_init__(self) -> None:
         # Normalise first (the dataclass is frozen, so go through object.__setattr__).
@@ -169,7 +289,8 @@ class TrainConfig:
         """to_dict() without the settings that never change the result (workers, memory budget,
         tmp_dir): what parbpe.json records, so output files are identical whatever the machine."""
         data = self.to_dict()
-        del data["workers"], data["memory_budget"], data["tmp_dir"]
+        for name in free_settings():
+            del data[name]
         return data
 
     @classmethod
@@ -180,6 +301,82 @@ class TrainConfig:
         if "special_tokens" in kwargs:
             kwargs["special_tokens"] = tuple(kwargs["special_tokens"])
         return cls(**kwargs)
+
+
+def free_settings() -> tuple[str, ...]:
+    """The TrainConfig fields that never change the result (a resumed run may change them)."""
+    return tuple(f.name for f in dataclasses.fields(TrainConfig) if not f.metadata["result"])
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run runs, never what it produces: shared by train, train_from_iterator and count_to_file.
+
+    progress: "bar", "jsonl", "none" or a Progress. data_limit (bytes of counts a counting worker
+    holds before it spills) overrides the share the memory budget gives. executor="ray" counts and
+    reduces as Ray tasks (ray_address: None starts or uses a local Ray instance, "auto" joins this
+    machine's cluster). run_dir (default OUT/.parbpe-run), resume and keep_run_dir: see train().
+    """
+
+    progress: Any = setting(
+        "none", group="resources", commands=BOTH, choices=MODES, cli_default="bar",
+        shown="bar on the command line, none in Python",
+        help="progress on stderr: bar (for people), jsonl (one JSON object per line, for tools) or none")
+    start_method: str | None = setting(
+        None, group="resources", commands=BOTH, choices=START_METHODS, shown="fork where available",
+        help="how worker processes start")
+    data_limit: int | None = setting(
+        None, group="resources", commands=BOTH, parse=parse_size, metavar="SIZE", shown="the memory budget's share",
+        help="bytes of counts a counting worker holds before it spills (for experiments)")
+    executor: str = setting(
+        "local", group="cluster", commands=BOTH, choices=EXECUTORS,
+        help="count and reduce in local processes or as Ray tasks (pip install 'parbpe[ray]')")
+    ray_address: str | None = setting(
+        None, group="cluster", commands=BOTH, metavar="ADDRESS", shown="start or use a local Ray instance",
+        help="with --executor ray: 'auto' joins the cluster this machine belongs to, or host:port / ray://host:port")
+    run_dir: str | None = setting(
+        None, group="run", metavar="DIR", shown="OUT/.parbpe-run",
+        help="working files and checkpoints of the run, spilled counts included")
+    resume: bool = setting(
+        False, group="run", kind="flag", help="continue a run that stopped (same command), from its last checkpoint")
+    keep_run_dir: bool = setting(False, group="run", kind="flag", help="keep the run directory after success")
+
+    def __post_init__(self) -> None:
+        if isinstance(self.progress, str) and self.progress not in MODES:
+            raise ValueError(f"progress must be one of {MODES}, got {self.progress!r}")
+        if self.executor not in EXECUTORS:
+            raise ValueError(f"executor must be 'local' or 'ray', got {self.executor!r}")
+        if self.executor == "local" and self.ray_address is not None:
+            raise ValueError("--ray-address needs --executor ray")
+        if self.start_method is not None and self.start_method not in START_METHODS:
+            raise ValueError(f"start_method must be one of {START_METHODS}, got {self.start_method!r}")
+
+
+@dataclass(frozen=True)
+class Job:
+    """What a command reads and writes (the CLI's side of train()'s and count_to_file's arguments)."""
+
+    inputs: tuple[str, ...] = setting(
+        (), group="input", commands=BOTH, kind="positional", metavar="INPUT", shown="none",
+        help="files, globs or directories (parquet, arrow, jsonl and txt, optionally .gz/.zst, counts files; any "
+             "other extension is read as UTF-8 text), or - for standard input")
+    sample_corpus: bool = setting(
+        False, group="input", commands=BOTH, kind="flag",
+        help="with no INPUT: the built-in sample corpus (the Python standard library's sources)")
+    out: str = setting(
+        "", group="output", commands=BOTH, metavar="PATH", shown="required",
+        help="the output directory (train) or the counts file to write, .parquet (count)")
+    heldout: tuple[str, ...] = setting(
+        (), group="output", kind="append", metavar="PATH", shown="none",
+        help="evaluate the result on this text at the end (bytes/token, tokens/word, unused vocabulary), recorded "
+             "in stats.json; repeat for several")
+    also_save: tuple[int, ...] = setting(
+        (), group="output", kind="list", parse=parse_sizes, metavar="SIZE[,SIZE]", shown="none",
+        help="also write the tokenizer of each smaller vocabulary size (the run's first merges) to OUT/vocab-SIZE/, "
+             "e.g. 8192,16384")
+    stats: str | None = setting(
+        None, group="output", commands=("count",), metavar="FILE", shown="none",
+        help="also write the run's stats (times, bytes, spills, peak RSS) as JSON")
 
 
 def _check_specials(specials: Any) -> tuple[str, ...]:

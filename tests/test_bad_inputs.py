@@ -57,7 +57,7 @@ def _no_output(out: Path) -> None:
 def test_out_naming_an_existing_file_is_refused_before_counting(corpus, tmp_path, capsys, monkeypatch):
     out = tmp_path / "out"
     out.write_text("my notes")
-    monkeypatch.setattr(sys.modules["parbpe.train"], "plan", lambda *a: pytest.fail("counting began"))
+    monkeypatch.setattr(sys.modules["parbpe.pipeline.inputs"], "plan", lambda *a: pytest.fail("counting began"))
     status, err = _train(capsys, corpus, "--out", str(out))
     _one_line(status, err, f"--out {out} is an existing file")
     assert out.read_text() == "my notes"
@@ -67,7 +67,7 @@ def test_unwritable_out_is_refused_before_counting(corpus, tmp_path, capsys, mon
     parent = tmp_path / "ro"
     parent.mkdir()
     _mount(parent, "ro,size=64k")
-    monkeypatch.setattr(sys.modules["parbpe.train"], "plan", lambda *a: pytest.fail("counting began"))
+    monkeypatch.setattr(sys.modules["parbpe.pipeline.inputs"], "plan", lambda *a: pytest.fail("counting began"))
     status, err = _train(capsys, corpus, "--out", str(parent / "out"))
     _one_line(status, err, f"--out {parent / 'out'} is not writable", "Read-only file system")
     _no_output(parent / "out")

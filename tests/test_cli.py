@@ -83,7 +83,7 @@ def test_train_with_no_input_is_an_error_unless_the_sample_corpus_is_asked_for(t
     assert main(["train", "--vocab-size", "300", "--out", str(tmp_path / "o"), "--progress", "none"]) == 2
     assert "error: no input given" in capsys.readouterr().err and not (tmp_path / "o").exists()
     few = default_corpus_files()[:20]  # a few standard-library files stand in for all, to keep it quick
-    monkeypatch.setattr(sys.modules["parbpe.train"], "default_corpus_files", lambda: few)
+    monkeypatch.setattr(sys.modules["parbpe.pipeline.inputs"], "default_corpus_files", lambda: few)
     assert main(["train", "--sample-corpus", "--vocab-size", "300", "--out", str(tmp_path / "o"), "--workers", "1",
                  "--progress", "none"]) == 0
     stats = json.loads((tmp_path / "o" / "stats.json").read_text())

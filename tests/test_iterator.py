@@ -101,7 +101,8 @@ def test_a_failing_iterable_or_worker_ends_the_run_with_its_error(tmp_path):
 
 
 def test_a_killed_counting_worker_is_an_error_not_a_hang(tmp_path, monkeypatch):
-    from parbpe.run.pool import KILL_HOOK, WorkerDied
+    from parbpe.run.faults import KILL_HOOK
+    from parbpe.run.pool import WorkerDied
 
     monkeypatch.setenv(KILL_HOOK, "count:3")  # a worker SIGKILLs itself when it takes its 4th batch
     config = parbpe.TrainConfig(vocab_size=300, workers=2)

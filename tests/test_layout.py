@@ -10,15 +10,16 @@ PACKAGE = Path(__file__).resolve().parents[1] / "parbpe"
 # What each part of parbpe may import (besides itself). Stages come in pipeline order; `run` and
 # `io` serve every stage; `patterns` and `config` are the settings every stage reads.
 ALLOWED = {
-    "run": set(),
+    "run": {"io"},  # the run directory writes through io/atomic
     "patterns": set(),
     "io": set(),
     "config": {"run", "patterns", "tokenizer"},
     "count": {"config", "patterns", "run", "io"},
     "merge": {"run"},
     "tokenizer": {"patterns", "io"},
-    "train": {"config", "patterns", "run", "io", "count", "merge", "tokenizer", "__init__"},
-    "cli": {"config", "patterns", "run", "io", "count", "merge", "tokenizer", "train"},
+    "pipeline": {"config", "patterns", "run", "io", "count", "merge", "tokenizer", "__init__"},
+    "train": {"config", "patterns", "run", "io", "count", "merge", "tokenizer", "pipeline", "__init__"},
+    "cli": {"config", "patterns", "run", "io", "count", "merge", "tokenizer", "pipeline", "train"},
     "__init__": {"config", "tokenizer", "train"},
 }
 

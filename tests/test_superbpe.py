@@ -158,7 +158,7 @@ def test_counts_files_and_iterators_are_refused(corpus, tmp_path, capsys):
 
 
 def test_a_killed_worker_ends_a_superbpe_run_in_one_line(tmp_path, monkeypatch, capsys):
-    from parbpe.run.pool import KILL_HOOK
+    from parbpe.run.faults import KILL_HOOK
 
     parts = []
     for k in range(4):  # two units per counting worker
@@ -176,7 +176,7 @@ def test_a_killed_worker_ends_a_superbpe_run_in_one_line(tmp_path, monkeypatch, 
 
 @pytest.mark.parametrize("trouble", ["killed while encoding", "killed while merging", "no shared memory"])
 def test_stage_two_workers_fail_in_one_line_and_leave_nothing(corpus, tmp_path, monkeypatch, capsys, trouble):
-    from parbpe.run.pool import KILL_HOOK
+    from parbpe.run.faults import KILL_HOOK
     from parbpe.run.shared_arrays import SHM_DIR_VARIABLE
 
     merge_workers_on_small_tables(monkeypatch)

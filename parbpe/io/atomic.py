@@ -12,19 +12,40 @@ from collections.abc import Callable, Iterable, Iterator
 from .filesystems import is_remote, local_path, write_remote
 
 
-def write_atomically(path: str, write) -> None:
+def write_atomically(path: str, write: Callable[[str], object], *, durable: bool = False) -> None:
     """Call write(temporary path) next to path, then rename it into place.
 
-    For an object-store URI (no rename there), write to a local temporary file and upload it to
-    the final key only when complete.
+    durable: flush the file to disk before the rename and the directory's entry after it, so that
+    not even a power cut leaves it empty (the run directory's checkpoints). For an object-store URI
+    (no rename there), write to a local temporary file and upload it to the final key only when
+    complete.
     """
     if is_remote(path):
         write_remote(path, write)
         return
     path = local_path(path)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
     tmp = _write_beside(path, write)
-    os.replace(tmp, path)
+    try:
+        if durable:
+            sync_file(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    if durable:
+        sync_file(directory)
+
+
+def sync_file(path: str) -> None:
+    """Flush a file (or a directory's entries) to disk, so a power cut cannot leave it empty."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 _TMP_HEAD = len(".tmp-") + 8

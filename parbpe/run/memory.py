@@ -175,20 +175,23 @@ class PeakSampler:
     """Samples the process tree's RSS in a background thread; `peak` is the largest value seen.
 
     stage(name) labels the samples that follow, so `by_stage` holds the peak of each stage (the
-    sample taken at a change of stage counts for both sides).
+    sample taken at a change of stage counts for both sides). `latest` is the last sample: what a
+    progress line shows, at no cost per call (reading the tree walks /proc of every process).
     """
 
     def __init__(self, interval: float = 0.05, pid: int | None = None) -> None:
         self.interval = interval
         self.pid = pid
-        self.peak = tree_rss(pid)
+        self.peak = self.latest = tree_rss(pid)
         self.by_stage: dict[str, int] = {}
         self._stage: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _sample(self) -> int:
+    def sample(self) -> int:
+        """The tree's RSS now, counted in the peaks."""
         rss = tree_rss(self.pid)
+        self.latest = rss
         self.peak = max(self.peak, rss)
         if self._stage is not None:
             self.by_stage[self._stage] = max(self.by_stage.get(self._stage, 0), rss)
@@ -196,13 +199,13 @@ class PeakSampler:
 
     def stage(self, name: str) -> int:
         """Start labelling samples with stage `name`; returns the tree's RSS now."""
-        self._sample()
+        self.sample()
         self._stage = name
-        return self._sample()
+        return self.sample()
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            self._sample()
+            self.sample()
 
     def __enter__(self) -> PeakSampler:
         self._thread.start()
@@ -211,4 +214,4 @@ class PeakSampler:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self._sample()
+        self.sample()

@@ -17,10 +17,8 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator
 
-# The test hook for dying workers: PARBPE_TEST_KILL="stage:n" makes a worker of that stage (count,
-# reduce, merge; encode: merge workers that encode SuperBPE's stage 2 first) SIGKILL itself when it
-# reaches its n-th unit, task or round (see fault_point).
-KILL_HOOK = "PARBPE_TEST_KILL"
+from .faults import KILL_HOOK, fault_point  # noqa: F401 (the test hook of dying workers: see run/faults.py)
+
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -42,12 +40,6 @@ def death_reason(exitcode: int | None, hint: str) -> str:
             name = "unknown"
         return f"signal {number}, {name}"
     return f"exit status {exitcode}"
-
-
-def fault_point(stage: str, n: int) -> None:
-    """The test hook (KILL_HOOK): SIGKILL this process at the n-th step of stage when asked to."""
-    if os.environ.get(KILL_HOOK) == f"{stage}:{n}":
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def default_start_method() -> str:

@@ -13,14 +13,13 @@ raised on the driver as it is. Retries are counted from each successful attempt'
 from __future__ import annotations
 
 import os
-import signal
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .faults import FAIL_ONCE_ENV, inject_failure
 from .pool import WorkerDied
 
-FAIL_ONCE_ENV = "PARBPE_TEST_FAIL_ONCE"  # tests: "raise:PATH" or "kill:PATH", comma-separated; see _inject_failure
 MAX_RETRIES = 3
 
 
@@ -62,20 +61,6 @@ def _attempt_number() -> int:
     return int(core.get_current_task_attempt_number())
 
 
-def _inject_failure(spec: str | None) -> None:
-    """For tests: the first attempt (of any task) to create PATH fails, after doing its work, by
-    raising ("raise:PATH") or by killing its own worker process with SIGKILL ("kill:PATH")."""
-    for item in filter(None, (spec or "").split(",")):
-        how, _, path = item.partition(":")
-        try:
-            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            continue
-        if how == "kill":
-            os.kill(os.getpid(), signal.SIGKILL)
-        raise RuntimeError(f"injected failure ({FAIL_ONCE_ENV}={item})")
-
-
 def _run_attempt(func: Callable[..., tuple], n_outputs: int, fail_once: str | None, *args: Any) -> tuple:
     """One attempt of a task: func(*args) -> (first, *rest); returns (info, *rest), info carrying
     first, the attempt number and the node."""
@@ -86,7 +71,7 @@ def _run_attempt(func: Callable[..., tuple], n_outputs: int, fail_once: str | No
     except (ValueError, FileNotFoundError) as exc:
         first, rest = _Failure(exc), [None] * (n_outputs - 1)
     else:
-        _inject_failure(fail_once)
+        inject_failure(fail_once)
         first = {"value": first, "attempt": _attempt_number(), "node": ray.get_runtime_context().get_node_id()}
     return (first, *rest) if n_outputs > 1 else first  # Ray stores a task's single return as it is
 

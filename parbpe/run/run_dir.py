@@ -25,7 +25,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import tempfile
 import time
@@ -37,12 +36,15 @@ import psutil
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from ..io.atomic import sync_file, write_atomically
+from .faults import test_stop
+
+__all__ = ["COUNT_COMMIT_SECONDS", "RunDirectory", "checkpoint_seconds", "sync_file", "test_stop", "write_json"]
+
 FORMAT = 1
 RUN_FILE = "run.json"
 OWNER_FILE = "owner.json"  # in a parbpe-* temporary directory
 TEMP_PREFIX = "parbpe-"
-# Settings that may change between a run and its resume: they never change the result.
-FREE_SETTINGS = ("workers", "memory_budget", "tmp_dir")
 
 
 # Seconds of work a checkpoint may lose. A counting commit writes the counts a worker holds to a run
@@ -62,63 +64,17 @@ def checkpoint_seconds(default: float) -> float:
         raise ValueError(f"PARBPE_CHECKPOINT_SECONDS must be a number of seconds, got {value!r}") from None
 
 
-def test_stop(stage: str, done: int) -> None:
-    """For tests of resuming: PARBPE_TEST_STOP=stage:N:SIGNAL (e.g. merge:3:KILL) sends SIGNAL to the
-    whole process group once `done` reaches N in `stage` (count units, reduce partitions, merge rounds)."""
-    spec = os.environ.get("PARBPE_TEST_STOP")
-    if not spec:
-        return
-    want, n, name = spec.split(":")
-    if want == stage and done >= int(n):
-        os.killpg(os.getpgrp(), getattr(signal, f"SIG{name}"))
-        time.sleep(5)  # the signal arrives; a handled SIGINT raises KeyboardInterrupt here
-
-
-def write_durably(path: str, write: Callable[[str], None]) -> None:
-    """write(temporary path) beside path, flush it to disk, rename it into place (whole or absent)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=directory)
-    os.close(fd)
-    try:
-        write(tmp)
-        sync_file(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    sync_file(directory)
-
-
-def sync_file(path: str) -> None:
-    """Flush a file (or a directory's entries) to disk, so a power cut cannot leave it empty."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_json(path: str, data: Any) -> None:
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(data, f)
 
-    write_durably(path, write)
+    write_atomically(path, write, durable=True)
 
 
 def read_json(path: str) -> Any:
     with open(path, encoding="utf-8") as f:
         return json.load(f)
-
-
-def fingerprint(files: list[str]) -> list[dict[str, Any]]:
-    """Each input file's absolute path, size and modification time (ns)."""
-    out = []
-    for path in files:
-        st = os.stat(path)
-        out.append({"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns})
-    return out
 
 
 def _owner() -> dict[str, Any]:
@@ -156,7 +112,7 @@ class RunDirectory:
         """Start a run directory at path, or, with resume, take up the one there.
 
         identity: what must be equal to resume (version, result settings); settings: the others;
-        inputs: fingerprint(files). Refuses a directory another live process uses, a stale run
+        inputs: each input file's path, size and mtime. Refuses a directory another live process uses, a stale run
         when not resuming (saying how to resume or remove it), and a resume whose identity or
         inputs differ (saying what differs). Returns the directory and notes for the user.
         """
@@ -293,7 +249,7 @@ class RunDirectory:
             with pa.OSFile(tmp, "wb") as sink, ipc.new_file(sink, table.schema) as writer:
                 writer.write_table(table)
 
-        write_durably(self._file("reduced.arrow"), write)
+        write_atomically(self._file("reduced.arrow"), write, durable=True)
         shutil.rmtree(self._file("count"), ignore_errors=True)
 
     def load_reduced(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]] | None:

@@ -176,7 +176,8 @@ def test_workers_that_encode_a_table_too_small_to_merge_stop_and_it_merges_here(
 
 def test_a_worker_killed_while_encoding_is_a_one_line_error_and_leaves_no_block(shm, monkeypatch):
     from parbpe.merge import coordinator
-    from parbpe.run.pool import KILL_HOOK, WorkerDied
+    from parbpe.run.faults import KILL_HOOK
+    from parbpe.run.pool import WorkerDied
 
     monkeypatch.setattr(coordinator, "MIN_BYTES_PER_ENCODE_WORKER", 1)
     monkeypatch.setenv(KILL_HOOK, "encode:1")  # the first command: encode

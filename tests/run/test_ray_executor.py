@@ -14,7 +14,7 @@ import pytest
 import parbpe
 from parbpe.cli import main
 from parbpe.config import TrainConfig
-from parbpe.run.ray_executor import FAIL_ONCE_ENV
+from parbpe.run.faults import FAIL_ONCE_ENV
 
 ray = pytest.importorskip("ray", reason="needs ray (pip install -e '.[test]' or 'parbpe[ray]')")
 cluster_utils = pytest.importorskip("ray.cluster_utils", reason="needs ray's cluster_utils")

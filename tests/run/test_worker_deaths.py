@@ -20,7 +20,7 @@ import pytest
 
 import parbpe.merge.coordinator as coordinator
 from parbpe.cli import main
-from parbpe.run.pool import KILL_HOOK
+from parbpe.run.faults import KILL_HOOK
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
 ONE_LINE = re.compile(r"parbpe train: error: (reducing |merge )?worker \d+ \(.+\) died "

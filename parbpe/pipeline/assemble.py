@@ -1,0 +1,64 @@
+"""Stage 6, assemble: the tokenizer and the run's stats (stats.json) from what the stages made."""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+from .. import __version__
+from ..tokenizer.model import Tokenizer
+from .context import RunContext
+from .count import Counted
+from .inputs import Inputs
+from .vocabulary import Built
+
+
+def assemble_stats(ctx: RunContext, job: Inputs, counted: Counted, built: Built,
+                   tokenizer: Tokenizer) -> dict[str, Any]:
+    """stats.json's content: inputs, counting, the table, the merges, times and peak memory by stage."""
+    config, chunks, result, merged = ctx.config, counted.chunks, built.result, built.merged
+    units = [] if job.streamed else job.units
+    sizes = result.batch_sizes or [0]
+    return {
+        "parbpe_version": __version__,
+        "python": platform.python_version(),
+        "config": config.to_dict(),
+        "default_corpus": job.default_corpus,
+        "inputs": {"source": job.described, "files_read": sorted({u.path for u in units}),
+                   "skipped": [{"path": p, "reason": why} for p, why in job.skipped]},
+        "work_units": len(units),
+        "documents": counted.stats["documents"],
+        "bytes_read": counted.stats["bytes"],
+        "replaced_utf8_sequences": counted.stats["replaced_bytes"],
+        "memory_budget": counted.stats["budget"],
+        "worker_data_limit": counted.stats["data_limit"],
+        "spills": counted.stats["spills"],
+        "chunks": chunks.total_chunks,
+        "unique_chunks": chunks.unique_chunks,
+        "training_chunks": merged.training_chunks,
+        "dropped_by_freq_cutoff": chunks.dropped_by_cutoff,
+        "merge_fit": merged.fit.to_dict(),  # the merge stage's estimate and the automatic cutoff, if one was needed
+        "stop_words": len(chunks.stop_words),
+        "table_tokens": merged.table_tokens,
+        "vocab_size": tokenizer.n_vocab,
+        "merges": len(result.merges),
+        "rounds": len(result.batch_sizes),
+        "merges_per_round": {"min": min(sizes), "mean": round(sum(sizes) / len(sizes), 2), "max": max(sizes)},
+        "batch_sizes": result.batch_sizes,
+        "stopped_early": result.stopped_early,
+        "executor": ctx.options.executor,
+        **({"ray": ctx.cluster_stats} if ctx.cluster_stats is not None else {}),
+        "seconds": {k: round(v, 3) for k, v in ctx.times.items()},
+        "merge_seconds": result.seconds,  # merge stage: counting pairs, selecting, applying, updating, messages
+        "peak_rss_bytes": ctx.sampler.peak,
+        "peak_rss_by_stage": dict(ctx.sampler.by_stage),
+        **built.stats,
+    }
+
+
+def warn_if_short(ctx: RunContext, built: Built, counted: Counted) -> None:
+    """A warning when no pair was left before the vocabulary was full."""
+    if built.result.stopped_early:
+        new = built.first_new + len(built.result.merges)
+        made = 256 + len(counted.chunks.stop_words) + new + len(ctx.config.special_tokens)
+        ctx.warn(f"no pair left after {new} merges; the vocabulary has {made} tokens, not {ctx.config.vocab_size}")

@@ -1,0 +1,112 @@
+"""The run context: made once per run, it resolves what every stage would otherwise recompute (the
+memory budget, the executor, the reporter, the peak-memory sampler, the run directory) and times
+each stage: `with ctx.stage("count"):` records its seconds and peak RSS and reports its end."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import RunOptions, TrainConfig
+from ..run.memory import PeakSampler, default_budget
+from ..run.progress import Progress
+from ..run.run_dir import RunDirectory
+
+
+@dataclass
+class RunContext:
+    """One run's resolved resources and its bookkeeping.
+
+    config carries the resolved memory budget (so the counting workers never read the machine
+    again); cluster is the Ray executor or None; run the run directory, once the inputs stage has
+    opened one; times and the sampler's by_stage hold each stage's seconds and peak RSS."""
+
+    config: TrainConfig
+    options: RunOptions
+    reporter: Progress
+    sampler: PeakSampler
+    cluster: Any = None  # the Ray executor, while executor() is open
+    cluster_stats: dict[str, Any] | None = None  # what it reported when it closed
+    run: RunDirectory | None = None
+    times: dict[str, float] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def executor(self) -> Iterator[None]:
+        """The Ray executor, for the data-parallel stages (count, reduce) only: it is shut down before
+        the merge stage so that its memory is free. Local processes need nothing."""
+        if self.options.executor == "local":
+            yield
+            return
+        from ..run.ray_executor import RayExecutor
+
+        with RayExecutor(self.options.ray_address, task_memory=self.budget // self.config.workers,
+                         local_cpus=self.config.workers) as cluster:
+            self.cluster = cluster
+            try:
+                yield
+            finally:
+                self.cluster = None
+        self.cluster_stats = cluster.stats.to_dict()
+
+    @property
+    def budget(self) -> int:
+        return self.config.memory_budget
+
+    @property
+    def start_method(self) -> str | None:
+        return self.options.start_method
+
+    @contextlib.contextmanager
+    def stage(self, name: str, *, report: bool = True) -> Iterator[None]:
+        """Time the stage, label the memory samples with it, and report its end (time and peak RSS)."""
+        started = time.perf_counter()
+        self.sampler.stage(name)
+        yield
+        self.times[name] = time.perf_counter() - started
+        if report:
+            self.report_stage(name)
+
+    def report_stage(self, name: str) -> None:
+        """The progress line that closes a stage: its time and its peak RSS of the process tree."""
+        self.reporter.event("stage", message=name, seconds=round(self.times[name], 2),
+                            peak_rss_MB=round(self.sampler.by_stage.get(name, 0) / 1e6, 1))
+
+    def rss_MB(self) -> float:
+        """The process tree's RSS as last sampled (free to read: for progress lines)."""
+        return self.sampler.latest / 1e6
+
+    def progress(self, stage: str, offset: int = 0) -> Callable[[int, int], None]:
+        """A merge-rounds callback reporting done/total of `stage` (shifted by offset); it costs a
+        comparison per round when progress is off."""
+        reporter = self.reporter
+        if reporter.mode == "none":
+            return lambda done, total: None
+
+        def report(done: int, total: int) -> None:
+            reporter.update(stage, offset + done, offset + total, force=done == total, rss_MB=self.rss_MB())
+
+        return report
+
+    def note(self, message: str) -> None:
+        self.reporter.event("note", message=message)
+
+    def warn(self, message: str) -> None:
+        self.reporter.event("warning", message=message)
+
+
+def reporter_of(progress: Progress | str) -> Progress:
+    return progress if isinstance(progress, Progress) else Progress(progress)
+
+
+@contextlib.contextmanager
+def run_context(config: TrainConfig, options: RunOptions) -> Iterator[RunContext]:
+    """The context of one run: the memory budget read once (half the available RAM unless given) and
+    the peak sampler running; the executor starts when the counting stages open it (ctx.executor())."""
+    budget = config.memory_budget or default_budget()
+    with PeakSampler() as sampler:
+        yield RunContext(config=dataclasses.replace(config, memory_budget=budget), options=options,
+                         reporter=reporter_of(options.progress), sampler=sampler)

@@ -1,0 +1,217 @@
+"""Stages 2 and 3, count and reduce: work units (or streamed texts) -> run files of chunk counts ->
+global counts per partition, then freq_cutoff and the stop list. Local processes or Ray tasks.
+
+With a run directory the stage resumes itself: units counted by an earlier attempt are skipped,
+and once the reduced counts are saved the whole stage is (its saved output is its marker).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from ..config import TrainConfig
+from ..count.counter import CountResult, count_to_runs, unit_key
+from ..count.partitions import N_PARTITIONS
+from ..count.reduce import TrainingChunks, combine_selections, reduce_runs
+from ..count.stream import QUEUE_BATCHES_PER_WORKER, count_stream_to_runs
+from ..io.iterables import STREAM_BATCH_BYTES, TextStream, text_batches
+from ..io.plan import unit_text_bytes
+from ..io.readers import ReadStats
+from ..io.units import WorkUnit
+from ..patterns import SUPERWORD_PATTERN
+from ..run.faults import test_stop
+from ..run.memory import count_layout, format_size, process_rss, reduce_workers, trim_heap, worker_data_limit
+from ..run.run_dir import RunDirectory, temp_work_dir
+from .context import RunContext
+
+EMPTY_CORPUS = "the corpus is empty: no text chunk was found in the inputs"
+
+
+@dataclass
+class Counted:
+    """The count stage's output: the training chunks and the counting stats (documents, bytes,
+    replaced_bytes, spills, budget, data_limit)."""
+
+    chunks: TrainingChunks
+    stats: dict[str, Any]
+    superword: Counted | None = None  # SuperBPE: the same text counted with the superword split
+
+
+def count_stage(ctx: RunContext, units: list[WorkUnit] | TextStream, config: TrainConfig | None = None,
+                run: RunDirectory | None = None, nested: bool = False) -> Counted:
+    """Stages 2-3 with the run's config (or another: SuperBPE's superword split); the saved reduced
+    counts of the run directory when an earlier attempt got so far. nested: within a stage of the
+    caller's, which times and reports them as one."""
+    config = config or ctx.config
+    saved = run.load_reduced() if run is not None else None
+    if saved is not None:
+        data, offsets, counts, meta = saved
+        ctx.note("counting and reducing were done: the reduced counts are in the run directory")
+        chunks = TrainingChunks(data=data, offsets=offsets, counts=counts,
+                                stop_words=[bytes.fromhex(w) for w in meta["stop_words"]],
+                                unique_chunks=meta["unique_chunks"], total_chunks=meta["total_chunks"],
+                                dropped_by_cutoff=meta["dropped_by_cutoff"])
+        return Counted(chunks, meta["counted"])
+    with contextlib.ExitStack() as stack:
+        if run is not None:  # a failure here leaves the run directory only when resuming can use it
+            stack.push(lambda kind, *_: run.discard_unless_resumable(kind))
+        with _substage(ctx, "count", nested):
+            counted, before = _count(ctx, units, config, run, stack)
+        stats = {key: before[key] + value for key, value in (("documents", counted.stats.documents),
+                                                             ("bytes", counted.stats.bytes),
+                                                             ("replaced_bytes", counted.stats.replaced_bytes),
+                                                             ("spills", counted.spills))}
+        stats.update(budget=counted.budget, data_limit=counted.data_limit)
+        with _substage(ctx, "reduce", nested, report=False):
+            selections = list(reduce_partitions(ctx, counted, config, select=True))
+            chunks = combine_selections(selections, config)
+            del selections
+            if not chunks.unique_chunks:
+                raise ValueError(EMPTY_CORPUS)
+    ctx.reporter.event("counted", unique_chunks=chunks.unique_chunks, chunks=chunks.total_chunks,
+                       training_chunks=len(chunks), MB=stats["bytes"] / 1e6, spills=stats["spills"])
+    if not nested:
+        ctx.report_stage("reduce")
+    if run is not None:
+        run.save_reduced(chunks.data, chunks.offsets, chunks.counts, {
+            "stop_words": [w.hex() for w in chunks.stop_words], "unique_chunks": chunks.unique_chunks,
+            "total_chunks": chunks.total_chunks, "dropped_by_cutoff": chunks.dropped_by_cutoff, "counted": stats})
+    return Counted(chunks, stats)
+
+
+def _substage(ctx: RunContext, name: str, nested: bool, report: bool = True) -> contextlib.AbstractContextManager:
+    return contextlib.nullcontext() if nested else ctx.stage(name, report=report)
+
+
+def _count(ctx: RunContext, units: list[WorkUnit] | TextStream, config: TrainConfig, run: RunDirectory | None,
+           stack: contextlib.ExitStack) -> tuple[CountResult, dict[str, int]]:
+    """Count what is left to count, into the run directory (or a temporary one; on Ray, the object
+    store); returns the result and the stats of the units counted by earlier attempts."""
+    if run is None or ctx.cluster is not None:
+        runs_dir = stack.enter_context(temp_work_dir(config.tmp_dir))
+        done, runs, before = set(), [], {"documents": 0, "bytes": 0, "replaced_bytes": 0, "spills": 0}
+    else:
+        done, runs, before = run.committed_units()
+        runs_dir = run.new_count_dir()
+        if done:
+            ctx.note(f"{len(done)} of {len(units)} work units were counted before")
+    if isinstance(units, TextStream):
+        if ctx.cluster is not None:
+            raise ValueError("texts from Python (an iterator, standard input, a streamed dataset) are counted "
+                             "by local processes: use the default executor (local)")
+        counted = count_stream(ctx, units, config, runs_dir)
+    elif todo := [u for u in units if unit_key(u) not in done]:
+        counted = count_units(ctx, todo, config, runs_dir)
+    else:
+        counted = CountResult([], ReadStats(), budget=ctx.budget)
+    counted.runs = runs + counted.runs
+    return counted, before
+
+
+def count_units(ctx: RunContext, units: list[WorkUnit], config: TrainConfig, run_dir: str) -> CountResult:
+    """Count every unit into run files (or, on Ray, partitions in the object store), with the workers'
+    memory shares set from the budget."""
+    if not units:
+        raise ValueError("the corpus is empty: no input to read")
+    budget, data_limit, parent_counts = ctx.budget, ctx.options.data_limit, False
+    workers = max(1, min(config.workers, len(units)))
+    if data_limit is None and ctx.cluster is not None:  # a Ray task starts like this process alone
+        data_limit = worker_data_limit(budget, workers, process_rss(), max(unit_text_bytes(u) for u in units))
+    elif data_limit is None:  # local workers start as the whole tree is now
+        trim_heap()
+        layout = count_layout(budget, workers, ctx.sampler.sample(), max(unit_text_bytes(u) for u in units))
+        data_limit, parent_counts = layout.data_limit, layout.parent_counts
+        if layout.shards < workers or (parent_counts and workers > 1):
+            ctx.note(f"counting in {layout.shards} shard(s), this process counting one: "
+                     f"the {format_size(budget)} budget leaves each {format_size(data_limit)} of counts")
+        if layout.shards < workers:
+            config = dataclasses.replace(config, workers=layout.shards)
+    started = time.perf_counter()
+
+    def on_progress(done: int, total_units: int, done_bytes: int, spills: int) -> None:
+        elapsed = max(time.perf_counter() - started, 1e-9)
+        ctx.reporter.update("count", done, total_units, force=done == total_units, MB=done_bytes / 1e6,
+                            MB_s=done_bytes / 1e6 / elapsed, rss_MB=ctx.rss_MB(), spills=spills)
+
+    if ctx.cluster is not None:
+        from ..count.on_ray import count_on_ray
+
+        counted = count_on_ray(units, config, ctx.cluster, data_limit=data_limit, on_progress=on_progress)
+    else:
+        counted = count_to_runs(units, config, run_dir, data_limit=data_limit, start_method=ctx.start_method,
+                                on_progress=on_progress, parent_counts=parent_counts)
+    counted.budget, counted.data_limit = budget, data_limit
+    if counted.stats.replaced_bytes:
+        ctx.warn(f"replaced {counted.stats.replaced_bytes} invalid UTF-8 sequences with U+FFFD")
+    return counted
+
+
+def count_stream(ctx: RunContext, stream: TextStream, config: TrainConfig, run_dir: str) -> CountResult:
+    """Texts from an iterable: batches of a few MB counted by the workers as they come."""
+    data_limit = ctx.options.data_limit
+    if data_limit is None:
+        in_flight = STREAM_BATCH_BYTES * (QUEUE_BATCHES_PER_WORKER + 2)  # queued, being counted, being built
+        data_limit = worker_data_limit(ctx.budget, config.workers, ctx.sampler.sample(), in_flight)
+    stats = ReadStats()
+    items = 0
+    started = time.perf_counter()
+
+    def on_item() -> None:
+        nonlocal items
+        items += 1
+
+    def on_progress(spills: int) -> None:
+        elapsed = max(time.perf_counter() - started, 1e-9)
+        ctx.reporter.update("count", items, stream.length, MB=stats.bytes / 1e6, MB_s=stats.bytes / 1e6 / elapsed,
+                            rss_MB=ctx.rss_MB(), spills=spills)
+
+    batches = text_batches(stream.texts, stats, config.text_column, on_item=on_item)
+    counted = count_stream_to_runs(batches, config, run_dir, data_limit=data_limit, start_method=ctx.start_method,
+                                   on_progress=on_progress)
+    ctx.reporter.update("count", items, stream.length, force=True, MB=stats.bytes / 1e6, spills=counted.spills)
+    if stream.read_stats is not None:
+        stats.replaced_bytes += stream.read_stats.replaced_bytes
+    counted.stats, counted.budget, counted.data_limit = stats, ctx.budget, data_limit
+    if stats.replaced_bytes:
+        ctx.warn(f"replaced {stats.replaced_bytes} invalid UTF-8 sequences with U+FFFD")
+    return counted
+
+
+def reduce_partitions(ctx: RunContext, counted: CountResult, config: TrainConfig,
+                      select: bool = False) -> Iterator[Any]:
+    """Each partition's global counts (select: its Selection), in partition order, on local processes
+    or as Ray tasks."""
+    def on_progress(done: int, n: int) -> None:
+        ctx.reporter.update("reduce", done, n, force=done == n)
+        test_stop("reduce", done)
+
+    if ctx.cluster is not None:
+        from ..count.on_ray import reduce_on_ray
+
+        return reduce_on_ray(counted.partitions, ctx.cluster, config if select else None, on_progress)
+    partition_bytes = sum(os.path.getsize(r) for r in counted.runs) // N_PARTITIONS
+    workers = reduce_workers(ctx.budget, config.workers, ctx.sampler.sample(), partition_bytes)
+    return reduce_runs(counted.runs, workers, ctx.start_method, config=config if select else None,
+                       on_progress=on_progress)
+
+
+def superword_count_stage(ctx: RunContext, units: list[WorkUnit]) -> Counted:
+    """SuperBPE's stage 2, its count and reduce: the corpus split with the superword pattern, line by
+    line (patterns.training_pattern), with the run's freq_cutoff."""
+    stage2 = dataclasses.replace(ctx.config, pattern=SUPERWORD_PATTERN, superbpe_transition=None)
+    with ctx.stage("superbpe_count"):
+        ctx.note("SuperBPE stage 2: counting the superword chunks")
+        return count_stage(ctx, units, stage2, nested=True)
+
+
+def release_arrow_memory() -> None:
+    """Give pyarrow's freed buffers back, so the next stage's room is measured without them."""
+    pa.default_memory_pool().release_unused()

@@ -1,0 +1,237 @@
+"""Stage 1, inputs: every check that can be made before work, then the plan and the run directory.
+
+check_job runs before any process starts or any file is read in full: the output and work
+directories, the init tokenizer, --also-save's sizes, the held-out paths, SuperBPE's and
+streamed texts' limits. plan_stage turns the inputs into sorted work units (none for texts
+streamed from Python) and opens the run directory (resuming one when asked).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from .. import __version__
+from ..config import RunOptions, TrainConfig, free_settings
+from ..count.counter import unit_key
+from ..io.atomic import check_output_dir, check_output_file, check_work_dir
+from ..io.filesystems import file_info, is_remote, local_path
+from ..io.iterables import TextStream, dataset_source, is_datasets_object, is_text_source, stdin_source
+from ..io.plan import default_corpus_files, expand_inputs, plan
+from ..io.units import WorkUnit
+from ..run.run_dir import RunDirectory, clean_stale_temp_dirs
+from ..tokenizer.inherit import Inherited, inherit
+from ..tokenizer.load import read_any
+from ..tokenizer.model import Tokenizer
+from .context import RunContext
+
+SAMPLE_CORPUS = "the built-in sample corpus (the Python standard library's sources)"
+
+
+@dataclass
+class Inputs:
+    """A checked job: what is read (paths, work units or a TextStream; units after plan_stage), how it
+    is described, the tokenizer continued (init), the sizes also saved, the held-out text, the output."""
+
+    source: Any
+    described: str
+    out_dir: str | None = None
+    inherited: Inherited | None = None
+    also_save: list[int] = field(default_factory=list)
+    heldout: list[str] = field(default_factory=list)
+    units: list[WorkUnit] | TextStream = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def default_corpus(self) -> bool:
+        return self.described == SAMPLE_CORPUS
+
+    @property
+    def streamed(self) -> bool:
+        return isinstance(self.units, TextStream)
+
+
+def check_job(inputs: Any, config: TrainConfig, options: RunOptions, *, out_dir: str | os.PathLike | None,
+              sample_corpus: bool, heldout: Sequence[str | os.PathLike] | None, also_save: Sequence[int]) -> Inputs:
+    """Every check that needs no work: a mistake found here costs the user nothing."""
+    out_dir = os.fspath(out_dir) if out_dir is not None else None
+    if out_dir is not None:
+        check_output_dir(out_dir)  # a run must not be lost for want of a place to write
+    if config.tmp_dir is not None:
+        check_work_dir(config.tmp_dir)
+    if options.run_dir is not None:
+        check_output_dir(options.run_dir, "--run-dir")
+    inherited = inherit(Tokenizer(**read_any(config.init)), config.init) if config.init is not None else None
+    sizes = check_also_save(also_save, config, inherited, out_dir)
+    heldout = [os.fspath(p) for p in heldout or ()]
+    if heldout:
+        expand_inputs(heldout)  # a missing held-out file fails now, not after training
+    source, described = resolve_inputs(inputs, config, sample_corpus)
+    job = Inputs(source=source, described=described, out_dir=out_dir, inherited=inherited, also_save=sizes,
+                 heldout=heldout)
+    if isinstance(source, TextStream) and (options.resume or options.run_dir is not None):
+        raise ValueError(f"texts from {source.description} are consumed once: such a run cannot be resumed and "
+                         "keeps no run directory")
+    if config.superbpe_transition is not None and (options.resume or options.run_dir is not None):
+        raise ValueError("SuperBPE runs (--superbpe-transition) keep no run directory and cannot be resumed yet: "
+                         "drop --resume and --run-dir")
+    if options.resume and out_dir is None and options.run_dir is None:
+        raise ValueError("resume needs the run directory: give out_dir (or run_dir) as the run that stopped did")
+    return job
+
+
+def check_count_job(inputs: Any, config: TrainConfig, out_path: str, sample_corpus: bool) -> Inputs:
+    """count_to_file's checks before work: the output file, the work directory, the inputs."""
+    check_output_file(out_path)
+    if config.tmp_dir is not None:
+        check_work_dir(config.tmp_dir)
+    source, described = resolve_inputs(inputs, config, sample_corpus)
+    return Inputs(source=source, described=described)
+
+
+def plan_stage(ctx: RunContext, job: Inputs) -> None:
+    """Stage 1: the sorted work units (none for streamed texts), warnings for skipped files, stale
+    temporary directories cleaned, and the run directory opened (or resumed)."""
+    with ctx.stage("plan", report=False):
+        source = job.source
+        job.units = source if isinstance(source, TextStream) or is_unit_list(source) else plan(source,
+                                                                                               skipped=job.skipped)
+    if job.skipped:
+        skipped = job.skipped
+        ctx.warn(f"skipped {len(skipped)} file(s): " + "; ".join(f"{p} ({why})" for p, why in skipped[:5])
+                 + (f"; and {len(skipped) - 5} more (see stats.json)" if len(skipped) > 5 else ""))
+    for note in clean_stale_temp_dirs(ctx.config.tmp_dir):
+        ctx.note(note)
+    if ctx.config.superbpe_transition is not None:
+        check_superbpe_inputs(job.units)
+    elif not job.streamed and (where := ctx.options.run_dir or (default_run_dir(job.out_dir) if job.out_dir else None)):
+        ctx.run, notes = open_run_dir(where, job.units, ctx.config, ctx.options.resume)
+        for note in notes:
+            ctx.note(note)
+
+
+def check_superbpe_inputs(units: Any) -> None:
+    """SuperBPE reads its text twice: refuse what it cannot read twice, before any work."""
+    if isinstance(units, TextStream):
+        raise ValueError(f"SuperBPE (--superbpe-transition) reads its text twice, but texts from {units.description} "
+                         "are consumed once: write them to files (text, jsonl or parquet) and train on those")
+    counts = sorted({u.path for u in units if u.kind.startswith("counts")})
+    if counts:
+        raise ValueError(f"SuperBPE (--superbpe-transition) re-counts the text with its superword split, which a "
+                         f"counts file cannot give ({counts[0]}): train on the text itself")
+
+
+def check_also_save(sizes: Sequence[int], config: TrainConfig, inherited: Inherited | None,
+                    out_dir: str | None) -> list[int]:
+    """also_save's sizes, sorted, checked before any work: each smaller than vocab_size and larger
+    than the tokens the run starts with (bytes, stop list, inherited tokens, special tokens)."""
+    sizes = sorted(set(sizes))
+    if not sizes:
+        return []
+    if out_dir is None:
+        raise ValueError("also_save (--also-save) writes directories into the output directory: give out_dir (--out)")
+    least = config.vocab_size - config.n_merges + (len(inherited.merges) if inherited is not None else 0)
+    for size in sizes:
+        if isinstance(size, bool) or not isinstance(size, int) or not least < size < config.vocab_size:
+            raise ValueError(f"--also-save size {size!r} must be an integer between {least} (the tokens the run "
+                             f"starts with) and vocab_size {config.vocab_size}, both excluded")
+    return sizes
+
+
+def is_unit_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and isinstance(value[0], WorkUnit)
+
+
+def resolve_inputs(inputs: Any, config: TrainConfig, sample_corpus: bool) -> tuple[Any, str]:
+    """Inputs as paths (a list of str), work units (a cached Dataset) or a TextStream, and how to
+    describe them; refuses what is none of these with a message saying what to pass."""
+    if is_text_source(inputs):
+        if isinstance(inputs, TextStream):
+            return inputs, inputs.description
+        if is_datasets_object(inputs):
+            source = dataset_source(inputs, config.text_column)
+            if isinstance(source, TextStream):
+                return source, source.description
+            return source, f"a Dataset's {len({u.path for u in source})} Arrow file(s)"
+        return TextStream([inputs] if isinstance(inputs, (pa.Array, pa.ChunkedArray)) else inputs), \
+            "a Python iterable"
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    if inputs is None or not len(inputs):
+        if sample_corpus:
+            return default_corpus_files(), SAMPLE_CORPUS
+        raise ValueError("no input given: pass files, directories or globs (or texts with "
+                         "parbpe.train_from_iterator); for the built-in sample corpus (the Python standard "
+                         "library's sources) pass sample_corpus=True (CLI: --sample-corpus)")
+    if sample_corpus:
+        raise ValueError("give INPUT files or --sample-corpus, not both")
+    bad = [x for x in inputs if not isinstance(x, (str, os.PathLike))]
+    if bad:
+        raise ValueError(f"inputs must be paths (str or pathlib.Path), got a {type(bad[0]).__name__}; "
+                         "to train on texts use parbpe.train_from_iterator")
+    paths = [os.fspath(x) for x in inputs]
+    if "-" in paths:
+        if len(paths) > 1:
+            raise ValueError("'-' (standard input) cannot be mixed with other inputs")
+        return stdin_source(), "standard input"
+    return paths, f"{len(paths)} path(s)"
+
+
+def default_run_dir(out_dir: str) -> str:
+    """OUT/.parbpe-run; for a remote OUT, a directory in the system's temporary directory named after
+    OUT (the same for the same command, so --resume finds it)."""
+    if not is_remote(out_dir):
+        return os.path.join(local_path(out_dir), ".parbpe-run")
+    name = hashlib.sha256(out_dir.encode()).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), f"parbpe-run-{name}")
+
+
+def input_fingerprint(units: list[WorkUnit]) -> list[dict[str, Any]]:
+    """Each input file's path, size and modification time: what a resumed run checks is unchanged."""
+    out = []
+    for path in sorted({u.path for u in units}):
+        if is_remote(path):
+            info = file_info(path)[2]
+            size, mtime = info.size, info.mtime_ns
+        else:
+            st = os.stat(path)
+            path, size, mtime = os.path.abspath(path), st.st_size, st.st_mtime_ns
+        out.append({"path": path, "size": size, "mtime_ns": mtime})
+    return out
+
+
+def open_run_dir(path: str, units: list[WorkUnit], config: TrainConfig,
+                 resume: bool) -> tuple[RunDirectory, list[str]]:
+    """The run directory for this run: new, or (resume) the one a stopped run of the same command left."""
+    settings = config.to_dict()
+    free = free_settings()
+    identity = {"parbpe_version": __version__, **{k: v for k, v in settings.items() if k not in free}}
+    run, notes = RunDirectory.open(path, identity=identity, settings={k: settings[k] for k in free},
+                                   inputs=input_fingerprint(units), resume=resume)
+    run.save_plan([unit_key(u) for u in units])
+    return run, notes
+
+
+def settings_of(config: TrainConfig | None, options: RunOptions | None,
+                keywords: dict[str, Any]) -> tuple[TrainConfig, RunOptions]:
+    """The run's settings and options from a TrainConfig and RunOptions or keyword arguments (a
+    keyword naming a RunOptions field is an option, any other a TrainConfig field)."""
+    option_names = {f.name for f in dataclasses.fields(RunOptions)}
+    given = {k: v for k, v in keywords.items() if k in option_names}
+    rest = {k: v for k, v in keywords.items() if k not in option_names}
+    if options is None:
+        options = RunOptions(**given)
+    elif given:
+        raise ValueError(f"pass either options (RunOptions) or keyword options, not both (got {sorted(given)})")
+    if config is None:
+        config = TrainConfig(**rest)
+    elif rest:
+        raise ValueError(f"pass either a TrainConfig or keyword settings, not both (got {sorted(rest)})")
+    return config, options

@@ -1,0 +1,127 @@
+"""Stages 4-5, merge: chunk counts -> a table that fits the memory budget -> (encoded with earlier
+merges, if any) -> merge rounds until the vocabulary is full.
+
+merge_stage is the one function for every run that merges a chunk table: the ordinary run, a run
+continuing a tokenizer (--init) and SuperBPE's stage 2 differ only in the MergeJob they pass (the
+tokens they start from, the merges the chunks are first encoded with, the rule on new tokens). A
+later algorithm over the same chunk table takes the same Counted and ctx.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..count.reduce import TrainingChunks
+from ..merge.coordinator import MergeFit, MergeResult, encode_for_merging, fit_merge_stage, learn_merges
+from ..merge.encode import sampled_tokens_per_byte
+from ..merge.table import ChunkTable, table_from_arrays
+from ..run.memory import format_size, trim_heap
+from .context import RunContext
+from .count import release_arrow_memory
+
+Pairs = list[tuple[int, int]]
+
+
+@dataclass
+class MergeJob:
+    """What one merge stage makes.
+
+    vocab: the tokens that exist before merging (bytes, stop-list or inherited tokens); n_merges: the
+    merges to make; encode: (merges, batch sizes) the chunks are encoded with first, or None;
+    sampled: the encoded table's size is estimated from a sample (else from the bytes, or not at all
+    when encoding); allow: which new tokens may be made (SuperBPE's rule); names: the stages' names
+    (table, encode, merge); offset: merges made before, for progress; label: the stage in warnings;
+    resumable: take the run directory's merge checkpoint and write new ones."""
+
+    vocab: list[bytes]
+    n_merges: int
+    encode: tuple[Pairs, list[int]] | None = None
+    sampled: bool = False
+    allow: Callable[[bytes], bool] | None = None
+    names: tuple[str, str, str] = ("table", "init", "merge")
+    offset: int = 0
+    label: str = "the merge stage"
+    resumable: bool = True
+
+
+@dataclass
+class Merged:
+    """The merge stage's output: the merges and what stats.json reports of the stage."""
+
+    result: MergeResult
+    fit: MergeFit
+    training_chunks: int
+    table_tokens: int
+    encoded_table_tokens: int | None = None
+    encode_workers: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def merge_stage(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> Merged:
+    """Fit, table, encoding (if job.encode), rounds. The chunk arrays are handed to the table and let go."""
+    config = ctx.config
+    table_name, encode_name, merge_name = job.names
+    with ctx.stage(table_name):
+        fit, table = _table(ctx, chunks, job)
+    training_chunks, table_tokens = len(chunks), len(table.tokens)
+    chunks.data = chunks.offsets = chunks.counts = None  # the table holds them; merge workers fork without them
+    release_arrow_memory()
+    sliced, encode_workers, encoded_tokens = None, 0, None
+    if job.encode is not None:  # the chunks as the earlier merges leave them (in merge workers if large)
+        with ctx.stage(encode_name):
+            table, sliced, encode_workers = encode_for_merging(table, job.encode[0], job.encode[1], config.vocab_size,
+                                                               fit.workers, ctx.start_method)
+            encoded_tokens = len(table.tokens)
+    run = ctx.run if job.resumable else None
+    replay = run.load_merges() if run is not None else None
+    if replay is not None:
+        ctx.note(f"replaying {len(replay[0])} merges from the checkpoint")
+    with ctx.stage(merge_name):
+        result = learn_merges(  # (it stops the workers in sliced, if any, on every path)
+            table, job.vocab, job.n_merges, max_batch_size=config.max_batch_size, cap_divisor=config.cap_divisor,
+            nonoverlap=config.pair_count == "nonoverlap", batching=config.batching, workers=fit.workers,
+            start_method=ctx.start_method, progress=ctx.progress(merge_name, job.offset), replay=replay,
+            on_round=run.merge_checkpointer() if run is not None else None, allow=job.allow, sliced=sliced)
+        job.vocab = []  # the tokenizer makes its own: tokens can be megabytes each (hostile text), never hold both
+        result.engine = table = None  # nor the table and engine (the chunks' final tokens are not used)
+    return Merged(result=result, fit=fit, training_chunks=training_chunks, table_tokens=table_tokens,
+                  encoded_table_tokens=encoded_tokens, encode_workers=encode_workers)
+
+
+def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[MergeFit, ChunkTable]:
+    """The chunk table, no larger than the merge stage can hold in the budget (an automatic cutoff)."""
+    config = ctx.config
+    release_arrow_memory()
+    tokens_per_byte = None
+    if job.sampled:  # the table is encoded before it merges: the estimate needs the tokens it will have
+        tokens_per_byte = sampled_tokens_per_byte(chunks.data, chunks.offsets, *job.encode)
+    else:
+        trim_heap()  # the reduce stage's freed heap: the merge stage's room is measured next
+    try:
+        fit = fit_merge_stage(chunks.offsets, chunks.counts, ctx.budget, ctx.sampler.sample(), config.freq_cutoff,
+                              config.workers, tokens_per_byte=tokens_per_byte,
+                              data=chunks.data if job.encode is None else None)
+    except ValueError as exc:
+        if ctx.run is None:
+            raise
+        raise ValueError(f"{exc}. The reduced counts are kept in {ctx.run.path}: the same command with a larger "
+                         f"--memory-budget and --resume skips counting (or remove it: rm -r '{ctx.run.path}')"
+                         ) from None
+    ctx.reporter.event("merge_plan", table_tokens=fit.tokens, table_chunks=fit.chunks, estimate_MB=fit.estimate / 1e6,
+                       budget_MB=ctx.budget / 1e6, min_count=fit.min_count, auto_cutoff=fit.auto_cutoff,
+                       dropped_chunks=fit.dropped_chunks, merge_workers=fit.workers)
+    if fit.auto_cutoff:
+        ctx.warn(f"{job.label} fits {format_size(ctx.budget)} only without the rarest chunks: chunks seen fewer "
+                 f"than {fit.min_count} times ({fit.dropped_chunks:,} chunks, {fit.dropped_occurrences:,} "
+                 "occurrences) are left out of training (an automatic --freq-cutoff)")
+    return fit, table_from_arrays(chunks.data, chunks.offsets, chunks.counts, config.vocab_size, fit.min_count)
+
+
+def vocab_of(merges: Pairs, first: list[bytes] | None = None) -> list[bytes]:
+    """The bytes of every token: first (default the 256 bytes), then one per merge."""
+    vocab = list(first) if first is not None else [bytes([b]) for b in range(256)]
+    for a, b in merges:
+        vocab.append(vocab[a] + vocab[b])
+    return vocab

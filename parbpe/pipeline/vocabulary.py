@@ -1,0 +1,126 @@
+"""Vocabulary construction, one class per algorithm: what it counts (count) and how it makes the
+vocabulary from the counts (build). train() calls `algorithm_for(config)` and knows no algorithm.
+
+- Bpe: merges bottom-up from the 256 bytes (and the stop list), or from an inherited tokenizer's
+  merges (--init, the chunks encoded with them first);
+- SuperBpe: Bpe up to the transition, then the text re-counted with the superword split, its chunks
+  encoded with stage 1's merges and merged on under SuperBPE's rule (merge/superword.py).
+
+A new algorithm (a top-down one over the same chunk table) is a class with the same two methods,
+registered in algorithm_for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import TrainConfig
+from ..count.reduce import TrainingChunks
+from ..merge.coordinator import MergeResult
+from ..merge.encode import rank_order_batches
+from ..merge.superword import superword_allowed
+from ..patterns import SUPERWORD_PATTERN
+from ..tokenizer.inherit import Inherited, continued
+from ..tokenizer.model import Tokenizer
+from .context import RunContext
+from .count import Counted, count_stage, superword_count_stage
+from .inputs import Inputs
+from .merge import Merged, MergeJob, merge_stage, vocab_of
+
+
+@dataclass
+class Built:
+    """A vocabulary: the run's new merges (result.merges, in rank order) and how to make the
+    tokenizer of any prefix of them; merged is the (first) merge stage's report for stats.json."""
+
+    result: MergeResult
+    merged: Merged
+    pattern: str
+    stop_words: list[bytes]
+    inherited: Inherited | None = None
+    stats: dict[str, Any] = field(default_factory=dict)  # the algorithm's own entries of stats.json
+
+    @property
+    def first_new(self) -> int:
+        """Merges that came before the run's (the inherited tokenizer's)."""
+        return len(self.inherited.merges) if self.inherited is not None else 0
+
+    def tokenizer(self, config: TrainConfig, n_merges: int | None = None) -> Tokenizer:
+        """The tokenizer of the run's first n_merges new merges (default: all)."""
+        merges = self.result.merges if n_merges is None else self.result.merges[:n_merges]
+        if self.inherited is not None:
+            return continued(self.inherited, merges, config.special_tokens, self.pattern)
+        first_merge_id = 256 + len(self.stop_words)
+        return Tokenizer(
+            pattern=self.pattern,
+            merges=[(a, b, first_merge_id + r) for r, (a, b) in enumerate(merges)],
+            stop_words={w: 256 + k for k, w in enumerate(self.stop_words)},
+            special_tokens={s: first_merge_id + len(merges) + k for k, s in enumerate(config.special_tokens)},
+        )
+
+
+class Bpe:
+    """Byte-level BPE: count the chunks once, merge them (after the inherited merges, with --init)."""
+
+    def count(self, ctx: RunContext, job: Inputs) -> Counted:
+        return count_stage(ctx, job.units, run=ctx.run)
+
+    def build(self, ctx: RunContext, job: Inputs, counted: Counted, n_merges: int | None = None) -> Built:
+        config, inherited = ctx.config, job.inherited
+        chunks = counted.chunks
+        if inherited is None:
+            merge_job = MergeJob(vocab=[bytes([b]) for b in range(256)] + list(chunks.stop_words),
+                                 n_merges=config.n_merges if n_merges is None else n_merges)
+        else:
+            merge_job = MergeJob(vocab=inherited.vocab(), n_merges=config.n_merges - len(inherited.merges),
+                                 encode=(inherited.merges, rank_order_batches(inherited.merges)),
+                                 allow=superword_allowed if config.pattern == SUPERWORD_PATTERN else None)
+        merged = merge_stage(ctx, chunks, merge_job)
+        built = Built(result=merged.result, merged=merged, pattern=config.pattern, stop_words=chunks.stop_words,
+                      inherited=inherited)
+        if inherited is not None:
+            built.stats["init"] = {"source": config.init, "inherited_merges": built.first_new,
+                                   "inherited_tokens": len(inherited.tokenizer.vocab),
+                                   "encode_workers": merged.encode_workers}
+        return built
+
+
+class SuperBpe(Bpe):
+    """SuperBPE: ordinary BPE for the transition's merges, then superword tokens (stage 2)."""
+
+    def count(self, ctx: RunContext, job: Inputs) -> Counted:
+        counted = super().count(ctx, job)
+        counted.superword = superword_count_stage(ctx, job.units)
+        return counted
+
+    def build(self, ctx: RunContext, job: Inputs, counted: Counted, n_merges: int | None = None) -> Built:
+        stage1 = super().build(ctx, job, counted, ctx.config.transition_merges)
+        chunks: TrainingChunks = counted.superword.chunks
+        stats = {"transition_merges": ctx.config.transition_merges, "chunks": chunks.total_chunks,
+                 "unique_chunks": chunks.unique_chunks, "training_chunks": len(chunks),
+                 "dropped_by_freq_cutoff": chunks.dropped_by_cutoff}
+        first = stage1.result
+        done = len(first.merges)
+        names = ("superbpe_table", "superbpe_encode", "superbpe_merge")
+        merged = merge_stage(ctx, chunks, MergeJob(
+            vocab=vocab_of(first.merges), n_merges=ctx.config.n_merges - done, encode=(first.merges, first.batch_sizes),
+            sampled=True, allow=superword_allowed, names=names, offset=done, label="SuperBPE stage 2",
+            resumable=False))
+        second = merged.result
+        stages = ("superbpe_count", *names)
+        stats.update(table_tokens=merged.table_tokens, merge_fit=merged.fit.to_dict(),
+                     encoded_table_tokens=merged.encoded_table_tokens, encode_workers=merged.encode_workers,
+                     stage1_merges=done, stage2_merges=len(second.merges), skipped_tokens=second.skipped,
+                     merge_workers=second.workers, merge_seconds=second.seconds,
+                     seconds={k: round(ctx.times[k], 3) for k in stages},
+                     peak_rss_bytes=max(ctx.sampler.by_stage.get(k, 0) for k in stages))
+        second.merges = first.merges + second.merges
+        second.batch_sizes = first.batch_sizes + second.batch_sizes
+        return Built(result=second, merged=stage1.merged, pattern=SUPERWORD_PATTERN, stop_words=stage1.stop_words,
+                     stats={"superbpe": stats})
+
+
+def algorithm_for(config: TrainConfig) -> Bpe:
+    """The vocabulary algorithm the settings ask for."""
+    return SuperBpe() if config.superbpe_transition is not None else Bpe()
