@@ -15,6 +15,7 @@ from . import config as config_module
 from .config import GROUPS, Job, RunOptions, TrainConfig
 from .run.memory import format_size
 
+
 def _cli_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     """A settings parser (config.py) as an argparse type: its ValueError becomes argparse's message."""
     def parse_arg(text: str) -> Any:
@@ -210,91 +211,113 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    """The command's function: each prints its result and returns the exit status."""
+    return COMMANDS[args.command](args)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from .train import train
+
+    job, config, options = settings_from(args)
+    _check_inputs(args)
+    result = train(list(job.inputs), config, options=options, out_dir=job.out, sample_corpus=job.sample_corpus,
+                   heldout=list(job.heldout) or None, also_save=job.also_save)
+    s = result.stats
+    source = f"{s['bytes_read'] / 1e6:.1f} MB of text" if s["bytes_read"] else "counts files"
+    inherited = f" after {s['init']['inherited_merges']:,} inherited" if "init" in s else ""
+    print(f"Trained {s['vocab_size']} tokens ({s['merges']} merges{inherited} in {s['rounds']} rounds) from "
+          f"{source}, {s['unique_chunks']:,} unique chunks, "
+          f"in {sum(s['seconds'].values()):.1f} s; peak RSS {format_size(s['peak_rss_bytes'])}.")
+    if "heldout" in s:
+        h = s["heldout"]
+        print(f"Held-out ({h['documents']:,} documents, {h['bytes'] / 1e6:.1f} MB): "
+              f"{h['bytes_per_token']:.4f} bytes/token, {h['tokens_per_word']:.4f} tokens/word, "
+              f"{100 * h['vocab_unused_share']:.2f}% of the vocabulary unused.")
+    print(f"Wrote to {args.out}:")
+    for name, outcome in (result.files or {}).items():
+        if "/" not in name:
+            print(f"  {name:24s} {outcome}")
+    for row in s.get("also_save", []):
+        scores = f": {row['bytes_per_token']:.4f} bytes/token held-out" if "bytes_per_token" in row else ""
+        print(f"  {row['directory'] + '/':24s} the {row['vocab_size']}-token tokenizer{scores}")
+    return 0
+
+
+def _count(args: argparse.Namespace) -> int:
+    from .train import count_to_file
+
+    job, config, options = settings_from(args)
+    _check_inputs(args)
+    summary = count_to_file(list(job.inputs), job.out, config, freq_cutoff=config.freq_cutoff, options=options,
+                            sample_corpus=job.sample_corpus)
+    seconds = sum(summary["seconds"].values())
+    print(f"Wrote {summary['rows_written']:,} chunk counts ({summary['chunks']:,} chunks, "
+          f"{summary['bytes_read'] / 1e6:.1f} MB read) to {summary['out']} in {seconds:.1f} s "
+          f"({summary['bytes_read'] / 1e6 / max(seconds, 1e-9):.1f} MB/s); {summary['spills']} spills, "
+          f"peak RSS {format_size(summary['peak_rss_bytes'])}.")
+    if job.stats:
+        from .io.atomic import write_text_atomically
+
+        write_text_atomically(job.stats, json.dumps(summary, indent=1))
+    return 0
+
+
+def _encode(args: argparse.Namespace) -> int:
+    from .tokenizer.model import Tokenizer
+
+    tok = Tokenizer.load(args.tokenizer)
+    if args.files:
+        if args.text is not None:
+            raise ValueError("give either TEXT or --files, not both")
+        for ids in encode_files(tok, args.files, args.text_column, args.workers, args.allow_special):
+            sys.stdout.write(ids + "\n")
+        return 0
+    text = args.text if args.text is not None else sys.stdin.read()
+    ids = tok.encode(text, allowed_special="all") if args.allow_special else tok.encode_ordinary(text)
+    if args.show:
+        for i in ids:
+            print(i, repr(tok.token_bytes(i)))
+    else:
+        print(" ".join(map(str, ids)))
+    return 0
+
+
+def _decode(args: argparse.Namespace) -> int:
+    from .tokenizer.model import Tokenizer
+
+    tok = Tokenizer.load(args.tokenizer)
+    lines = [" ".join(args.ids)] if args.ids else sys.stdin
+    for line in lines:
+        ids = [_token_id(x, tok.n_vocab) for x in line.replace(",", " ").split()]
+        sys.stdout.buffer.write(tok.decode_bytes(ids) + (b"\n" if not args.ids else b""))
+    sys.stdout.flush()
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
     from .tokenizer.evaluate import evaluate
     from .tokenizer.model import Tokenizer
-    from .train import count_to_file, train
 
-    if args.command == "train":
-        job, config, options = settings_from(args)
-        _check_inputs(args)
-        result = train(list(job.inputs), config, options=options, out_dir=job.out, sample_corpus=job.sample_corpus,
-                       heldout=list(job.heldout) or None, also_save=job.also_save)
-        s = result.stats
-        source = f"{s['bytes_read'] / 1e6:.1f} MB of text" if s["bytes_read"] else "counts files"
-        inherited = f" after {s['init']['inherited_merges']:,} inherited" if "init" in s else ""
-        print(f"Trained {s['vocab_size']} tokens ({s['merges']} merges{inherited} in {s['rounds']} rounds) from "
-              f"{source}, {s['unique_chunks']:,} unique chunks, "
-              f"in {sum(s['seconds'].values()):.1f} s; peak RSS {format_size(s['peak_rss_bytes'])}.")
-        if "heldout" in s:
-            h = s["heldout"]
-            print(f"Held-out ({h['documents']:,} documents, {h['bytes'] / 1e6:.1f} MB): "
-                  f"{h['bytes_per_token']:.4f} bytes/token, {h['tokens_per_word']:.4f} tokens/word, "
-                  f"{100 * h['vocab_unused_share']:.2f}% of the vocabulary unused.")
-        print(f"Wrote to {args.out}:")
-        for name, outcome in (result.files or {}).items():
-            if "/" not in name:
-                print(f"  {name:24s} {outcome}")
-        for row in s.get("also_save", []):
-            scores = f": {row['bytes_per_token']:.4f} bytes/token held-out" if "bytes_per_token" in row else ""
-            print(f"  {row['directory'] + '/':24s} the {row['vocab_size']}-token tokenizer{scores}")
-        return 0
-    if args.command == "count":
-        job, config, options = settings_from(args)
-        _check_inputs(args)
-        summary = count_to_file(list(job.inputs), job.out, config, freq_cutoff=config.freq_cutoff, options=options,
-                                sample_corpus=job.sample_corpus)
-        seconds = sum(summary["seconds"].values())
-        print(f"Wrote {summary['rows_written']:,} chunk counts ({summary['chunks']:,} chunks, "
-              f"{summary['bytes_read'] / 1e6:.1f} MB read) to {summary['out']} in {seconds:.1f} s "
-              f"({summary['bytes_read'] / 1e6 / max(seconds, 1e-9):.1f} MB/s); {summary['spills']} spills, "
-              f"peak RSS {format_size(summary['peak_rss_bytes'])}.")
-        if args.stats:
-            from .io.atomic import write_text_atomically
+    tokenizers = [Tokenizer.load(d) for d in args.tokenizer]  # all loaded before any is measured
+    reports = [evaluate(tok, args.inputs, text_column=args.text_column) for tok in tokenizers]
+    if args.json:
+        print(json.dumps(reports[0] if len(reports) == 1 else dict(zip(args.tokenizer, reports)), indent=1))
+    elif len(reports) == 1:
+        report = reports[0]
+        print(f"documents        {report['documents']:,}")
+        print(f"bytes            {report['bytes']:,}")
+        print(f"tokens           {report['tokens']:,}")
+        print(f"bytes per token  {report['bytes_per_token']:.4f}")
+        print(f"tokens per word  {report['tokens_per_word']:.4f}")
+        print(f"superword tokens {100 * report['superword_share']:.2f}%")
+        print(f"vocab unused     {100 * report['vocab_unused_share']:.2f}%")
+    else:
+        print(eval_table(args.tokenizer, reports))
+    return 0
 
-            write_text_atomically(args.stats, json.dumps(summary, indent=1))
-        return 0
-    if args.command == "encode":
-        tok = Tokenizer.load(args.tokenizer)
-        if args.files:
-            if args.text is not None:
-                raise ValueError("give either TEXT or --files, not both")
-            for ids in encode_files(tok, args.files, args.text_column, args.workers, args.allow_special):
-                sys.stdout.write(ids + "\n")
-            return 0
-        text = args.text if args.text is not None else sys.stdin.read()
-        ids = tok.encode(text, allowed_special="all") if args.allow_special else tok.encode_ordinary(text)
-        if args.show:
-            for i in ids:
-                print(i, repr(tok.token_bytes(i)))
-        else:
-            print(" ".join(map(str, ids)))
-        return 0
-    if args.command == "decode":
-        tok = Tokenizer.load(args.tokenizer)
-        lines = [" ".join(args.ids)] if args.ids else sys.stdin
-        for line in lines:
-            ids = [_token_id(x, tok.n_vocab) for x in line.replace(",", " ").split()]
-            sys.stdout.buffer.write(tok.decode_bytes(ids) + (b"\n" if not args.ids else b""))
-        sys.stdout.flush()
-        return 0
-    if args.command == "eval":
-        tokenizers = [Tokenizer.load(d) for d in args.tokenizer]  # all loaded before any is measured
-        reports = [evaluate(tok, args.inputs, text_column=args.text_column) for tok in tokenizers]
-        if args.json:
-            print(json.dumps(reports[0] if len(reports) == 1 else dict(zip(args.tokenizer, reports)), indent=1))
-        elif len(reports) == 1:
-            report = reports[0]
-            print(f"documents        {report['documents']:,}")
-            print(f"bytes            {report['bytes']:,}")
-            print(f"tokens           {report['tokens']:,}")
-            print(f"bytes per token  {report['bytes_per_token']:.4f}")
-            print(f"tokens per word  {report['tokens_per_word']:.4f}")
-            print(f"superword tokens {100 * report['superword_share']:.2f}%")
-            print(f"vocab unused     {100 * report['vocab_unused_share']:.2f}%")
-        else:
-            print(eval_table(args.tokenizer, reports))
-        return 0
-    raise AssertionError(args.command)
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "train": _train, "count": _count, "encode": _encode, "decode": _decode, "eval": _eval}
 
 
 def eval_table(names: list[str], reports: list[dict]) -> str:

@@ -16,13 +16,13 @@ from .vocabulary import Built
 def assemble_stats(ctx: RunContext, job: Inputs, counted: Counted, built: Built,
                    tokenizer: Tokenizer) -> dict[str, Any]:
     """stats.json's content: inputs, counting, the table, the merges, times and peak memory by stage."""
-    config, chunks, result, merged = ctx.config, counted.chunks, built.result, built.merged
+    chunks, result, merged = counted.chunks, built.result, built.merged
     units = [] if job.streamed else job.units
     sizes = result.batch_sizes or [0]
     return {
         "parbpe_version": __version__,
         "python": platform.python_version(),
-        "config": config.to_dict(),
+        "config": ctx.given.to_dict(),
         "default_corpus": job.default_corpus,
         "inputs": {"source": job.described, "files_read": sorted({u.path for u in units}),
                    "skipped": [{"path": p, "reason": why} for p, why in job.skipped]},

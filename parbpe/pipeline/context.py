@@ -29,6 +29,7 @@ class RunContext:
     options: RunOptions
     reporter: Progress
     sampler: PeakSampler
+    given: TrainConfig  # the settings as given (memory_budget None: "half the available RAM"), for stats.json
     cluster: Any = None  # the Ray executor, while executor() is open
     cluster_stats: dict[str, Any] | None = None  # what it reported when it closed
     run: RunDirectory | None = None
@@ -109,4 +110,4 @@ def run_context(config: TrainConfig, options: RunOptions) -> Iterator[RunContext
     budget = config.memory_budget or default_budget()
     with PeakSampler() as sampler:
         yield RunContext(config=dataclasses.replace(config, memory_budget=budget), options=options,
-                         reporter=reporter_of(options.progress), sampler=sampler)
+                         reporter=reporter_of(options.progress), sampler=sampler, given=config)

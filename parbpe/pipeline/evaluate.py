@@ -33,7 +33,7 @@ def evaluate_stage(ctx: RunContext, job: Inputs, built: Built, tokenizer: Tokeni
         small = built.tokenizer(config, n_merges)
         small_stats: dict[str, Any] = {"vocab_size": small.n_vocab, "prefix_of": tokenizer.n_vocab,
                                        "merges": built.first_new + n_merges,
-                                       "config": {**config.to_dict(), "vocab_size": size}}
+                                       "config": {**ctx.given.to_dict(), "vocab_size": size}}
         if job.heldout:
             small_stats["heldout"] = evaluate(small, job.heldout, config.text_column)
         smaller[size] = small, small_stats
