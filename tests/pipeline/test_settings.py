@@ -63,8 +63,8 @@ def test_a_mistyped_option_is_refused_with_the_nearest_one(tmp_path, capsys):
 
 def test_parsed_options_become_the_dataclasses_they_were_generated_from(tmp_path):
     args = build_parser().parse_args(["train", "a.txt", "b.txt", "--vocab-size", "32k", "--special-tokens",
-                                      "<|a|>,<|b|>", "--memory-budget", "2GB", "--resume", "--out", str(tmp_path), "--also-save",
-                                      "1k,2048", "--superbpe-transition", "80%", "--progress", "jsonl"])
+                                      "<|a|>,<|b|>", "--memory-budget", "2GB", "--resume", "--out", str(tmp_path),
+                                      "--also-save", "1k,2048", "--superbpe-transition", "80%", "--progress", "jsonl"])
     job, config, options = settings_from(args)
     assert job.inputs == ["a.txt", "b.txt"] and job.also_save == [1024, 2048] and job.out == str(tmp_path)
     assert config.vocab_size == 32768 and config.special_tokens == ("<|a|>", "<|b|>")
