@@ -17,7 +17,6 @@ from typing import Any
 from .patterns import PATTERNS, pattern_name, resolve_pattern
 from .run.memory import parse_size
 from .run.progress import MODES
-from .tokenizer.load import read_any
 
 BATCHING_MODES = ("batchbpe", "exact")
 PAIR_COUNT_MODES = ("overlap", "nonoverlap")
@@ -103,7 +102,8 @@ class TrainConfig:
     boundaries) before they are counted: it changes the result (0: off).
     init continues an existing byte-level BPE tokenizer (a path: see tokenizer/load.py read_any):
     its merges come first, its pattern is used when pattern is None, its special tokens come
-    before special_tokens, and vocab_size counts its tokens too. pattern None without init: gpt4.
+    before special_tokens, and vocab_size counts its tokens too; the inputs stage reads it and
+    makes the config that continues it (continuing()). pattern None without init: gpt4.
     """
 
     vocab_size: int = setting(
@@ -175,16 +175,14 @@ class TrainConfig:
     def __post_init__(self) -> None:
         # Normalise first (the dataclass is frozen, so go through object.__setattr__).
         object.__setattr__(self, "special_tokens", _check_specials(self.special_tokens))
-        if self.init is not None:
-            self._take_init()
-        object.__setattr__(self, "pattern", resolve_pattern("gpt4" if self.pattern is None else self.pattern))
-        if self.eos_token is None and self.special_tokens:
-            object.__setattr__(self, "eos_token", self.special_tokens[0])
-        for role in ("eos_token", "bos_token", "pad_token"):
-            value = getattr(self, role)
-            if value is not None and value not in self.special_tokens:
-                raise ValueError(f"{role} {value!r} is not one of the special tokens {list(self.special_tokens)}: "
-                                 f"add it with --special-tokens (special_tokens=...)")
+        if self.init is not None:  # its pattern, special tokens and roles come with continuing(), in the inputs stage
+            self._check_init()
+        if self.pattern is not None or self.init is None:
+            object.__setattr__(self, "pattern", resolve_pattern("gpt4" if self.pattern is None else self.pattern))
+        if self.init is None:
+            if self.eos_token is None and self.special_tokens:
+                object.__setattr__(self, "eos_token", self.special_tokens[0])
+            _check_roles(self)
         if isinstance(self.memory_budget, str):
             object.__setattr__(self, "memory_budget", parse_size(self.memory_budget))
         for name in ("vocab_size", "freq_cutoff", "stop_list_size", "max_batch_size", "cap_divisor", "workers",
@@ -224,26 +222,15 @@ class TrainConfig:
         if self.superbpe_transition is not None:
             self._check_transition()
 
-    def _take_init(self) -> None:
-        """The init tokenizer's pattern (unless one is given) and special tokens, first."""
+    def _check_init(self) -> None:
+        """What init cannot be combined with (the tokenizer itself is read by the inputs stage)."""
         object.__setattr__(self, "init", os.fspath(self.init))
-        found = read_any(self.init)
-        if self.pattern is None:
-            object.__setattr__(self, "pattern", found["pattern"])
-        inherited = sorted(found["special_tokens"], key=found["special_tokens"].get)
-        object.__setattr__(self, "special_tokens",
-                           tuple(inherited) + tuple(s for s in self.special_tokens if s not in inherited))
         if self.stop_list_size:
             raise ValueError("init cannot be combined with stop_list_size: the stop list is chosen before any "
                              "merge, the inherited merges come first; drop --stop-list-size")
         if self.superbpe_transition is not None:
             raise ValueError("init cannot be combined with superbpe_transition; to extend a tokenizer with "
                              "superword tokens as the SuperBPE authors do, use --init with --pattern superword")
-        size = 256 + len(found["merges"]) + len(self.special_tokens)
-        if self.vocab_size <= size:
-            raise ValueError(f"vocab_size={self.vocab_size} leaves nothing to learn: {self.init} has "
-                             f"{256 + len(found['merges']) + len(inherited):,} tokens, "
-                             f"{size:,} with the special tokens; give a larger --vocab-size")
 
     def _check_transition(self) -> None:
         value = self.superbpe_transition
@@ -301,6 +288,32 @@ class TrainConfig:
         if "special_tokens" in kwargs:
             kwargs["special_tokens"] = tuple(kwargs["special_tokens"])
         return cls(**kwargs)
+
+
+def continuing(config: TrainConfig, found: dict[str, Any]) -> TrainConfig:
+    """config continuing the tokenizer `found` (tokenizer/load.py read_any's dict of config.init, read by
+    the inputs stage): its pattern unless one is given, its special tokens before config's, eos the
+    first special token unless given; checked: the roles name special tokens, something is left to learn."""
+    inherited = sorted(found["special_tokens"], key=found["special_tokens"].get)
+    specials = tuple(inherited) + tuple(s for s in config.special_tokens if s not in inherited)
+    resolved = dataclasses.replace(config, pattern=found["pattern"] if config.pattern is None else config.pattern,
+                                   special_tokens=specials,
+                                   eos_token=config.eos_token or (specials[0] if specials else None))
+    _check_roles(resolved)
+    size = 256 + len(found["merges"]) + len(specials)
+    if config.vocab_size <= size:
+        raise ValueError(f"vocab_size={config.vocab_size} leaves nothing to learn: {config.init} has "
+                         f"{256 + len(found['merges']) + len(inherited):,} tokens, "
+                         f"{size:,} with the special tokens; give a larger --vocab-size")
+    return resolved
+
+
+def _check_roles(config: TrainConfig) -> None:
+    for role in ("eos_token", "bos_token", "pad_token"):
+        value = getattr(config, role)
+        if value is not None and value not in config.special_tokens:
+            raise ValueError(f"{role} {value!r} is not one of the special tokens {list(config.special_tokens)}: "
+                             f"add it with --special-tokens (special_tokens=...)")
 
 
 def free_settings() -> tuple[str, ...]:

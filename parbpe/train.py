@@ -60,10 +60,10 @@ def train(inputs: Any, config: TrainConfig | None = None, *, out_dir: str | os.P
     config, options = settings_of(config, options, settings)
     job = check_job(inputs, config, options, out_dir=out_dir, sample_corpus=sample_corpus, heldout=heldout,
                     also_save=also_save)  # 1. inputs: every check that needs no work
-    algorithm = algorithm_for(config)
-    with run_context(config, options) as ctx:
+    algorithm = algorithm_for(job.config)
+    with run_context(job.config, options) as ctx:
         ctx.reporter.event("config", message="training", inputs=job.described,
-                           **{k: v for k, v in config.to_dict().items() if k != "pattern"})
+                           **{k: v for k, v in job.config.to_dict().items() if k != "pattern"})
         plan_stage(ctx, job)  # 1. inputs -> sorted work units; the run directory
         with ctx.executor():
             counted = algorithm.count(ctx, job)  # 2-3. count and reduce: chunk counts (SuperBPE: twice)
@@ -108,7 +108,7 @@ def count_to_file(inputs: Any, out_path: str, config: TrainConfig, *, freq_cutof
     option_keywords: RunOptions' fields (progress, start_method, data_limit, executor, ray_address)."""
     config, options = settings_of(config, options, option_keywords)
     job = check_count_job(inputs, config, out_path, sample_corpus)
-    with run_context(config, options) as ctx:
+    with run_context(job.config, options) as ctx:
         return counts_file_stage(ctx, job, out_path, freq_cutoff)
 
 

@@ -13,7 +13,7 @@ ALLOWED = {
     "run": {"io"},  # the run directory writes through io/atomic
     "patterns": set(),
     "io": set(),
-    "config": {"run", "patterns", "tokenizer"},
+    "config": {"run", "patterns"},  # an --init tokenizer is read by the inputs stage, not by the settings
     "count": {"config", "patterns", "run", "io"},
     "merge": {"run"},
     "tokenizer": {"patterns", "io"},

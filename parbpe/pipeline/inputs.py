@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from .. import __version__
-from ..config import RunOptions, TrainConfig, free_settings
+from ..config import RunOptions, TrainConfig, continuing, free_settings
 from ..count.counter import unit_key
 from ..io.atomic import check_output_dir, check_output_file, check_work_dir
 from ..io.filesystems import file_info, is_remote, local_path
@@ -42,6 +42,7 @@ class Inputs:
 
     source: Any
     described: str
+    config: TrainConfig  # the settings, an --init tokenizer's pattern and special tokens taken
     out_dir: str | None = None
     inherited: Inherited | None = None
     also_save: list[int] = field(default_factory=list)
@@ -68,14 +69,14 @@ def check_job(inputs: Any, config: TrainConfig, options: RunOptions, *, out_dir:
         check_work_dir(config.tmp_dir)
     if options.run_dir is not None:
         check_output_dir(options.run_dir, "--run-dir")
-    inherited = inherit(Tokenizer(**read_any(config.init)), config.init) if config.init is not None else None
+    config, inherited = init_stage(config)
     sizes = check_also_save(also_save, config, inherited, out_dir)
     heldout = [os.fspath(p) for p in heldout or ()]
     if heldout:
         expand_inputs(heldout)  # a missing held-out file fails now, not after training
     source, described = resolve_inputs(inputs, config, sample_corpus)
-    job = Inputs(source=source, described=described, out_dir=out_dir, inherited=inherited, also_save=sizes,
-                 heldout=heldout)
+    job = Inputs(source=source, described=described, config=config, out_dir=out_dir, inherited=inherited,
+                 also_save=sizes, heldout=heldout)
     if isinstance(source, TextStream) and (options.resume or options.run_dir is not None):
         raise ValueError(f"texts from {source.description} are consumed once: such a run cannot be resumed and "
                          "keeps no run directory")
@@ -92,8 +93,18 @@ def check_count_job(inputs: Any, config: TrainConfig, out_path: str, sample_corp
     check_output_file(out_path)
     if config.tmp_dir is not None:
         check_work_dir(config.tmp_dir)
+    config, _ = init_stage(config)
     source, described = resolve_inputs(inputs, config, sample_corpus)
-    return Inputs(source=source, described=described)
+    return Inputs(source=source, described=described, config=config)
+
+
+def init_stage(config: TrainConfig) -> tuple[TrainConfig, Inherited | None]:
+    """--init: the tokenizer read (once) and the config that continues it (its pattern and special
+    tokens); a config without init as it is."""
+    if config.init is None:
+        return config, None
+    found = read_any(config.init)
+    return continuing(config, found), inherit(Tokenizer(**found), config.init)
 
 
 def plan_stage(ctx: RunContext, job: Inputs) -> None:

@@ -85,3 +85,20 @@ def test_every_algorithm_merges_through_the_one_merge_stage(corpus, tmp_path, mo
     continued = parbpe.train(corpus, vocab_size=330, workers=1, init=str(tmp_path / "plain"))
     assert calls == [(("table", "init", "merge"), True, 10)]
     assert continued.tokenizer.merges[:64] == plain.tokenizer.merges
+
+
+def test_init_is_read_by_the_inputs_stage_not_by_the_settings(tmp_path):
+    from parbpe.patterns import GPT2_PATTERN
+    from parbpe.pipeline.inputs import init_stage
+    from parbpe.tokenizer.model import Tokenizer
+
+    config = TrainConfig(vocab_size=400, init=str(tmp_path / "not-yet"), special_tokens=("<|pad|>",))
+    assert config.pattern is None  # nothing was read: the path need not exist yet
+    Tokenizer(pattern=GPT2_PATTERN, merges=[(104, 105, 256)],
+              special_tokens={"<|endoftext|>": 257}).save(str(tmp_path / "not-yet"))
+    resolved, inherited = init_stage(config)
+    assert resolved.special_tokens == ("<|endoftext|>", "<|pad|>") and resolved.eos_token == "<|endoftext|>"
+    assert resolved.pattern == GPT2_PATTERN and inherited.merges == [(104, 105)]
+    assert resolved.n_merges == 400 - 256 - 2 and init_stage(TrainConfig()) == (TrainConfig(), None)
+    with pytest.raises(ValueError, match="bos_token '<|x|>' is not one of the special tokens"):
+        init_stage(TrainConfig(vocab_size=400, init=str(tmp_path / "not-yet"), bos_token="<|x|>"))
