@@ -10,8 +10,7 @@ later algorithm over the same chunk table takes the same Counted and ctx.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from ..count.reduce import TrainingChunks
 from ..merge.coordinator import MergeFit, MergeResult, encode_for_merging, fit_merge_stage, learn_merges
@@ -56,7 +55,6 @@ class Merged:
     table_tokens: int
     encoded_table_tokens: int | None = None
     encode_workers: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def merge_stage(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> Merged:
@@ -119,9 +117,9 @@ def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[Merg
     return fit, table_from_arrays(chunks.data, chunks.offsets, chunks.counts, config.vocab_size, fit.min_count)
 
 
-def vocab_of(merges: Pairs, first: list[bytes] | None = None) -> list[bytes]:
-    """The bytes of every token: first (default the 256 bytes), then one per merge."""
-    vocab = list(first) if first is not None else [bytes([b]) for b in range(256)]
+def vocab_of(merges: Pairs) -> list[bytes]:
+    """The bytes of every token: the 256 bytes, then one per merge."""
+    vocab = [bytes([b]) for b in range(256)]
     for a, b in merges:
         vocab.append(vocab[a] + vocab[b])
     return vocab
