@@ -59,6 +59,8 @@ class RunContext:
 
     @property
     def start_method(self) -> str | None:
+        """The start method asked for; None leaves each stage its own default (counting forks where
+        it can, merge workers spawn: merge/workers.py)."""
         return self.options.start_method
 
     @contextlib.contextmanager
