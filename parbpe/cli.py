@@ -79,7 +79,8 @@ def _argument(f: dataclasses.Field) -> tuple[list[str], dict[str, Any]]:
     if m["cli_default"] is not None:
         default = m["cli_default"]
     shown = m["shown"] or ("off" if m["kind"] == "flag" else str(default))
-    kwargs: dict[str, Any] = {"help": f"{m['help']} (default: {shown})".replace("%", "%%")}
+    ending = "required" if m["shown"] == "required" else f"default: {shown}"
+    kwargs: dict[str, Any] = {"help": f"{m['help']} ({ending})".replace("%", "%%")}
     if m["metavar"]:
         kwargs["metavar"] = m["metavar"]
     if m["kind"] == "positional":
