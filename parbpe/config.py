@@ -73,10 +73,10 @@ def setting(default: Any = None, *, help: str, group: str, commands: tuple[str, 
             metavar: str | None = None, kind: str = "value", result: bool = True,
             default_factory: Any = None, cli_default: Any = None) -> Any:
     """A dataclass field declaring one setting: its help, group, the commands that offer it as a flag,
-    the default as help shows it (shown; default: the value), how the CLI parses it (parse),
-    its choices (shown="required": the option must be given), and kind: value, flag (store_true),
-    list (comma lists, repeatable), append (repeatable) or positional. result=False: it never changes what is produced (resume may change it).
-    cli_default: the command line's default where it differs from the library's."""
+    the default as help shows it (shown; default: the value; "required": the option must be given),
+    how the CLI parses it (parse), its choices, and kind: value, flag (store_true), list (comma
+    lists, repeatable), append (repeatable) or positional. result=False: it never changes what is
+    produced (resume may change it). cli_default: the command line's default where it differs."""
     metadata = {"help": help, "group": group, "commands": commands, "shown": shown, "parse": parse,
                 "choices": choices, "metavar": metavar, "kind": kind, "result": result, "cli_default": cli_default}
     if default_factory is not None:
