@@ -107,7 +107,7 @@ def count_to_file(inputs: Any, out_path: str, config: TrainConfig, *, freq_cutof
     Rows are grouped by hash partition and sorted by chunk bytes within each (see count/counts_file.py).
     option_keywords: RunOptions' fields (progress, start_method, data_limit, executor, ray_address)."""
     config, options = settings_of(config, options, option_keywords)
-    job = check_count_job(inputs, config, out_path, sample_corpus)
+    job = check_count_job(inputs, config, options, out_path, sample_corpus)
     with run_context(job.config, options) as ctx:
         return counts_file_stage(ctx, job, out_path, freq_cutoff)
 

@@ -103,10 +103,7 @@ def _count(ctx: RunContext, units: list[WorkUnit] | TextStream, config: TrainCon
         runs_dir = run.new_count_dir()
         if done:
             ctx.note(f"{len(done)} of {len(units)} work units were counted before")
-    if isinstance(units, TextStream):
-        if ctx.cluster is not None:
-            raise ValueError("texts from Python (an iterator, standard input, a streamed dataset) are counted "
-                             "by local processes: use the default executor (local)")
+    if isinstance(units, TextStream):  # (local processes only: inputs.check_job)
         counted = count_stream(ctx, units, config, runs_dir)
     elif todo := [u for u in units if unit_key(u) not in done]:
         counted = count_units(ctx, todo, config, runs_dir)

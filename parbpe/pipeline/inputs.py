@@ -77,6 +77,7 @@ def check_job(inputs: Any, config: TrainConfig, options: RunOptions, *, out_dir:
     source, described = resolve_inputs(inputs, config, sample_corpus)
     job = Inputs(source=source, described=described, config=config, out_dir=out_dir, inherited=inherited,
                  also_save=sizes, heldout=heldout)
+    check_executor(source, options)
     if isinstance(source, TextStream) and (options.resume or options.run_dir is not None):
         raise ValueError(f"texts from {source.description} are consumed once: such a run cannot be resumed and "
                          "keeps no run directory")
@@ -88,14 +89,23 @@ def check_job(inputs: Any, config: TrainConfig, options: RunOptions, *, out_dir:
     return job
 
 
-def check_count_job(inputs: Any, config: TrainConfig, out_path: str, sample_corpus: bool) -> Inputs:
+def check_count_job(inputs: Any, config: TrainConfig, options: RunOptions, out_path: str,
+                    sample_corpus: bool) -> Inputs:
     """count_to_file's checks before work: the output file, the work directory, the inputs."""
     check_output_file(out_path)
     if config.tmp_dir is not None:
         check_work_dir(config.tmp_dir)
     config, _ = init_stage(config)
     source, described = resolve_inputs(inputs, config, sample_corpus)
+    check_executor(source, options)
     return Inputs(source=source, described=described, config=config)
+
+
+def check_executor(source: Any, options: RunOptions) -> None:
+    """Texts from Python are counted where they are: by local processes."""
+    if isinstance(source, TextStream) and options.executor != "local":
+        raise ValueError("texts from Python (an iterator, standard input, a streamed dataset) are counted "
+                         "by local processes: use the default executor (local)")
 
 
 def init_stage(config: TrainConfig) -> tuple[TrainConfig, Inherited | None]:

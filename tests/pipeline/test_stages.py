@@ -45,10 +45,15 @@ def test_what_a_run_cannot_do_fails_before_counting(corpus, monkeypatch, keyword
         parbpe.train(corpus, vocab_size=300, **keywords)
 
 
-def test_texts_from_python_cannot_resume(monkeypatch, tmp_path):
+def test_texts_from_python_cannot_resume_nor_go_to_ray(monkeypatch, tmp_path):
     _no_counting(monkeypatch)
     with pytest.raises(ValueError, match="consumed once"):
         parbpe.train_from_iterator(["some text"] * 10, vocab_size=300, out_dir=tmp_path / "o", resume=True)
+    for run in (lambda: parbpe.train_from_iterator(["some text"] * 10, vocab_size=300, executor="ray"),
+                lambda: parbpe.count_to_file(iter(["some text"]), str(tmp_path / "c.parquet"), TrainConfig(),
+                                             executor="ray")):
+        with pytest.raises(ValueError, match="counted by local processes"):
+            run()
 
 
 def test_keywords_are_split_into_settings_and_options():
