@@ -263,7 +263,12 @@ class TrainConfig:
     @property
     def n_merges(self) -> int:
         """How many merges the run makes: the vocabulary less bytes, stop list and specials."""
-        return self.vocab_size - 256 - self.stop_list_size - len(self.special_tokens)
+        return self.merges_for(self.vocab_size)
+
+    def merges_for(self, size: int, inherited: int = 0) -> int:
+        """The merges a tokenizer of `size` tokens makes after `inherited` ones (an --init tokenizer's):
+        the one place where vocabulary sizes become merge counts."""
+        return size - 256 - self.stop_list_size - len(self.special_tokens) - inherited
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; the pattern is given by name when it is a built-in one."""

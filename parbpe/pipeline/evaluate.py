@@ -26,7 +26,7 @@ def evaluate_stage(ctx: RunContext, job: Inputs, built: Built, tokenizer: Tokeni
                                          for k, v in stats["heldout"].items()})
     smaller: Smaller = {}
     for size in job.also_save:
-        n_merges = config.n_merges - built.first_new - (config.vocab_size - size)
+        n_merges = config.merges_for(size, built.first_new)
         if n_merges > len(built.result.merges):
             ctx.warn(f"not saving vocab-{size}: the run stopped at {tokenizer.n_vocab} tokens")
             continue

@@ -158,7 +158,8 @@ def check_also_save(sizes: Sequence[int], config: TrainConfig, inherited: Inheri
         return []
     if out_dir is None:
         raise ValueError("also_save (--also-save) writes directories into the output directory: give out_dir (--out)")
-    least = config.vocab_size - config.n_merges + (len(inherited.merges) if inherited is not None else 0)
+    inherited_merges = len(inherited.merges) if inherited is not None else 0
+    least = config.vocab_size - config.merges_for(config.vocab_size, inherited_merges)
     for size in sizes:
         if isinstance(size, bool) or not isinstance(size, int) or not least < size < config.vocab_size:
             raise ValueError(f"--also-save size {size!r} must be an integer between {least} (the tokens the run "

@@ -73,7 +73,8 @@ class Bpe:
             merge_job = MergeJob(vocab=[bytes([b]) for b in range(256)] + list(chunks.stop_words),
                                  n_merges=config.n_merges if n_merges is None else n_merges)
         else:
-            merge_job = MergeJob(vocab=inherited.vocab(), n_merges=config.n_merges - len(inherited.merges),
+            merge_job = MergeJob(vocab=inherited.vocab(),
+                                 n_merges=config.merges_for(config.vocab_size, len(inherited.merges)),
                                  encode=(inherited.merges, rank_order_batches(inherited.merges)),
                                  allow=superword_allowed if config.pattern == SUPERWORD_PATTERN else None)
         merged = merge_stage(ctx, chunks, merge_job)
@@ -104,7 +105,8 @@ class SuperBpe(Bpe):
         done = len(first.merges)
         names = ("superbpe_table", "superbpe_encode", "superbpe_merge")
         merged = merge_stage(ctx, chunks, MergeJob(
-            vocab=vocab_of(first.merges), n_merges=ctx.config.n_merges - done, encode=(first.merges, first.batch_sizes),
+            vocab=vocab_of(first.merges), n_merges=ctx.config.merges_for(ctx.config.vocab_size, done),
+            encode=(first.merges, first.batch_sizes),
             sampled=True, allow=superword_allowed, names=names, offset=done, label="SuperBPE stage 2",
             resumable=False))
         second = merged.result
