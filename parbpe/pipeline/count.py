@@ -29,7 +29,8 @@ from ..io.units import WorkUnit
 from ..patterns import SUPERWORD_PATTERN
 from ..run.faults import test_stop
 from ..run.memory import count_layout, format_size, process_rss, reduce_workers, trim_heap, worker_data_limit
-from ..run.run_dir import RunDirectory, temp_work_dir
+from ..run.run_dir import RunDirectory
+from ..run.temp_dirs import temp_work_dir
 from .context import RunContext
 
 EMPTY_CORPUS = "the corpus is empty: no text chunk was found in the inputs"

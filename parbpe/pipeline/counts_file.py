@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 from ..count.counts_file import write_counts_file
 from ..io.iterables import TextStream
 from ..io.plan import plan
-from ..run.run_dir import clean_stale_temp_dirs, temp_work_dir
+from ..run.temp_dirs import clean_stale_temp_dirs, temp_work_dir
 from .context import RunContext
 from .count import EMPTY_CORPUS, count_stream, count_units, reduce_partitions
 from .inputs import Inputs, is_unit_list

@@ -26,7 +26,8 @@ from ..io.filesystems import file_info, is_remote, local_path
 from ..io.iterables import TextStream, dataset_source, is_datasets_object, is_text_source, stdin_source
 from ..io.plan import default_corpus_files, expand_inputs, plan
 from ..io.units import WorkUnit
-from ..run.run_dir import RunDirectory, clean_stale_temp_dirs
+from ..run.run_dir import RunDirectory
+from ..run.temp_dirs import clean_stale_temp_dirs
 from ..tokenizer.inherit import Inherited, inherit
 from ..tokenizer.load import read_any
 from ..tokenizer.model import Tokenizer

@@ -15,7 +15,7 @@ Every file is written to a temporary name, flushed to disk and renamed into plac
 moment leaves each file whole or absent; run files that no commit record names are ignored. This
 module knows files and JSON only: train.py decides what goes in them.
 
-The same module finds the `parbpe-*` temporary directories of runs whose process is gone.
+The `parbpe-*` temporary directories of runs whose process is gone are found by run/temp_dirs.py.
 """
 
 from __future__ import annotations
@@ -23,12 +23,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import socket
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -43,8 +41,6 @@ __all__ = ["COUNT_COMMIT_SECONDS", "RunDirectory", "checkpoint_seconds", "sync_f
 
 FORMAT = 1
 RUN_FILE = "run.json"
-OWNER_FILE = "owner.json"  # in a parbpe-* temporary directory
-TEMP_PREFIX = "parbpe-"
 
 
 # Seconds of work a checkpoint may lose. A counting commit writes the counts a worker holds to a run
@@ -77,7 +73,8 @@ def read_json(path: str) -> Any:
         return json.load(f)
 
 
-def _owner() -> dict[str, Any]:
+def owner_record() -> dict[str, Any]:
+    """This process: host, pid and start time (owner_alive tells whether it still runs)."""
     me = psutil.Process()
     return {"host": socket.gethostname(), "pid": me.pid, "created": me.create_time()}
 
@@ -149,7 +146,7 @@ class RunDirectory:
             os.makedirs(path, exist_ok=True)
             started = record["started"] if record else time.time()
             write_json(run._file(RUN_FILE), {"format": FORMAT, "identity": identity, "settings": settings,
-                                             "inputs": inputs, "owner": _owner(), "started": started})
+                                             "inputs": inputs, "owner": owner_record(), "started": started})
         except OSError as exc:
             raise ValueError(f"cannot write the run directory {path} ({exc.strerror or exc}): "
                              "choose a writable one with --run-dir") from None
@@ -341,59 +338,3 @@ def _differences(record: dict[str, Any], identity: dict[str, Any], inputs: list[
         elif a["mtime_ns"] != b["mtime_ns"]:
             out.append(f"input {path} changed (modified {_when(b['mtime_ns'] / 1e9)})")
     return out
-
-
-@contextlib.contextmanager
-def temp_work_dir(parent: str | None) -> Iterator[str]:
-    """A `parbpe-*` temporary directory recording its owner (so a later run can tell it is stale),
-    removed on exit."""
-    with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX, dir=parent) as path:
-        write_json(os.path.join(path, OWNER_FILE), _owner())
-        yield path
-
-
-def _tree_size(path: str) -> int:
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(root, name)).st_size
-    return total
-
-
-def clean_stale_temp_dirs(parent: str | None) -> list[str]:
-    """Remove the `parbpe-*` directories in parent (default: the system temp dir) whose owner process
-    is gone, and report them; directories without an owner record (older parbpe) are only reported."""
-    parent = parent or tempfile.gettempdir()
-    notes = []
-    try:
-        names = sorted(n for n in os.listdir(parent) if n.startswith(TEMP_PREFIX))
-    except OSError:
-        return notes
-    for name in names:
-        path = os.path.join(parent, name)
-        if not os.path.isdir(path) or os.path.islink(path):
-            continue
-        if os.path.exists(os.path.join(path, RUN_FILE)):  # a training run's directory (--tmp-dir): resumable
-            with contextlib.suppress(OSError, ValueError):
-                record = read_json(os.path.join(path, RUN_FILE))
-                if not record.get("finished") and not owner_alive(record.get("owner")):
-                    notes.append(f"{path} holds an unfinished training run ({RunDirectory(path).describe()}): "
-                                 f"continue it with its command and --resume, or remove it (rm -r '{path}')")
-            continue
-        try:
-            owner = read_json(os.path.join(path, OWNER_FILE))
-        except (OSError, ValueError):
-            owner = None
-        if owner is None:  # only names tempfile makes (parbpe- and 8 characters): not a user's parbpe-base
-            if re.fullmatch(r"parbpe-[a-z0-9_]{8}", name) and time.time() - os.path.getmtime(path) > 3600:
-                notes.append(f"{path} ({_tree_size(path) / 1e6:.1f} MB) has no owner record (an older parbpe's?) "
-                             "and is over an hour old: remove it if no parbpe run uses it")
-            continue
-        if owner.get("host") != socket.gethostname() or owner_alive(owner):
-            continue
-        size = _tree_size(path)
-        shutil.rmtree(path, ignore_errors=True)
-        notes.append(f"removed {path} ({size / 1e6:.1f} MB), left by a parbpe run (pid {owner.get('pid')}) "
-                     "that died")
-    return notes

@@ -15,6 +15,7 @@ from parbpe.config import TrainConfig
 from parbpe.count.counter import ShardCounter, unit_key
 from parbpe.io.plan import plan
 from parbpe.run import run_dir as rd
+from parbpe.run import temp_dirs
 
 
 def _dead_owner() -> dict:
@@ -30,15 +31,15 @@ def test_stale_temp_dirs_are_removed_and_reported(tmp_path):
     dead = tmp_path / "parbpe-dead"
     (dead / "sub").mkdir(parents=True)
     (dead / "sub" / "w0-run00000.arrow").write_bytes(b"x" * 3_000_000)
-    rd.write_json(str(dead / rd.OWNER_FILE), _dead_owner())
-    with rd.temp_work_dir(str(tmp_path)) as live:  # this process's own: left alone
+    rd.write_json(str(dead / temp_dirs.OWNER_FILE), _dead_owner())
+    with temp_dirs.temp_work_dir(str(tmp_path)) as live:  # this process's own: left alone
         old = tmp_path / "parbpe-0ld_k3x9"  # no owner record (an older parbpe): reported once it is old
         other = tmp_path / "parbpe-base"  # not a name tempfile makes (a user's checkout): left alone
         for d in (old, other):
             d.mkdir()
             os.utime(d, (time.time() - 7200, time.time() - 7200))
         (tmp_path / "parbpe-new").mkdir()  # no owner record and recent: may be starting, left alone
-        notes = rd.clean_stale_temp_dirs(str(tmp_path))
+        notes = temp_dirs.clean_stale_temp_dirs(str(tmp_path))
         assert os.path.isdir(live)
     assert not dead.exists() and old.exists() and other.exists()
     assert len(notes) == 2
@@ -58,7 +59,7 @@ def test_a_killed_count_leaves_a_temp_dir_the_next_run_removes(tmp_path):
     killed = subprocess.run(command, env=env, capture_output=True, text=True, start_new_session=True)
     assert killed.returncode == -signal.SIGKILL
     left = [p for p in tmp.iterdir() if p.name.startswith("parbpe-")]
-    assert len(left) == 1 and (left[0] / rd.OWNER_FILE).exists()
+    assert len(left) == 1 and (left[0] / temp_dirs.OWNER_FILE).exists()
     done = subprocess.run(command, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     notes = [json.loads(line)["message"] for line in done.stderr.splitlines() if '"note"' in line]
