@@ -64,9 +64,12 @@ class Bpe:
     """Byte-level BPE: count the chunks once, merge them (after the inherited merges, with --init)."""
 
     def count(self, ctx: RunContext, job: Inputs) -> Counted:
+        """Stages 2-3: the chunk counts (resumed from the run directory when it has them)."""
         return count_stage(ctx, job.units, run=ctx.run)
 
     def build(self, ctx: RunContext, job: Inputs, counted: Counted, n_merges: int | None = None) -> Built:
+        """Stages 4-5: the merges, n_merges of them (default: the vocabulary's; with --init, the
+        vocabulary's less the inherited ones)."""
         config, inherited = ctx.config, job.inherited
         chunks = counted.chunks
         if inherited is None:
@@ -91,11 +94,14 @@ class SuperBpe(Bpe):
     """SuperBPE: ordinary BPE for the transition's merges, then superword tokens (stage 2)."""
 
     def count(self, ctx: RunContext, job: Inputs) -> Counted:
+        """The chunks of the run's split, then those of the superword split (counted.superword)."""
         counted = super().count(ctx, job)
         counted.superword = superword_count_stage(ctx, job.units)
         return counted
 
     def build(self, ctx: RunContext, job: Inputs, counted: Counted, n_merges: int | None = None) -> Built:
+        """Stage 1 to the transition, then stage 2: the superword table encoded with stage 1's merges
+        (in its rounds' batches) and merged on to the full vocabulary under SuperBPE's rule."""
         stage1 = super().build(ctx, job, counted, ctx.config.transition_merges)
         chunks: TrainingChunks = counted.superword.chunks
         stats = {"transition_merges": ctx.config.transition_merges, "chunks": chunks.total_chunks,
