@@ -60,3 +60,29 @@ def test_a_training_run_clears_what_a_killed_one_left_in_its_output(tmp_path: Pa
     assert main(["train", str(tmp_path / "c.txt"), "--vocab-size", "270", "--out", str(out), "--progress", "none",
                  "--workers", "1"]) == 0, capsys.readouterr().err
     assert not list(out.glob(".tmp-*"))
+
+
+def test_a_durable_write_flushes_the_file_and_its_directory_and_a_failed_one_leaves_nothing(tmp_path, monkeypatch):
+    import pytest
+
+    from parbpe.io import atomic
+
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}")) or real_fsync(fd))
+    target = tmp_path / "merges.json"
+    atomic.write_atomically(str(target), lambda tmp: Path(tmp).write_text("[1, 2]"), durable=True)
+    assert target.read_text() == "[1, 2]"
+    assert len(synced) == 2 and synced[0].startswith(str(tmp_path / ".tmp-")) and synced[1] == str(tmp_path)
+    synced.clear()
+    atomic.write_atomically(str(tmp_path / "plain.txt"), lambda tmp: Path(tmp).write_text("x"))
+    assert synced == []  # an output file is not flushed: only the run directory's checkpoints are
+
+    def half(tmp: str) -> None:
+        Path(tmp).write_text("[1,")
+        raise OSError("the disk went away")
+
+    with pytest.raises(OSError, match="the disk went away"):
+        atomic.write_atomically(str(target), half, durable=True)
+    assert target.read_text() == "[1, 2]" and sorted(p.name for p in tmp_path.iterdir()) == ["merges.json",
+                                                                                            "plain.txt"]
