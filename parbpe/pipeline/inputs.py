@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.util
 import os
 import tempfile
 from collections.abc import Sequence
@@ -103,7 +104,9 @@ def check_count_job(inputs: Any, config: TrainConfig, options: RunOptions, out_p
 
 
 def check_executor(source: Any, options: RunOptions) -> None:
-    """Texts from Python are counted where they are: by local processes."""
+    """Ray is installed when asked for; texts from Python are counted where they are: by local processes."""
+    if options.executor == "ray" and importlib.util.find_spec("ray") is None:
+        raise ValueError("--executor ray needs Ray: pip install 'parbpe[ray]'")
     if isinstance(source, TextStream) and options.executor != "local":
         raise ValueError("texts from Python (an iterator, standard input, a streamed dataset) are counted "
                          "by local processes: use the default executor (local)")

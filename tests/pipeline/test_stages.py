@@ -107,3 +107,13 @@ def test_init_is_read_by_the_inputs_stage_not_by_the_settings(tmp_path):
     assert resolved.n_merges == 400 - 256 - 2 and init_stage(TrainConfig()) == (TrainConfig(), None)
     with pytest.raises(ValueError, match="bos_token '<|x|>' is not one of the special tokens"):
         init_stage(TrainConfig(vocab_size=400, init=str(tmp_path / "not-yet"), bos_token="<|x|>"))
+
+
+def test_a_missing_ray_fails_before_counting(corpus, monkeypatch):
+    import importlib.util
+
+    _no_counting(monkeypatch)
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else find_spec(name, *a))
+    with pytest.raises(ValueError, match=r"--executor ray needs Ray: pip install 'parbpe\[ray\]'"):
+        parbpe.train(corpus, vocab_size=300, executor="ray")
