@@ -265,22 +265,26 @@ class PairQueue:
             kth = np.partition(counts, len(keys) - n)[len(keys) - n]
             near = counts >= kth
             keys, counts = keys[near], counts[near]
-        # Rank order: count, then first token's bytes, then second's; all descending. Tokens are
-        # ranked among those of these pairs only (place 0: the greatest), which orders the pairs the
-        # same. Their bytes are compared as they are (no fixed-width keys as wide as the longest
-        # token): a stable sort, from the highest id down, by bytes descending, puts the higher id
-        # first among equal bytes.
+        # Rank order: count, then first token's bytes, then second's; all descending. Bytes matter only
+        # among pairs of equal count, so only the tokens of those are ranked (a Python sort of token
+        # bytes each round costs more than the rest of the round), among themselves (place 0: the
+        # greatest), which orders the tied pairs the same. Their bytes are compared as they are (no
+        # fixed-width keys as wide as the longest token): a stable sort, from the highest id down, by
+        # bytes descending, puts the higher id first among equal bytes.
         first, second = keys >> 32, keys & 0xFFFFFFFF
+        _, inverse, repeats = np.unique(counts, return_inverse=True, return_counts=True)
+        tied = repeats[inverse.reshape(-1)] > 1
         present = np.zeros(int(max(first.max(), second.max())) + 1, dtype=bool)
-        present[first] = True
-        present[second] = True
+        present[first[tied]] = True
+        present[second[tied]] = True
         tokens = np.flatnonzero(present)
-        place = np.empty(len(present), dtype=np.int64)
+        place = np.zeros(len(present), dtype=np.int64)
         ordered = sorted(tokens[::-1].tolist(), key=self._bytes.__getitem__, reverse=True)
         place[np.array(ordered, dtype=np.int64)] = np.arange(len(tokens))
-        by_tokens = place[first] * len(tokens) + place[second]
-        if int(counts.max()) < (2**62) // (len(tokens) ** 2):
-            order = np.argsort(by_tokens - counts * len(tokens) ** 2)[:n]  # one sort on one int64 key
+        width = max(len(tokens), 1)
+        by_tokens = place[first] * width + place[second]
+        if int(counts.max()) < (2**62) // (width**2):
+            order = np.argsort(by_tokens - counts * width**2)[:n]  # one sort on one int64 key
         else:
             by_tokens = np.argsort(by_tokens)
             order = by_tokens[np.argsort(-counts[by_tokens], kind="stable")[:n]]
