@@ -293,17 +293,14 @@ class PairQueue:
             kth = np.partition(counts, len(keys) - n)[len(keys) - n]
             near = counts >= kth
             keys, counts = keys[near], counts[near]
-        # Rank order: count, then first token's bytes, then second's; all descending. Bytes matter only
-        # among pairs of equal count, so only the tokens of those are ranked (a Python sort of token
-        # bytes each round costs more than the rest of the round), among themselves (place 0: the
-        # greatest), which orders the tied pairs the same; by 8-byte prefixes in numpy, and by all their
-        # bytes only where long tokens share a prefix (_byte_order).
+        # Rank order: count, then first token's bytes, then second's; all descending. Tokens are
+        # ranked among those of these pairs only (place 0: the greatest), which orders the pairs the
+        # same: by 8-byte prefixes in numpy, and by all their bytes only where long tokens share a
+        # prefix (_byte_order; a Python sort of every token's bytes was most of a round's selection).
         first, second = keys >> 32, keys & 0xFFFFFFFF
-        _, inverse, repeats = np.unique(counts, return_inverse=True, return_counts=True)
-        tied = repeats[inverse.reshape(-1)] > 1
         present = np.zeros(int(max(first.max(), second.max())) + 1, dtype=bool)
-        present[first[tied]] = True
-        present[second[tied]] = True
+        present[first] = True
+        present[second] = True
         tokens = np.flatnonzero(present)
         place = np.zeros(len(present), dtype=np.int64)
         place[self._byte_order(tokens)] = np.arange(len(tokens))
