@@ -149,16 +149,19 @@ def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_r
 
 
 def encode_for_merging(table: ChunkTable, merges: list[tuple[int, int]], batch_sizes: list[int], vocab_size: int,
-                       workers: int = 1, start_method: str | None = None
+                       workers: int = 1, start_method: str | None = None, *,
+                       min_bytes_per_worker: int | None = None, min_tokens_per_worker: int | None = None
                        ) -> tuple[ChunkTable, SlicedEngine | None, int]:
     """A table of bytes encoded with merges (merge/encode.py), ready for learn_merges: (the encoded
     table, the merge workers that hold it or None, the processes that encoded it). With workers > 1 and at least
     MIN_BYTES_PER_ENCODE_WORKER bytes each, the slices encode in merge workers at once, and those
     workers go on to merge the table if its slices are worth it (MIN_TOKENS_PER_WORKER tokens each;
     else they stop and the table, in shared memory, merges in this process). The caller lets go of
-    `table` (the workers' copy is then the only one) and passes the result to learn_merges(sliced=...)."""
+    `table` (the workers' copy is then the only one) and passes the result to learn_merges(sliced=...).
+    min_bytes_per_worker and min_tokens_per_worker override those two thresholds (None: the defaults)."""
     dtype = token_dtype(vocab_size)
-    workers = min(workers, len(table.tokens) // MIN_BYTES_PER_ENCODE_WORKER)
+    per_worker = MIN_BYTES_PER_ENCODE_WORKER if min_bytes_per_worker is None else min_bytes_per_worker
+    workers = min(workers, len(table.tokens) // max(per_worker, 1))
     if workers <= 1 or table.n_chunks < 2 * workers:
         return encode_byte_table(table, merges, batch_sizes, dtype=dtype), None, 1
     trim_heap()  # what this process freed (the counts the table was made of) goes back before the workers start
@@ -169,7 +172,8 @@ def encode_for_merging(table: ChunkTable, merges: list[tuple[int, int]], batch_s
     except BaseException:
         sliced.close()
         raise
-    if len(sliced.table.tokens) < sliced.workers * MIN_TOKENS_PER_WORKER:
+    per_worker = MIN_TOKENS_PER_WORKER if min_tokens_per_worker is None else min_tokens_per_worker
+    if len(sliced.table.tokens) < sliced.workers * per_worker:
         sliced.close()
         return sliced.table, None, workers
     return sliced.table, sliced, workers
