@@ -223,3 +223,21 @@ def test_byte_order_equals_python_sort(seed):
     tokens = np.array(sorted(rng.sample(range(len(vocab)), 900)), dtype=np.int64)
     expected = sorted(tokens[::-1].tolist(), key=vocab.__getitem__, reverse=True)
     assert queue._byte_order(tokens).tolist() == expected
+
+
+def test_progress_is_throttled_but_always_reports_the_end():
+    """A slow or frequent progress callback is not called every round; the last call is the end."""
+    from parbpe.merge import coordinator
+
+    calls: list[tuple[int, int]] = []
+    throttled = coordinator._Throttled(lambda done, total: calls.append((done, total)), interval=3600)
+    for done in range(1, 101):
+        throttled(done, 100)
+    throttled.flush()
+    assert calls == [(1, 100), (100, 100)]
+    calls.clear()
+    throttled = coordinator._Throttled(lambda done, total: calls.append((done, total)), interval=3600)
+    for done in range(1, 51):
+        throttled(done, 100)  # a run that stops early: flush sends the last round held back
+    throttled.flush()
+    assert calls == [(1, 100), (50, 100)]
