@@ -56,6 +56,10 @@ ENCODE_BYTES_PER_BYTE = 11
 # 20M tokens as 1.35-2.40M runs, 503-877 MB.
 RUN_BYTES_PER_TOKEN = 13
 RUN_BYTES_PER_RUN = 400
+# progress(done, total) is called at most once per this many seconds, and after the last round: the
+# caller's callback may read /proc of the whole machine (tree_rss), and a serial run makes one round
+# per merge (FineWeb counts -> 50,304, docs/BENCHMARKS.md).
+PROGRESS_INTERVAL = 0.1
 AUTO_CUTOFF_LIMIT = 1 << 16  # the automatic cutoff never goes beyond this count
 MAX_AUTO_DROP = 0.05  # the automatic cutoff may leave out at most this share of chunk occurrences
 
@@ -145,16 +149,19 @@ def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_r
 
 
 def encode_for_merging(table: ChunkTable, merges: list[tuple[int, int]], batch_sizes: list[int], vocab_size: int,
-                       workers: int = 1, start_method: str | None = None
+                       workers: int = 1, start_method: str | None = None, *,
+                       min_bytes_per_worker: int | None = None, min_tokens_per_worker: int | None = None
                        ) -> tuple[ChunkTable, SlicedEngine | None, int]:
     """A table of bytes encoded with merges (merge/encode.py), ready for learn_merges: (the encoded
     table, the merge workers that hold it or None, the processes that encoded it). With workers > 1 and at least
     MIN_BYTES_PER_ENCODE_WORKER bytes each, the slices encode in merge workers at once, and those
     workers go on to merge the table if its slices are worth it (MIN_TOKENS_PER_WORKER tokens each;
     else they stop and the table, in shared memory, merges in this process). The caller lets go of
-    `table` (the workers' copy is then the only one) and passes the result to learn_merges(sliced=...)."""
+    `table` (the workers' copy is then the only one) and passes the result to learn_merges(sliced=...).
+    min_bytes_per_worker and min_tokens_per_worker override those two thresholds (None: the defaults)."""
     dtype = token_dtype(vocab_size)
-    workers = min(workers, len(table.tokens) // MIN_BYTES_PER_ENCODE_WORKER)
+    per_worker = MIN_BYTES_PER_ENCODE_WORKER if min_bytes_per_worker is None else min_bytes_per_worker
+    workers = min(workers, len(table.tokens) // max(per_worker, 1))
     if workers <= 1 or table.n_chunks < 2 * workers:
         return encode_byte_table(table, merges, batch_sizes, dtype=dtype), None, 1
     trim_heap()  # what this process freed (the counts the table was made of) goes back before the workers start
@@ -165,7 +172,8 @@ def encode_for_merging(table: ChunkTable, merges: list[tuple[int, int]], batch_s
     except BaseException:
         sliced.close()
         raise
-    if len(sliced.table.tokens) < sliced.workers * MIN_TOKENS_PER_WORKER:
+    per_worker = MIN_TOKENS_PER_WORKER if min_tokens_per_worker is None else min_tokens_per_worker
+    if len(sliced.table.tokens) < sliced.workers * per_worker:
         sliced.close()
         return sliced.table, None, workers
     return sliced.table, sliced, workers
@@ -212,6 +220,7 @@ def learn_merges(
     start_method: str | None = None,
     min_tokens_per_worker: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    progress_interval: float = PROGRESS_INTERVAL,
     replay: tuple[list[tuple[int, int]], list[int]] | None = None,
     on_round: Callable[[list[tuple[int, int]], list[int], bool], None] | None = None,
     allow: Callable[[bytes], bool] | None = None,
@@ -235,7 +244,8 @@ def learn_merges(
     replay = (merges, batch_sizes) of an earlier run with the same table and settings (a
     checkpoint): those rounds are applied as recorded, without ranking, which leaves the engine and
     the pair counts as that run had them, and the rounds go on from there. on_round(merges,
-    batch_sizes, final) is called after every round and once at the end (to write checkpoints).
+    batch_sizes, final) is called after every round and once at the end (to write checkpoints);
+    progress(done, total) at most once per progress_interval seconds and at the end.
     allow(token_bytes) -> False keeps a pair from ever being merged (SuperBPE's rules, merge/superword.py):
     the pair leaves the ranking for good, as in the SuperBPE authors' trainer, whose skipped pairs are
     not put back; replayed merges are not checked. MergeResult.skipped counts the pairs left out.
@@ -264,18 +274,19 @@ def learn_merges(
             workers = sliced.workers
     if use_runs:
         workers = 1
+    throttled = _Throttled(progress, progress_interval) if progress is not None else None
     if sliced is None and (workers <= 1 or table.n_chunks < 2 * workers):
         if use_runs:
             runner = RunEngine(table, nonoverlap=nonoverlap)
         else:
             runner = ChunkEngine(table, nonoverlap=nonoverlap) if use_chunk else LinkedEngine(table)
-        return _merge_rounds(runner, vocab, n_merges, max_batch_size, cap_divisor, exact, progress, clock,
+        return _merge_rounds(runner, vocab, n_merges, max_batch_size, cap_divisor, exact, throttled, clock,
                              replay, on_round, allow)
     try:
         if sliced is None:
             sliced = SlicedEngine(table, workers, start_method=start_method)
         sliced.build(use_chunk=use_chunk, nonoverlap=nonoverlap)
-        result = _merge_rounds(sliced, vocab, n_merges, max_batch_size, cap_divisor, exact, progress, clock,
+        result = _merge_rounds(sliced, vocab, n_merges, max_batch_size, cap_divisor, exact, throttled, clock,
                                replay, on_round, allow)
         result.engine = sliced.finish()  # the compacted table: chunk_tokens(c) as with one engine
         result.workers = sliced.workers
@@ -297,7 +308,8 @@ def _uses_runs(table: ChunkTable, engine: str, nonoverlap: bool, batching: str) 
 
 
 def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int, cap_divisor: int,
-                  exact: bool, progress, clock: float, replay=None, on_round=None, allow=None) -> MergeResult:
+                  exact: bool, progress: _Throttled | None, clock: float, replay=None, on_round=None,
+                  allow=None) -> MergeResult:
     """The rounds of learn_merges on a ready engine."""
     queue = PairQueue(*runner.initial_pair_counts(), vocab)
     rule = _Rule(allow, vocab) if allow is not None else None
@@ -347,12 +359,38 @@ def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int
             on_round(merges, batch_sizes, False)
     if on_round is not None:
         on_round(merges, batch_sizes, True)
+    if progress is not None:
+        progress.flush()
     # With merge workers, the messages' time is inside "applying": report it apart.
     seconds["communication"] = getattr(runner, "communication", 0.0)
     seconds["applying"] -= seconds["communication"]
     return MergeResult(merges=merges, batch_sizes=batch_sizes, stopped_early=len(merges) < n_merges,
                        engine=runner, seconds={k: round(v, 3) for k, v in seconds.items()},
                        skipped=len(rule.refused) if rule is not None else 0)
+
+
+class _Throttled:
+    """progress(done, total) at most once per `interval` seconds (or 20 times its own cost) and always
+    at done == total; flush() sends a round held back (a run that stops early)."""
+
+    def __init__(self, progress: Callable[[int, int], None], interval: float):
+        self.progress, self.interval = progress, interval
+        self.next = 0.0
+        self.pending: tuple[int, int] | None = None
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if done >= total or now >= self.next:
+            self.progress(done, total)
+            spent = time.perf_counter() - now  # a slow callback is called less often: at most 5% of the time
+            self.next, self.pending = now + max(self.interval, 20 * spent), None
+        else:
+            self.pending = (done, total)
+
+    def flush(self) -> None:
+        if self.pending is not None:
+            self.progress(*self.pending)
+            self.pending = None
 
 
 class _Rule:

@@ -140,7 +140,13 @@ class PairQueue:
 
     def __init__(self, keys: np.ndarray, counts: np.ndarray, vocab: list[bytes]) -> None:
         self.counts = PairCounts(keys, counts)
-        self._bytes: list[bytes] = list(vocab)  # every token's bytes (shared with vocab, not copied)
+        self._bytes: list[bytes] = list(vocab)  # every token's bytes
+        # Each token's first 8 bytes as a big-endian number (zero-padded) and its length up to 9: they
+        # order tokens by bytes in numpy, but for tokens longer than 8 bytes that share their first 8.
+        self._prefix = np.zeros(max(len(vocab), 1024), dtype=np.uint64)
+        self._length = np.zeros(len(self._prefix), dtype=np.int64)
+        for token, token_bytes in enumerate(self._bytes):
+            self._set_prefix(token, token_bytes)
         self._heap: list[tuple[int, Descending, int, Descending, int, int]] = []
         self._heap_threshold = float("inf")
         # The pool: sorted keys and their current counts, kept up to date from the deltas.
@@ -151,6 +157,28 @@ class PairQueue:
     def add_token(self, token_bytes: bytes) -> None:
         """Register the bytes of the next token id (called once per merge, in id order)."""
         self._bytes.append(token_bytes)
+        if len(self._bytes) > len(self._prefix):
+            self._prefix = np.concatenate([self._prefix, np.zeros_like(self._prefix)])
+            self._length = np.concatenate([self._length, np.zeros_like(self._length)])
+        self._set_prefix(len(self._bytes) - 1, token_bytes)
+
+    def _set_prefix(self, token: int, token_bytes: bytes) -> None:
+        self._prefix[token] = int.from_bytes(token_bytes[:8].ljust(8, b"\0"), "big")
+        self._length[token] = min(len(token_bytes), 9)
+
+    def _byte_order(self, tokens: np.ndarray) -> np.ndarray:
+        """tokens (ascending ids) by bytes descending, the higher id first among equal bytes."""
+        prefix, length = self._prefix[tokens], self._length[tokens]
+        order = np.lexsort((-tokens, -length, ~prefix))
+        ordered, prefix, length = tokens[order], prefix[order], length[order]
+        # Tokens longer than 8 bytes with the same first 8: their runs sorted by all their bytes.
+        same = (prefix[1:] == prefix[:-1]) & (length[1:] == 9) & (length[:-1] == 9)
+        if same.any():
+            edges = np.flatnonzero(np.diff(np.concatenate([[0], same.astype(np.int8), [0]])))
+            for start, stop in zip(edges[::2].tolist(), (edges[1::2] + 1).tolist()):
+                run = sorted(ordered[start:stop].tolist(), reverse=True)
+                ordered[start:stop] = sorted(run, key=self._bytes.__getitem__, reverse=True)
+        return ordered
 
     def __len__(self) -> int:
         return self.counts.live
@@ -267,20 +295,19 @@ class PairQueue:
             keys, counts = keys[near], counts[near]
         # Rank order: count, then first token's bytes, then second's; all descending. Tokens are
         # ranked among those of these pairs only (place 0: the greatest), which orders the pairs the
-        # same. Their bytes are compared as they are (no fixed-width keys as wide as the longest
-        # token): a stable sort, from the highest id down, by bytes descending, puts the higher id
-        # first among equal bytes.
+        # same: by 8-byte prefixes in numpy, and by all their bytes only where long tokens share a
+        # prefix (_byte_order; a Python sort of every token's bytes was most of a round's selection).
         first, second = keys >> 32, keys & 0xFFFFFFFF
         present = np.zeros(int(max(first.max(), second.max())) + 1, dtype=bool)
         present[first] = True
         present[second] = True
         tokens = np.flatnonzero(present)
-        place = np.empty(len(present), dtype=np.int64)
-        ordered = sorted(tokens[::-1].tolist(), key=self._bytes.__getitem__, reverse=True)
-        place[np.array(ordered, dtype=np.int64)] = np.arange(len(tokens))
-        by_tokens = place[first] * len(tokens) + place[second]
-        if int(counts.max()) < (2**62) // (len(tokens) ** 2):
-            order = np.argsort(by_tokens - counts * len(tokens) ** 2)[:n]  # one sort on one int64 key
+        place = np.zeros(len(present), dtype=np.int64)
+        place[self._byte_order(tokens)] = np.arange(len(tokens))
+        width = max(len(tokens), 1)
+        by_tokens = place[first] * width + place[second]
+        if int(counts.max()) < (2**62) // (width**2):
+            order = np.argsort(by_tokens - counts * width**2)[:n]  # one sort on one int64 key
         else:
             by_tokens = np.argsort(by_tokens)
             order = by_tokens[np.argsort(-counts[by_tokens], kind="stable")[:n]]

@@ -129,7 +129,7 @@ def shm(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_encoding_in_workers_equals_encoding_here_and_they_merge_on(seed, shm, monkeypatch):
+def test_encoding_in_workers_equals_encoding_here_and_they_merge_on(seed, shm):
     import dataclasses
 
     import numpy as np
@@ -144,10 +144,9 @@ def test_encoding_in_workers_equals_encoding_here_and_they_merge_on(seed, shm, m
         vocab.append(vocab[a] + vocab[b])
     alone = learn_merges(dataclasses.replace(expected, tokens=expected.tokens.copy(), lengths=expected.lengths.copy()),
                          list(vocab), 100)  # (an engine edits its table in place)
-    monkeypatch.setattr(coordinator, "MIN_BYTES_PER_ENCODE_WORKER", 1)
-    monkeypatch.setattr(coordinator, "MIN_TOKENS_PER_WORKER", 1)
     table, stage1 = _byte_table_and_stage1(seed)
-    encoded, sliced, workers = coordinator.encode_for_merging(table, stage1.merges, stage1.batch_sizes, 456, workers=3)
+    encoded, sliced, workers = coordinator.encode_for_merging(table, stage1.merges, stage1.batch_sizes, 456, workers=3,
+                                                              min_bytes_per_worker=1, min_tokens_per_worker=1)
     assert workers == 3 and sliced is not None and sliced.workers == 3
     for name in ("tokens", "starts", "lengths", "counts"):
         assert np.array_equal(getattr(encoded, name), getattr(expected, name)), name
@@ -159,13 +158,13 @@ def test_encoding_in_workers_equals_encoding_here_and_they_merge_on(seed, shm, m
     assert sliced._procs == [] and os.listdir(shm) == []  # stopped, and no block's name left
 
 
-def test_workers_that_encode_a_table_too_small_to_merge_stop_and_it_merges_here(shm, monkeypatch):
+def test_workers_that_encode_a_table_too_small_to_merge_stop_and_it_merges_here(shm):
     from parbpe.merge import coordinator
     from parbpe.merge.engines import LinkedEngine
 
-    monkeypatch.setattr(coordinator, "MIN_BYTES_PER_ENCODE_WORKER", 1)
     table, stage1 = _byte_table_and_stage1(0)
-    encoded, sliced, workers = coordinator.encode_for_merging(table, stage1.merges, stage1.batch_sizes, 456, workers=2)
+    encoded, sliced, workers = coordinator.encode_for_merging(table, stage1.merges, stage1.batch_sizes, 456, workers=2,
+                                                              min_bytes_per_worker=1)
     assert workers == 2 and sliced is None  # under MIN_TOKENS_PER_WORKER: the table stays here
     vocab = [bytes([b]) for b in range(256)]
     for a, b in stage1.merges:
@@ -179,12 +178,12 @@ def test_a_worker_killed_while_encoding_is_a_one_line_error_and_leaves_no_block(
     from parbpe.run.faults import KILL_HOOK
     from parbpe.run.pool import WorkerDied
 
-    monkeypatch.setattr(coordinator, "MIN_BYTES_PER_ENCODE_WORKER", 1)
     monkeypatch.setenv(KILL_HOOK, "encode:1")  # the first command: encode
     table, stage1 = _byte_table_and_stage1(1)
     with pytest.raises(WorkerDied, match=r"^merge worker \d \(chunks \d+-\d+, pid \d+\) died \(signal 9: probably out "
                        r"of memory; try --workers 1"):
-        coordinator.encode_for_merging(table, stage1.merges, stage1.batch_sizes, 456, workers=2)
+        coordinator.encode_for_merging(table, stage1.merges, stage1.batch_sizes, 456, workers=2,
+                                       min_bytes_per_worker=1)
     assert os.listdir(shm) == []
 
 

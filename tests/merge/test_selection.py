@@ -206,3 +206,38 @@ def test_ranking_with_long_tokens_and_extreme_bytes():
         queue.update(np.array(upd, dtype=np.int64), np.array([deltas[k] for k in upd], dtype=np.int64))
         assert queue.ranked(len(counts))[0].tolist() == _reference_ranking(counts, vocab), step
     assert max(map(len, vocab)) > 20
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_byte_order_equals_python_sort(seed):
+    """The numpy order by 8-byte prefixes equals sorting all bytes: long tokens sharing a prefix,
+    tokens that are prefixes of others, zero bytes at the end and equal bytes under two ids."""
+    rng = random.Random(seed)
+    stems = [b"", b"abcdefgh", b"abcdefg\0", b"\xff" * 8]
+    vocab = [bytes([b]) for b in range(256)]
+    queue = PairQueue(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), list(vocab))
+    for _ in range(1500):  # past the first growth of the prefix arrays
+        token = rng.choice(stems) + bytes(rng.choice([0, 1, 97, 255]) for _ in range(rng.randrange(12)))
+        vocab.append(token)
+        queue.add_token(token)
+    tokens = np.array(sorted(rng.sample(range(len(vocab)), 900)), dtype=np.int64)
+    expected = sorted(tokens[::-1].tolist(), key=vocab.__getitem__, reverse=True)
+    assert queue._byte_order(tokens).tolist() == expected
+
+
+def test_progress_is_throttled_but_always_reports_the_end():
+    """A slow or frequent progress callback is not called every round; the last call is the end."""
+    from parbpe.merge import coordinator
+
+    calls: list[tuple[int, int]] = []
+    throttled = coordinator._Throttled(lambda done, total: calls.append((done, total)), interval=3600)
+    for done in range(1, 101):
+        throttled(done, 100)
+    throttled.flush()
+    assert calls == [(1, 100), (100, 100)]
+    calls.clear()
+    throttled = coordinator._Throttled(lambda done, total: calls.append((done, total)), interval=3600)
+    for done in range(1, 51):
+        throttled(done, 100)  # a run that stops early: flush sends the last round held back
+    throttled.flush()
+    assert calls == [(1, 100), (50, 100)]
