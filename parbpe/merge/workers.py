@@ -34,7 +34,15 @@ from collections.abc import Callable
 import numpy as np
 
 from ..run.memory import trim_heap
-from ..run.pool import WorkerDied, death_reason, fault_point, get_context, ignore_sigint, start_piped_workers, stop_workers
+from ..run.pool import (
+    WorkerDied,
+    death_reason,
+    fault_point,
+    get_context,
+    ignore_sigint,
+    start_piped_workers,
+    stop_workers,
+)
 from ..run.shared_arrays import BlockHandle, SharedBlock, attach
 from .encode import encode_byte_table
 from .engines import ChunkEngine, LinkedEngine
