@@ -23,17 +23,20 @@ LIMIT = 5.0
 
 
 def descendants(pid: int) -> list[int]:
-    """Every process below pid (from /proc/PID/task/*/children)."""
+    """Every process below pid (parent links from /proc/*/stat)."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
     found, todo = [], [pid]
     while todo:
         parent = todo.pop()
-        for task in Path(f"/proc/{parent}/task").glob("*"):
-            try:
-                children = [int(c) for c in (task / "children").read_text().split()]
-            except OSError:
-                continue
-            found += children
-            todo += children
+        children = [child for child, up in parents.items() if up == parent]
+        found += children
+        todo += children
     return found
 
 
