@@ -51,12 +51,21 @@ def test_each_worker_holds_only_its_own_pipe_end() -> None:
     try:
         ours = {os.readlink(f"/proc/self/fd/{conn.fileno()}") for conn in conns}
         for proc in procs:
-            held = set()
-            for fd in os.listdir(f"/proc/{proc.pid}/fd"):
-                with contextlib.suppress(OSError):
-                    held.add(os.readlink(f"/proc/{proc.pid}/fd/{fd}"))
-            assert not held & ours, "a worker holds the parent's end of a pipe"
+            for _ in range(200):  # the worker closes what it inherited first thing: give it time to start
+                if not _held(proc.pid) & ours:
+                    break
+                time.sleep(0.05)
+            assert not _held(proc.pid) & ours, "a worker holds the parent's end of a pipe"
     finally:
         for conn in conns:
             conn.close()
         stop_workers(procs)
+
+
+def _held(pid: int) -> set[str]:
+    """What the process's file descriptors point to."""
+    held = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            held.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    return held
