@@ -185,6 +185,18 @@ def console() -> int:
     return main()
 
 
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll reports an error on its write end)."""
+    import select
+
+    poller = select.poll()
+    try:
+        poller.register(sys.stdout.fileno(), select.POLLERR)
+    except (OSError, ValueError):  # no file behind stdout (a caller's capture)
+        return False
+    return bool(poller.poll(0))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run a command; errors are one line on stderr (a traceback only with --debug).
 
@@ -196,7 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return _run(args)
-    except BrokenPipeError:  # the reader went away (`parbpe encode ... | head`): end quietly, as cat does
+    except BrokenPipeError:
+        if not _stdout_gone():  # a pipe to a worker that died: an error like any other
+            print(f"parbpe {args.command}: error: a worker's pipe broke (a worker died)", file=sys.stderr)
+            return 2
+        # the reader went away (`parbpe encode ... | head`): end quietly, as cat does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit must not fail
         return 141
     except (ValueError, OSError, WorkerDied) as exc:
