@@ -252,8 +252,11 @@ def parallel(func: Callable, tasks: list, workers: int, context, tick: Callable[
     def hand_out(k: int) -> None:
         nonlocal next_task
         if next_task < len(tasks):
-            conns[k].send((next_task, tasks[next_task]))
             holding[k] = next_task
+            try:
+                conns[k].send((next_task, tasks[next_task]))
+            except OSError:  # its end closed: it died between tasks
+                raise died(k) from None
             next_task += 1
 
     def died(k: int) -> WorkerDied:
