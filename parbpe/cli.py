@@ -172,6 +172,18 @@ def console() -> int:
     return main()
 
 
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll reports an error on its write end)."""
+    import select
+
+    poller = select.poll()
+    try:
+        poller.register(sys.stdout.fileno(), select.POLLERR)
+    except (OSError, ValueError):  # no file behind stdout (a caller's capture)
+        return False
+    return bool(poller.poll(0))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run a command; errors are one line on stderr (a traceback only with --debug).
 
@@ -183,6 +195,13 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return _run(args)
+    except BrokenPipeError:
+        if not _stdout_gone():  # a pipe to a worker that died: an error like any other
+            print(f"parbpe {args.command}: error: a worker's pipe broke (a worker died)", file=sys.stderr)
+            return 2
+        # the reader went away (`parbpe encode ... | head`): end quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit must not fail
+        return 141
     except (ValueError, OSError, WorkerDied) as exc:
         if args.debug:
             raise
@@ -274,7 +293,7 @@ def _encode(args: argparse.Namespace) -> int:
             sys.stdout.write(ids + "\n")
         return 0
     text = args.text if args.text is not None else sys.stdin.read()
-    ids = tok.encode(text, allowed_special="all") if args.allow_special else tok.encode_ordinary(text)
+    ids = tok.encode(text, allowed_special="all" if args.allow_special else set())
     if args.show:
         for i in ids:
             print(i, repr(tok.token_bytes(i)))
@@ -371,8 +390,9 @@ def encode_files(tok, inputs: list[str], text_column: str, workers: int, allow_s
         raise ValueError("encode --files needs text inputs (parquet, arrow, jsonl, text), not counts files")
 
     def encode_unit(unit) -> list[str]:
-        encode = (lambda t: tok.encode(t, allowed_special="all")) if allow_special else tok.encode_ordinary
-        return [" ".join(map(str, encode(text))) for text in iter_documents(unit, text_column, ReadStats())]
+        allowed = "all" if allow_special else set()
+        texts = iter_documents(unit, text_column, ReadStats())
+        return [" ".join(map(str, tok.encode(text, allowed_special=allowed))) for text in texts]
 
     if workers <= 1 or len(units) == 1:
         results = map(encode_unit, units)

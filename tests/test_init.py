@@ -212,7 +212,9 @@ def test_a_tiktoken_file_named_after_its_encoding_brings_its_pattern_and_end_of_
     gpt2 = _gpt2_like(corpus, tmp_path, capsys)
     ranks = (gpt2 / "tokenizer.tiktoken").read_bytes()
     for name, pattern, specials in [("gpt2.tiktoken", "gpt2", {"<|endoftext|>": 50256}),
-                                    ("CL100K_BASE.tiktoken", "gpt4", {"<|endoftext|>": 100257}),
+                                    ("CL100K_BASE.tiktoken", "gpt4",
+                                     {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+                                      "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276}),
                                     ("mine.tiktoken", "gpt4", {})]:
         (tmp_path / name).write_bytes(ranks)
         found = read_any(str(tmp_path / name))

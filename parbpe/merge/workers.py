@@ -34,7 +34,15 @@ from collections.abc import Callable
 import numpy as np
 
 from ..run.memory import trim_heap
-from ..run.pool import WorkerDied, death_reason, fault_point, get_context, ignore_sigint, start_workers, stop_workers
+from ..run.pool import (
+    WorkerDied,
+    death_reason,
+    fault_point,
+    get_context,
+    ignore_sigint,
+    start_piped_workers,
+    stop_workers,
+)
 from ..run.shared_arrays import BlockHandle, SharedBlock, attach
 from .encode import encode_byte_table
 from .engines import ChunkEngine, LinkedEngine
@@ -149,13 +157,9 @@ class SlicedEngine:
         self._sent_at, self.communication = time.perf_counter(), 0.0
         self._initial = None
         try:
-            pipes = [context.Pipe() for _ in self.bounds[1:]]
-            self._conns = [ours for ours, _ in pipes]
-            self._procs = start_workers(context, _worker, lambda k: (pipes[k][1], self._block.handle,
-                                                                     self.bounds[k], self.bounds[k + 1], fault_stage),
-                                         len(pipes), hide_main=True)
-            for _, theirs in pipes:
-                theirs.close()
+            self._procs, self._conns = start_piped_workers(
+                context, _worker, lambda k, end: (end, self._block.handle, self.bounds[k], self.bounds[k + 1],
+                                                  fault_stage), len(self.bounds) - 1, hide_main=True)
             self._gather()  # every worker has mapped the block: its name can go
             self._block.unlink()
             self._block.drop_pages()  # the workers hold the slices they use

@@ -149,6 +149,39 @@ def start_workers(context, target: Callable, args_of: Callable[[int], tuple], wo
     return procs
 
 
+def _with_own_end_only(inherited: list, target: Callable, *args) -> None:
+    """In a forked worker: close the parent's ends of its own and the earlier workers' pipes, then run target."""
+    for conn in inherited:
+        conn.close()
+    target(*args)
+
+
+def start_piped_workers(context, target: Callable, args_of: Callable[[int, object], tuple], workers: int,
+                        hide_main: bool = False) -> tuple[list, list]:
+    """Start `workers` processes running target(*args_of(k, conn)), each with a pipe of its own:
+    (procs, the parent's ends). Each pipe is made just before its worker forks and the worker's end
+    is closed in the parent right after, so no worker inherits a sibling's end: a worker that dies
+    half-way through a message leaves a pipe at EOF (recv raises) rather than one a sibling keeps open
+    (recv would wait for the rest forever)."""
+    procs, conns = [], []
+    try:
+        for k in range(workers):
+            ours, theirs = context.Pipe()
+            conns.append(ours)
+            try:
+                inherited = list(conns) if context.get_start_method() == "fork" else []
+                procs += start_workers(context, _with_own_end_only,
+                                       lambda _, end=theirs, k=k: (inherited, target, *args_of(k, end)), 1, hide_main)
+            finally:
+                theirs.close()
+    except BaseException:
+        for conn in conns:
+            conn.close()
+        stop_workers(procs)
+        raise
+    return procs, conns
+
+
 def stop_workers(procs: list) -> None:
     """Stop worker processes and wait for them (SIGTERM, then SIGKILL after a second)."""
     for proc in procs:
@@ -202,11 +235,8 @@ def parallel(func: Callable, tasks: list, workers: int, context, tick: Callable[
     from multiprocess.connection import wait
 
     workers = max(1, min(workers, len(tasks)))
-    pipes = [context.Pipe() for _ in range(workers)]
-    procs = start_workers(context, _serve, lambda k: (pipes[k][1], func, stage, initializer, initargs), workers)
-    conns = [ours for ours, _ in pipes]
-    for _, theirs in pipes:
-        theirs.close()
+    procs, conns = start_piped_workers(context, _serve, lambda k, end: (end, func, stage, initializer, initargs),
+                                       workers)
     holding: dict[int, int] = {}  # worker -> index of the task it is working on
     finished: dict[int, object] = {}
     next_task = 0
@@ -214,8 +244,11 @@ def parallel(func: Callable, tasks: list, workers: int, context, tick: Callable[
     def hand_out(k: int) -> None:
         nonlocal next_task
         if next_task < len(tasks):
-            conns[k].send((next_task, tasks[next_task]))
             holding[k] = next_task
+            try:
+                conns[k].send((next_task, tasks[next_task]))
+            except OSError:  # its end closed: it died between tasks
+                raise died(k) from None
             next_task += 1
 
     def died(k: int) -> WorkerDied:

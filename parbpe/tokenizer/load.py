@@ -193,9 +193,14 @@ def _split_pattern(pre: Any, path: str) -> str:
 
 # tiktoken's published encodings: their rank files hold neither the split pattern nor the special
 # tokens. A file named after one (gpt2.tiktoken, as openai-whisper ships it; cl100k_base.tiktoken)
-# gets its pattern and its <|endoftext|> at its published id (tiktoken_ext/openai_public.py).
-TIKTOKEN_ENCODINGS = {"gpt2": ("gpt2", 50256), "r50k_base": ("gpt2", 50256), "p50k_base": ("gpt2", 50256),
-                      "cl100k_base": ("gpt4", 100257), "o200k_base": ("gpt4o", 199999)}
+# gets its pattern and all its special tokens at their published ids (tiktoken_ext/openai_public.py).
+_ENDOFTEXT_50K = {"<|endoftext|>": 50256}
+TIKTOKEN_ENCODINGS = {
+    "gpt2": ("gpt2", _ENDOFTEXT_50K), "r50k_base": ("gpt2", _ENDOFTEXT_50K), "p50k_base": ("gpt2", _ENDOFTEXT_50K),
+    "cl100k_base": ("gpt4", {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+                             "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276}),
+    "o200k_base": ("gpt4o", {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}),
+}
 
 
 def read_tiktoken(path: str, pattern: str | None = None) -> dict[str, Any]:
@@ -203,8 +208,8 @@ def read_tiktoken(path: str, pattern: str | None = None) -> dict[str, Any]:
     rebuilt as tiktoken encodes: a token of rank r is what its bytes become when merged by the
     tokens ranked below r, which must leave exactly two parts. Special tokens and the pattern
     are not in the file: one named after a published encoding (TIKTOKEN_ENCODINGS) gets its
-    pattern and <|endoftext|>; any other, GPT-4's pattern and no special token unless given
-    (--pattern, --special-tokens)."""
+    pattern and all its special tokens; any other, GPT-4's pattern and no special token unless given
+    (--pattern, --special-tokens). A "= N" line (an empty token, which tiktoken accepts) is skipped."""
     known = TIKTOKEN_ENCODINGS.get(os.path.basename(path).rsplit(".", 1)[0].lower())
     ranks: dict[bytes, int] = {}
     with open_text(path) as f:
@@ -212,10 +217,15 @@ def read_tiktoken(path: str, pattern: str | None = None) -> dict[str, Any]:
             if not line.strip():
                 continue
             parts = line.split()
+            if len(parts) == 1:  # " N": an empty token, as tiktoken reads it
+                parts = ["", *parts]
             try:
-                token, rank = base64.b64decode(parts[0], validate=True), int(parts[1])
+                token = b"" if parts[0] == "=" else base64.b64decode(parts[0], validate=True)
+                rank = int(parts[1])
                 if len(parts) != 2:
                     raise ValueError
+                if not token:  # "= N" (base64 of nothing): tiktoken keeps the id, never produces it
+                    continue
             except (ValueError, IndexError):
                 raise ValueError(f"{path}:{line_no}: expected a base64 token and its rank (a tiktoken file)") from None
             ranks[token] = rank
@@ -231,7 +241,8 @@ def read_tiktoken(path: str, pattern: str | None = None) -> dict[str, Any]:
         if len(parts) != 2:
             raise ValueError(f"{path}: token {token!r} (rank {rank}) is not made by merging two lower-ranked tokens")
         merges.append((ranks[parts[0]], ranks[parts[1]], rank))
-    specials = {"<|endoftext|>": known[1]} if known is not None and known[1] not in ranks.values() else {}
+    taken = set(ranks.values())
+    specials = {name: id_ for name, id_ in (known[1] if known is not None else {}).items() if id_ not in taken}
     pattern = pattern or (known[0] if known is not None else "gpt4")
     return {"pattern": resolve_pattern(pattern), "merges": merges, "byte_ids": byte_ids, "special_tokens": specials}
 

@@ -1,0 +1,71 @@
+"""A worker killed half-way through sending its answer ends the stage with WorkerDied, never a hang
+(issue 23, item 0): no sibling may hold that worker's pipe end, or recv() waits for the rest forever."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+SCRIPT = textwrap.dedent("""
+    import os, signal, struct, sys, time
+    from parbpe.run.pool import WorkerDied, get_context, parallel
+
+    def job(task):
+        if task == "die":
+            conn = sys._getframe(1).f_locals["conn"]  # _serve's end of the pipe
+            os.write(conn.fileno(), struct.pack("!i", 100000) + b"half an answer")
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(60)  # a sibling still alive, holding whatever ends it inherited
+
+    try:
+        list(parallel(job, ["die", "sleep"], 2, get_context("fork")))
+    except WorkerDied as exc:
+        print("died:", exc)
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork and SIGKILL of a worker")
+def test_worker_killed_mid_send_raises_instead_of_hanging() -> None:
+    started = time.monotonic()
+    try:
+        done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=30,
+                              env=os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)})
+    except subprocess.TimeoutExpired:
+        pytest.fail("the parent hung on a half-sent message from a killed worker")
+    assert done.returncode == 0, done.stderr
+    assert "died: worker 0 (task 0) died (signal 9" in done.stdout
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc lists a process's open pipes")
+def test_each_worker_holds_only_its_own_pipe_end() -> None:
+    from parbpe.run.pool import get_context, start_piped_workers, stop_workers
+
+    procs, conns = start_piped_workers(get_context("fork"), time.sleep, lambda k, end: (30,), 3)
+    try:
+        ours = {os.readlink(f"/proc/self/fd/{conn.fileno()}") for conn in conns}
+        for proc in procs:
+            for _ in range(200):  # the worker closes what it inherited first thing: give it time to start
+                if not _held(proc.pid) & ours:
+                    break
+                time.sleep(0.05)
+            assert not _held(proc.pid) & ours, "a worker holds the parent's end of a pipe"
+    finally:
+        for conn in conns:
+            conn.close()
+        stop_workers(procs)
+
+
+def _held(pid: int) -> set[str]:
+    """What the process's file descriptors point to."""
+    held = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            held.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    return held
