@@ -14,10 +14,8 @@ from typing import Any
 import numpy as np
 
 from .model import Tokenizer
-from .segment import VocabIndex, greedy, shortest
 
 METHODS = ("merges", "greedy", "shortest")
-_BATCH = 4096
 
 
 def renyi_efficiency(counts: np.ndarray, n_vocab: int, alpha: float = 2.5) -> float:
@@ -30,31 +28,9 @@ def renyi_efficiency(counts: np.ndarray, n_vocab: int, alpha: float = 2.5) -> fl
     return entropy / float(np.log(n_vocab))
 
 
-def vocab_index(tokenizer: Tokenizer) -> tuple[VocabIndex, np.ndarray]:
-    """The tokenizer's non-special tokens indexed for greedy/shortest, and the ids of the index's positions."""
-    special = set(tokenizer.special_tokens.values())
-    ids = np.array(sorted(i for i in tokenizer.vocab if i not in special), dtype=np.int64)
-    tokens = [tokenizer.vocab[int(i)] for i in ids]
-    return VocabIndex(tokens, max(16, max(len(t) for t in tokens))), ids
-
-
 def segment_chunks(tokenizer: Tokenizer, chunks: Sequence[str], method: str) -> list[list[int]]:
-    """Token ids of each chunk by one method; chunks are batched by length so the padded matrices stay small."""
-    if method == "merges":
-        return [tokenizer._encode_chunk(c) for c in chunks]
-    if method not in METHODS:
-        raise ValueError(f"unknown segmentation method {method!r}; use one of {', '.join(METHODS)}")
-    index, ids = getattr(tokenizer, "_vocab_index", None) or vocab_index(tokenizer)
-    tokenizer._vocab_index = (index, ids)  # type: ignore[attr-defined]
-    run = greedy if method == "greedy" else shortest
-    raw = [c.encode("utf-8") for c in chunks]
-    order = sorted(range(len(raw)), key=lambda k: len(raw[k]))
-    out: list[list[int]] = [[] for _ in raw]
-    for start in range(0, len(order), _BATCH):
-        batch = order[start : start + _BATCH]
-        for k, seg in zip(batch, run(index, [raw[k] for k in batch]), strict=True):
-            out[k] = ids[seg].tolist()
-    return out
+    """Token ids of each chunk by one method (merges exactly as encode_ordinary, or greedy/shortest)."""
+    return tokenizer._chunk_encoder(method, 0.0, None)(list(chunks))
 
 
 def score_chunks(

@@ -45,3 +45,15 @@ def test_renyi_equals_tokenization_scorer(tok) -> None:
 def test_unknown_method_is_a_clear_error(tok) -> None:
     with pytest.raises(ValueError, match="unknown segmentation method"):
         segment_chunks(tok, ["a"], "fastest")
+
+
+def test_dropout_zero_is_plain_one_is_bytes_and_seeded(tok) -> None:
+    doc = "\n".join(TEXT[:3])
+    assert tok.encode(doc, dropout=0.0, seed=1) == tok.encode(doc)
+    assert tok.encode(doc, dropout=1.0, seed=1) == list(doc.encode("utf-8"))
+    a, b = tok.encode(doc, dropout=0.3, seed=7), tok.encode(doc, dropout=0.3, seed=7)
+    assert a == b and tok.decode_bytes(a) == doc.encode() and len(a) > len(tok.encode(doc))
+    for method in ("greedy", "shortest"):
+        assert tok.decode_bytes(tok.encode(doc, method=method)) == doc.encode()
+    with pytest.raises(ValueError, match="probability"):
+        tok.encode(doc, dropout=1.5)
