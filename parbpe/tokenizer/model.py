@@ -8,12 +8,16 @@ exactly what training did to that chunk, batched or not: a safe batch's merges n
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection, Iterable, Sequence
+import random
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, Literal
+
+import numpy as np
 
 from ..io.readers import replace_surrogates
 from ..patterns import Splitter
-from . import exports, load
+from . import exports, load, segment
+from .dropout import dropout_merge
 
 _CACHE_LIMIT = 200_000
 # Chunks of more bytes are encoded with a heap of pair positions (n log n) instead of rescanning
@@ -61,6 +65,7 @@ class Tokenizer:
         self._stop_by_text = {t.decode("utf-8", errors="replace"): i for t, i in self.stop_words.items()}
         self._splitter = Splitter(pattern, tuple(self.special_tokens))
         self._cache: dict[str, list[int]] = {}
+        self._vocab_index: tuple[segment.VocabIndex, np.ndarray] | None = None
 
     # -- basic facts ---------------------------------------------------------------------------
 
@@ -168,12 +173,18 @@ class Tokenizer:
         *,
         allowed_special: Literal["all"] | Collection[str] = frozenset(),
         disallowed_special: Literal["all"] | Collection[str] = "all",
+        method: str = "merges",
+        dropout: float = 0.0,
+        seed: int | None = None,
     ) -> list[int]:
         """Encode text; special tokens as in tiktoken.
 
         Specials in allowed_special become their ids. Any other special in disallowed_special
         ("all" = every special not allowed) raises ValueError; the rest are encoded as text.
+        method: merges (BPE), greedy (longest prefix) or shortest (fewest tokens, PathPiece);
+        dropout p skips each applicable merge with probability p (merges only; seed makes it repeatable).
         """
+        encode_chunks = self._chunk_encoder(method, dropout, seed)
         text = replace_surrogates(text)
         allowed = set(self.special_tokens) if allowed_special == "all" else set(allowed_special)
         unknown = allowed - set(self.special_tokens)
@@ -191,8 +202,42 @@ class Tokenizer:
                     f"it as a special token pass allowed_special={{{piece!r}}} (or 'all'); to encode it "
                     "as plain text pass disallowed_special=() or use encode_ordinary"
                 )
-            for chunk in self._splitter.chunks(piece):
-                out.extend(self._encode_chunk(chunk))
+            out.extend(t for ids in encode_chunks(self._splitter.chunks(piece)) for t in ids)
+        return out
+
+    def _chunk_encoder(self, method: str, dropout: float, seed: int | None) -> Callable[[list[str]], list[list[int]]]:
+        """A function from chunks to their ids by method, with BPE-dropout if dropout > 0."""
+        if method not in ("merges", "greedy", "shortest"):
+            raise ValueError(f"unknown segmentation method {method!r}; use merges, greedy or shortest")
+        if not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"dropout must be a probability in [0, 1], got {dropout}")
+        if dropout > 0 and method != "merges":
+            raise ValueError(f"dropout applies to merges only, not method {method!r}")
+        if dropout > 0:
+            rng = random.Random(seed)
+            return lambda chunks: [
+                dropout_merge([self.byte_ids[b] for b in c.encode("utf-8")], self._ranks, dropout, rng) for c in chunks
+            ]
+        if method == "merges":
+            return lambda chunks: [self._encode_chunk(c) for c in chunks]
+        return lambda chunks: self.segment_other(chunks, method)
+
+    def segment_other(self, chunks: Sequence[str], method: str, batch: int = 4096) -> list[list[int]]:
+        """Ids of chunks by greedy or shortest over the non-special vocabulary, batched by chunk length."""
+        if self._vocab_index is None:
+            special = set(self.special_tokens.values())
+            ids = np.array(sorted(i for i in self.vocab if i not in special), dtype=np.int64)
+            tokens = [self.vocab[int(i)] for i in ids]
+            self._vocab_index = (segment.VocabIndex(tokens, max(16, max(map(len, tokens)))), ids)
+        index, ids = self._vocab_index
+        run = segment.greedy if method == "greedy" else segment.shortest
+        raw = [c.encode("utf-8") for c in chunks]
+        order = sorted(range(len(raw)), key=lambda k: len(raw[k]))
+        out: list[list[int]] = [[] for _ in raw]
+        for start in range(0, len(order), batch):
+            part = order[start : start + batch]
+            for k, seg in zip(part, run(index, [raw[k] for k in part]), strict=True):
+                out[k] = ids[seg].tolist()
         return out
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:

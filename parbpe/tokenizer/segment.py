@@ -1,0 +1,134 @@
+"""Segmentation of byte chunks by a vocabulary alone: greedy longest prefix and shortest path (PathPiece).
+
+Both work on many chunks at once: the chunks are laid out as rows of a padded byte matrix and every
+(position, length) window is looked up in the vocabulary with one sorted search per token length, so
+the per-position loop runs over columns (at most the longest chunk), vectorized across chunks with numpy.
+Shortest keeps the forward path lengths (fewest tokens to reach each position), which vocabulary
+construction by PathPiece needs; among segmentations of equal count it takes the longest last token,
+then recursively the longest last token of the rest (a deterministic rule, checked by tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+MAX_TOKEN_BYTES = 16
+_INF = np.iinfo(np.int32).max // 2
+
+
+class VocabIndex:
+    """Byte-string vocabulary indexed for window lookups: per token length a sorted void array and its ids."""
+
+    def __init__(self, tokens: Sequence[bytes], max_len: int = MAX_TOKEN_BYTES) -> None:
+        if len(set(tokens)) != len(tokens):
+            raise ValueError("vocabulary has repeated tokens; give each byte string once")
+        missing = [b for b in range(256) if bytes([b]) not in set(tokens)]
+        if missing:
+            raise ValueError(f"vocabulary lacks single bytes {missing[:8]}...; every byte 0..255 must be a token")
+        long = [t for t in tokens if len(t) > max_len or not t]
+        if long:
+            raise ValueError(f"token {long[0]!r} is empty or longer than {max_len} bytes; drop it or raise the limit")
+        self.max_len = max(len(t) for t in tokens)
+        self.tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for length in range(1, self.max_len + 1):
+            ids = np.array([i for i, t in enumerate(tokens) if len(t) == length], dtype=np.int64)
+            if not len(ids):
+                continue
+            keys = np.frombuffer(b"".join(tokens[i] for i in ids), dtype=f"V{length}")
+            order = np.argsort(keys, kind="stable")
+            self.tables[length] = (keys[order], ids[order])
+
+    def window_ids(self, rows: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """ids[c, i, l-1]: the token of rows[c, i:i+l] if it is in the vocabulary and inside the chunk, else -1."""
+        n, width = rows.shape
+        out = np.full((n, width, self.max_len), -1, dtype=np.int64)
+        padded = np.concatenate([rows, np.zeros((n, self.max_len), dtype=np.uint8)], axis=1)
+        starts = np.arange(width)
+        for length, (keys, ids) in self.tables.items():
+            windows = np.lib.stride_tricks.sliding_window_view(padded, length, axis=1)[:, :width]
+            flat = np.ascontiguousarray(windows).reshape(-1).view(f"V{length}")
+            pos = np.minimum(np.searchsorted(keys, flat), len(keys) - 1)
+            hit = (keys[pos] == flat).reshape(n, width) & (starts[None, :] + length <= lengths[:, None])
+            out[:, :, length - 1] = np.where(hit, ids[pos].reshape(n, width), -1)
+        return out
+
+
+def _matrix(chunks: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """Chunks as rows of a zero-padded uint8 matrix and their lengths."""
+    lengths = np.array([len(c) for c in chunks], dtype=np.int64)
+    width = int(lengths.max()) if len(chunks) else 0
+    rows = np.zeros((len(chunks), width), dtype=np.uint8)
+    for r, chunk in enumerate(chunks):
+        rows[r, : len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
+    return rows, lengths
+
+
+def forward_lengths(win: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """dist[c, i]: the fewest tokens covering the first i bytes of chunk c (column loop, vectorized over chunks)."""
+    n, width, max_len = win.shape
+    dist = np.full((n, width + 1), _INF, dtype=np.int64)
+    dist[:, 0] = 0
+    for end in range(1, width + 1):
+        best = dist[:, end]
+        for length in range(1, min(max_len, end) + 1):
+            ok = win[:, end - length, length - 1] >= 0
+            best = np.where(ok, np.minimum(best, dist[:, end - length] + 1), best)
+        dist[:, end] = best
+    return dist
+
+
+def shortest(index: VocabIndex, chunks: Sequence[bytes]) -> list[list[int]]:
+    """The fewest-token segmentation of each chunk; ties go to the longest last token, recursively."""
+    if not chunks:
+        return []
+    rows, lengths = _matrix(chunks)
+    win = index.window_ids(rows, lengths)
+    dist = forward_lengths(win, lengths)
+    out = []
+    for c, end in enumerate(lengths.tolist()):
+        ids: list[int] = []
+        while end > 0:
+            for length in range(min(index.max_len, end), 0, -1):
+                tok = int(win[c, end - length, length - 1])
+                if tok >= 0 and dist[c, end - length] == dist[c, end] - 1:
+                    ids.append(tok)
+                    end -= length
+                    break
+        out.append(ids[::-1])
+    return out
+
+
+def greedy(index: VocabIndex, chunks: Sequence[bytes]) -> list[list[int]]:
+    """Left to right, the longest vocabulary token that prefixes the rest of each chunk (WordPiece's rule)."""
+    if not chunks:
+        return []
+    rows, lengths = _matrix(chunks)
+    win = index.window_ids(rows, lengths)
+    has = win >= 0
+    longest = index.max_len - np.argmax(has[:, :, ::-1], axis=2)
+    out = []
+    for c, end in enumerate(lengths.tolist()):
+        ids, pos = [], 0
+        while pos < end:
+            length = int(longest[c, pos])
+            ids.append(int(win[c, pos, length - 1]))
+            pos += length
+        out.append(ids)
+    return out
+
+
+def parse_hex_vocab(text: str, max_len: int = MAX_TOKEN_BYTES) -> list[bytes]:
+    """Tokens from a file of hex-encoded tokens one a line (PathPiece's format); blank lines are skipped."""
+    tokens = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            tokens.append(bytes.fromhex(line))
+        except ValueError:
+            raise ValueError(f"line {number}: {line[:40]!r} is not hex bytes (two hex digits a byte)") from None
+    VocabIndex(tokens, max_len)
+    return tokens

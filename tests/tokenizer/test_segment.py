@@ -1,0 +1,70 @@
+"""Greedy and shortest segmentation against slow references: exhaustive search and a plain loop."""
+
+from __future__ import annotations
+
+import random
+from functools import lru_cache
+
+import pytest
+
+from parbpe.tokenizer.segment import VocabIndex, greedy, parse_hex_vocab, shortest
+
+BYTES = [bytes([b]) for b in range(256)]
+
+
+def _vocab(rng: random.Random, alphabet: bytes) -> list[bytes]:
+    extra = {bytes(rng.choice(alphabet) for _ in range(rng.randint(2, 5))) for _ in range(rng.randint(1, 25))}
+    return BYTES + sorted(extra)
+
+
+def _fewest(text: bytes, vocab: set[bytes]) -> int:
+    @lru_cache(maxsize=None)
+    def best(i: int) -> int:
+        if i == len(text):
+            return 0
+        return min(1 + best(j) for j in range(i + 1, len(text) + 1) if text[i:j] in vocab)
+
+    return best(0)
+
+
+def _greedy_ref(text: bytes, vocab: set[bytes]) -> list[bytes]:
+    out, i = [], 0
+    while i < len(text):
+        j = max(j for j in range(i + 1, min(len(text), i + 16) + 1) if text[i:j] in vocab)
+        out.append(text[i:j])
+        i = j
+    return out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_shortest_is_fewest_and_greedy_matches_reference(seed: int) -> None:
+    rng = random.Random(seed)
+    alphabet = b"abc\x00"
+    tokens = _vocab(rng, alphabet)
+    index, vocab = VocabIndex(tokens), set(tokens)
+    chunks = [bytes(rng.choice(alphabet) for _ in range(rng.randint(1, 14))) for _ in range(20)]
+    for chunk, s, g in zip(chunks, shortest(index, chunks), greedy(index, chunks), strict=True):
+        assert b"".join(tokens[t] for t in s) == chunk
+        assert b"".join(tokens[t] for t in g) == chunk
+        assert len(s) == _fewest(chunk, vocab) <= len(g)
+        assert [tokens[t] for t in g] == _greedy_ref(chunk, vocab)
+
+
+def test_shortest_tie_takes_longest_last_token() -> None:
+    tokens = BYTES + [b"ab", b"bc"]
+    index = VocabIndex(tokens)
+    assert [tokens[t] for t in shortest(index, [b"abc"])[0]] == [b"a", b"bc"]
+    assert [tokens[t] for t in greedy(index, [b"abc"])[0]] == [b"ab", b"c"]
+
+
+def test_hex_vocab_and_bad_ones() -> None:
+    text = "\n".join(t.hex() for t in BYTES + [b"hello"])
+    assert parse_hex_vocab(text)[-1] == b"hello"
+    with pytest.raises(ValueError, match="not hex"):
+        parse_hex_vocab(text + "\nabc")
+    with pytest.raises(ValueError, match="single bytes"):
+        parse_hex_vocab("\n".join(t.hex() for t in BYTES[1:]))
+    with pytest.raises(ValueError, match="longer than 16"):
+        parse_hex_vocab(text + "\n" + (b"x" * 17).hex())
+    with pytest.raises(ValueError, match="repeated"):
+        parse_hex_vocab(text + "\n" + b"hello".hex())
