@@ -109,6 +109,79 @@ def gpt4_chunk_starts_utf8(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return leads[starts]
 
 
+def gpt2_chunk_starts(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """gpt4_chunk_starts for the GPT-2 pattern (ASCII pieces)."""
+    if len(data) == 0:
+        return np.zeros(0, np.int64)
+    cls = BYTE_CLASS[data]
+    if (cls == HIGH).any():
+        raise ValueError("gpt2_chunk_starts takes ASCII text only (gpt2_chunk_starts_utf8 takes any)")
+    return _gpt2_chunk_starts(cls, data, offsets)
+
+
+def gpt2_chunk_starts_utf8(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """gpt2_chunk_starts for UTF-8 text (valid, as pyarrow strings are): byte positions again."""
+    if len(data) == 0:
+        return np.zeros(0, np.int64)
+    leads, points = decode_utf8(data)
+    classes, _ = code_point_tables()
+    ascii_points = np.where(points < 128, points, 0).astype(np.uint8)  # contractions are ASCII letters only
+    starts = _gpt2_chunk_starts(classes[points], ascii_points, np.searchsorted(leads, offsets))
+    return leads[starts]
+
+
+# The GPT-2 contraction letters, exactly (its pattern has no case folding): 's 'd 'm 't and 'll 've 're.
+_GPT2_ONE = np.zeros(256, bool)
+_GPT2_ONE[[ord(c) for c in "sdmt"]] = True
+_GPT2_FIRST = np.zeros(256, np.uint8)  # the second letter of a two-letter contraction, by its first
+_GPT2_FIRST[[ord("l"), ord("v"), ord("r")]] = [ord("l"), ord("e"), ord("e")]
+# Each class's kind of run: symbols (the apostrophe too), whitespace, letters, digits; EDGE apart.
+_RUN_KIND = np.array([0, 0, 1, 1, 1, 2, 3, 5, 4], np.uint8)
+
+
+def _gpt2_chunk_starts(cls: np.ndarray, chars: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    r"""Chunk starts (character positions) of GPT-2's '(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+
+    | ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+, from each character's class and, for ASCII letters, the
+    letter itself (chars: 0 for others). The rules: a run of letters, of digits or of symbols (the
+    apostrophe among them) is one chunk, taking one space right before it; a run of whitespace is
+    one chunk, but for its last character when something follows (that one is a chunk of its own,
+    or, a space, goes with what follows); an apostrophe that begins a match (at a piece's start,
+    or after a letter, a digit, or whitespace other than a space) followed by s, d, m, t or ll,
+    ve, re is a chunk of its own.
+    """
+    n = len(cls)
+    firsts, lasts = offsets[:-1], offsets[1:] - 1
+    prev = np.empty(n, np.uint8)
+    prev[1:] = cls[:-1]
+    prev[firsts] = EDGE
+    nxt = np.empty(n, np.uint8)
+    nxt[:-1] = cls[1:]
+    nxt[lasts] = EDGE
+    kind, prev_kind, next_kind = _RUN_KIND[cls], _RUN_KIND[prev], _RUN_KIND[nxt]
+    whitespace = kind == 1
+    start = np.zeros(n, bool)
+    start[firsts] = True
+    # Runs begin a chunk, unless a space right before begins it (that space: see whitespace below).
+    start |= (kind != prev_kind) & (prev != SPACE)
+    # Whitespace before something that is not whitespace: its last character begins a chunk.
+    start |= whitespace & (next_kind != 1) & (nxt != EDGE)
+    begins_match = (cls == APOSTROPHE) & ((prev == EDGE) | (prev_kind >= 2) | (prev == TAB) | (prev == BREAK))
+    at = np.flatnonzero(begins_match & (nxt == LETTER))
+    if len(at):
+        first = chars[at + 1]
+        one = _GPT2_ONE[first]
+        two = np.zeros(len(at), bool)
+        room = ~one & (_GPT2_FIRST[first] != 0) & (nxt[at + 1] == LETTER)
+        two[room] = chars[at[room] + 2] == _GPT2_FIRST[first[room]]
+        for length, where in ((2, at[one]), (3, at[two])):
+            start[where + 1] = False  # the contraction's letters go with the apostrophe
+            after = where + length
+            after = after[(after < n)]
+            after = after[prev[after] != EDGE]  # still in the piece
+            start[after] = True
+    return np.flatnonzero(start)
+
+
 def decode_utf8(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(byte position, code point) of every character of UTF-8 bytes."""
     leads = np.flatnonzero((data & 0xC0) != 0x80)

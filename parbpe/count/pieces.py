@@ -4,9 +4,9 @@ Applying the split pattern with `regex` to every document is the count stage's i
 5 MB/s per core here). Text repeats, so instead: cut each document into small pieces at places
 where no match of a built-in pattern can cross (numpy, over the UTF-8 bytes), count the distinct
 pieces (those of up to 8 bytes as integer keys sorted by numpy, longer ones hashed by pyarrow), and
-split each distinct piece once, multiplying its chunks by the piece's count. With the GPT-4
-pattern the vectorized lexer of lexer.py splits every piece; with
-GPT-2 and GPT-4o, pieces that are not one word run through `regex`.
+split each distinct piece once, multiplying its chunks by the piece's count. With the GPT-2 and
+GPT-4 patterns the vectorized lexers of lexer.py split every piece; with GPT-4o, pieces that are
+not one word run through `regex`.
 
 The cuts fall where the character before is not whitespace:
 - before a space;
@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from ..patterns import pattern_name
 from . import short_keys
-from .lexer import gpt4_chunk_starts, gpt4_chunk_starts_utf8
+from .lexer import gpt2_chunk_starts, gpt2_chunk_starts_utf8, gpt4_chunk_starts, gpt4_chunk_starts_utf8
 
 # Exactly the characters the `regex` module's \s matches (tests check all code points).
 WHITESPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B)))
@@ -45,6 +45,9 @@ _ONE_CHUNK = {
     "gpt4": r"^ ?[A-Za-z]+$",
     "gpt4o": r"^ ?(?:[A-Z]*[a-z]+|[A-Z]+)$",
 }
+
+# Vectorized lexers (lexer.py), by pattern: for ASCII pieces and for any UTF-8.
+_LEXERS = {"gpt2": (gpt2_chunk_starts, gpt2_chunk_starts_utf8), "gpt4": (gpt4_chunk_starts, gpt4_chunk_starts_utf8)}
 
 # string, not large_string: pyarrow groups 32-bit-offset strings about 3x faster. Tables stay far
 # below 2 GB of text each (a worker's held counts are capped by MAX_WORKER_DATA in run/memory.py).
@@ -269,7 +272,7 @@ class PieceCounter:
         if name not in _ONE_CHUNK:
             raise ValueError("the piece shortcut is only proven for the built-in patterns")
         self._one_chunk = _ONE_CHUNK[name]
-        self._lex = name == "gpt4"
+        self._lexers = _LEXERS.get(name)
         self._findall = findall
         self._pieces = StringCounts()
         self._summed_rows = 0
@@ -298,13 +301,14 @@ class PieceCounter:
         pieces = self._pieces.table()
         self._pieces, self._summed_rows = StringCounts(), 0
         column = pieces.column("chunk")
-        if self._lex:  # GPT-4: every piece through the lexer, ASCII ones without decoding
+        if self._lexers is not None:  # every piece through the lexer, ASCII ones without decoding
+            ascii_lexer, utf8_lexer = self._lexers
             ascii_only = pc.equal(pc.binary_length(column), pc.utf8_length(column))
             chunks = StringCounts()
             for part in _batches(pieces.filter(ascii_only)):
-                _lex_into(chunks, part, gpt4_chunk_starts)
+                _lex_into(chunks, part, ascii_lexer)
             for part in _batches(pieces.filter(pc.invert(ascii_only))):
-                _lex_into(chunks, part, gpt4_chunk_starts_utf8)
+                _lex_into(chunks, part, utf8_lexer)
             return chunks.table()
         one = pc.match_substring_regex(column, self._one_chunk)  # one chunk as they stand
         parts = [pieces.filter(one)]
@@ -323,7 +327,7 @@ def _batches(table: pa.Table) -> list[pa.Table]:
 
 
 def _lex_into(chunks: StringCounts, pieces: pa.Table, chunk_starts) -> None:
-    """Count the chunks of distinct pieces, split by a GPT-4 lexer (lexer.py), into chunks."""
+    """Count the chunks of distinct pieces, split by a lexer (lexer.py), into chunks."""
     offsets, data = string_buffers(pieces.column("chunk").chunk(0))
     starts = chunk_starts(data, offsets)
     piece = np.searchsorted(offsets, starts, side="right") - 1  # the piece each chunk starts in
