@@ -30,7 +30,7 @@ from ..run.pool import default_start_method, fault_point, parallel
 from ..run.run_dir import COUNT_COMMIT_SECONDS, checkpoint_seconds, sync_file, test_stop, write_json
 from .counts_file import counts_file_table
 from .partitions import write_run
-from .pieces import PieceCounter, count_table, counter_table, sum_tables, supports
+from .pieces import PieceCounter, count_table, counter_table, documents_holding, string_array, sum_tables, supports
 from .superword import SuperwordCounter
 
 _PLAIN_ENTRY_BYTES = 120  # estimated memory of one entry of a Counter[str] (object, int, hash slot)
@@ -103,14 +103,20 @@ class ShardCounter:
         if self.pieces is None:
             self._add_plain(texts.to_pylist())
             return
-        odd = None  # documents holding a special token take the plain path
-        # (and, with the superword split, "\r/", which superword.py leaves to regex)
-        for special in self.config.special_tokens + (("\r/",) if self.superword else ()):
-            found = pc.match_substring(texts, special)
-            odd = found if odd is None else pc.or_(odd, found)
-        if odd is not None and pc.any(odd).as_py():
-            self._add_plain(texts.filter(odd).to_pylist())
-            texts = texts.filter(pc.invert(odd))
+        texts = string_array(texts)
+        if self.superword:  # documents holding "\r/", which superword.py leaves to regex, take the plain path
+            odd = documents_holding(texts, ("\r/",))
+            if odd is not None:
+                self._add_plain(texts.filter(pa.array(odd)).to_pylist())
+                texts = texts.filter(pa.array(~odd))
+        # Documents holding a special token: the text between the specials, each piece a document of its own.
+        holding = documents_holding(texts, self.config.special_tokens)
+        if holding is not None:
+            between = [piece for document in texts.filter(pa.array(holding)).to_pylist()
+                       for piece, is_special in self.splitter.segments(document) if not is_special]
+            texts = texts.filter(pa.array(~holding))
+            if between:
+                self.pieces.add(pa.array(between, pa.string()))
         if len(texts):
             self.pieces.add(texts)
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -144,12 +145,40 @@ def _cuts(data: np.ndarray) -> np.ndarray:
     return cut
 
 
+def string_array(texts: pa.Array) -> pa.Array:
+    """A string array's non-null values, as a string (not large_string) array."""
+    texts = texts.cast(pa.string())
+    return texts.drop_null() if texts.null_count else texts
+
+
 def _buffers(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(offsets, UTF-8 bytes) of a string array's non-null values."""
-    texts = texts.cast(pa.string())
-    if texts.null_count:
-        texts = texts.drop_null()
-    return string_buffers(texts)
+    return string_buffers(string_array(texts))
+
+
+def documents_holding(texts: pa.Array, needles: Sequence[str]) -> np.ndarray | None:
+    """Which documents of a string array without nulls hold any of the needles (a bool mask), or
+    None if none does. One C search (bytes.find) over all the text, not one per document."""
+    if not needles or not len(texts):
+        return None
+    offsets, data = string_buffers(texts)
+    text = data.tobytes()
+    found = []
+    for needle in needles:
+        needle_bytes = needle.encode("utf-8")
+        at = text.find(needle_bytes)
+        while at != -1:
+            document = int(np.searchsorted(offsets, at, side="right")) - 1
+            if at + len(needle_bytes) <= offsets[document + 1]:  # not across two documents
+                found.append(document)
+                at = text.find(needle_bytes, int(offsets[document + 1]))  # the next document
+            else:
+                at = text.find(needle_bytes, at + 1)
+    if not found:
+        return None
+    mask = np.zeros(len(texts), bool)
+    mask[found] = True
+    return mask
 
 
 def cut_pieces(texts: pa.Array) -> pa.Array:
