@@ -5,8 +5,8 @@ Applying the split pattern with `regex` to every document is the count stage's i
 where no match of a built-in pattern can cross (numpy, over the UTF-8 bytes), count the distinct
 pieces (those of up to 8 bytes as integer keys sorted by numpy, longer ones hashed by pyarrow), and
 split each distinct piece once, multiplying its chunks by the piece's count. With the GPT-2 and
-GPT-4 patterns the vectorized lexers of lexer.py split every piece; with GPT-4o, pieces that are
-not one word run through `regex`.
+GPT-4 patterns the vectorized lexers of lexer.py split every piece; with GPT-4o, the ASCII pieces
+(those not holding "/" after a line break), and `regex` the others.
 
 The cuts fall where the character before is not whitespace:
 - before a space;
@@ -34,21 +34,23 @@ import pyarrow.compute as pc
 
 from ..patterns import pattern_name
 from . import short_keys
-from .lexer import gpt2_chunk_starts, gpt2_chunk_starts_utf8, gpt4_chunk_starts, gpt4_chunk_starts_utf8
+from .lexer import (
+    gpt2_chunk_starts,
+    gpt2_chunk_starts_utf8,
+    gpt4_chunk_starts,
+    gpt4_chunk_starts_utf8,
+    gpt4o_chunk_starts,
+)
 
 # Exactly the characters the `regex` module's \s matches (tests check all code points).
 WHITESPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B)))
               + "\u2028\u2029\u202f\u205f\u3000")
 
-# Pieces that are one chunk as they stand (a word with an optional leading space) skip the pattern.
-_ONE_CHUNK = {
-    "gpt2": r"^ ?[A-Za-z]+$",
-    "gpt4": r"^ ?[A-Za-z]+$",
-    "gpt4o": r"^ ?(?:[A-Z]*[a-z]+|[A-Z]+)$",
-}
-
-# Vectorized lexers (lexer.py), by pattern: for ASCII pieces and for any UTF-8.
-_LEXERS = {"gpt2": (gpt2_chunk_starts, gpt2_chunk_starts_utf8), "gpt4": (gpt4_chunk_starts, gpt4_chunk_starts_utf8)}
+# The vectorized lexers (lexer.py), by pattern: for ASCII pieces, for any UTF-8 (None: the pattern
+# splits the pieces that are not ASCII), and a regex of the ASCII pieces the first one refuses.
+_LEXERS = {"gpt2": (gpt2_chunk_starts, gpt2_chunk_starts_utf8, None),
+           "gpt4": (gpt4_chunk_starts, gpt4_chunk_starts_utf8, None),
+           "gpt4o": (gpt4o_chunk_starts, None, r"[\r\n]/")}
 
 # string, not large_string: pyarrow groups 32-bit-offset strings about 3x faster. Tables stay far
 # below 2 GB of text each (a worker's held counts are capped by MAX_WORKER_DATA in run/memory.py).
@@ -65,7 +67,7 @@ for _char in WHITESPACE:
 
 def supports(pattern: str) -> bool:
     """True if the piece cuts are proven for this pattern (the built-in ones)."""
-    return pattern_name(pattern) in _ONE_CHUNK
+    return pattern_name(pattern) in _LEXERS
 
 
 def string_buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -314,10 +316,9 @@ class PieceCounter:
 
     def __init__(self, pattern: str, findall) -> None:
         name = pattern_name(pattern)
-        if name not in _ONE_CHUNK:
+        if name not in _LEXERS:
             raise ValueError("the piece shortcut is only proven for the built-in patterns")
-        self._one_chunk = _ONE_CHUNK[name]
-        self._lexers = _LEXERS.get(name)
+        self._lexer = _LEXERS[name]
         self._findall = findall
         self._pieces = StringCounts()
         self._summed_rows = 0
@@ -346,24 +347,24 @@ class PieceCounter:
         pieces = self._pieces.table()
         self._pieces, self._summed_rows = StringCounts(), 0
         column = pieces.column("chunk")
-        if self._lexers is not None:  # every piece through the lexer, ASCII ones without decoding
-            ascii_lexer, utf8_lexer = self._lexers
-            ascii_only = pc.equal(pc.binary_length(column), pc.utf8_length(column))
-            chunks = StringCounts()
-            for part in _batches(pieces.filter(ascii_only)):
-                _lex_into(chunks, part, ascii_lexer)
-            for part in _batches(pieces.filter(pc.invert(ascii_only))):
-                _lex_into(chunks, part, utf8_lexer)
-            return chunks.table()
-        one = pc.match_substring_regex(column, self._one_chunk)  # one chunk as they stand
-        parts = [pieces.filter(one)]
-        for part in _batches(pieces.filter(pc.invert(one))):
+        ascii_lexer, utf8_lexer, refused = self._lexer
+        lexed = pc.equal(pc.binary_length(column), pc.utf8_length(column))  # ASCII: lexed without decoding
+        if refused:
+            lexed = pc.and_(lexed, pc.invert(pc.match_substring_regex(column, refused)))
+        chunks = StringCounts()
+        for part in _batches(pieces.filter(lexed)):
+            _lex_into(chunks, part, ascii_lexer)
+        rest = pieces.filter(pc.invert(lexed))
+        for part in _batches(rest if utf8_lexer is not None else rest.slice(0, 0)):
+            _lex_into(chunks, part, utf8_lexer)
+        parts = [chunks.table()]
+        for part in _batches(rest if utf8_lexer is None else rest.slice(0, 0)):  # the pattern, once per piece
             found = list(map(self._findall, part.column("chunk").to_pylist()))  # the loop stays in C
             lengths = np.fromiter(map(len, found), dtype=np.int64, count=len(found))
-            chunks = pa.array(list(itertools.chain.from_iterable(found)), pa.string())
+            split = pa.array(list(itertools.chain.from_iterable(found)), pa.string())
             counts = np.repeat(part.column("count").to_numpy(), lengths)
             del found
-            parts.append(count_table(chunks, pa.array(counts)))
+            parts.append(count_table(split, pa.array(counts)))
         return sum_tables(parts)
 
 
