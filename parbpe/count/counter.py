@@ -25,7 +25,7 @@ from ..config import TrainConfig
 from ..io.readers import ReadStats, iter_text_batches
 from ..io.units import WorkUnit
 from ..patterns import SUPERWORD_LINES_PATTERN, Splitter, training_pattern
-from ..run.memory import default_budget, format_size, trim_heap
+from ..run.memory import default_budget, format_size, system_pool, trim_heap, use_system_pool
 from ..run.pool import default_start_method, fault_point, parallel
 from ..run.run_dir import COUNT_COMMIT_SECONDS, checkpoint_seconds, sync_file, test_stop, write_json
 from .counts_file import counts_file_table
@@ -238,6 +238,7 @@ _shared_progress = None
 def _init_worker(progress) -> None:
     global _shared_progress
     _shared_progress = progress
+    use_system_pool()  # inherited when forked; a spawned worker sets it here
 
 
 def _count_shard_job(args: tuple[int, list[WorkUnit], TrainConfig, str, int | None]):
@@ -304,8 +305,15 @@ def count_to_runs(
     units finish. parent_counts: this process counts shard 0 itself (in a thread, while it waits
     for the others), so `workers` shards need one process fewer: what a tight memory budget picks
     (run/memory.py count_layout), since each process costs its start besides its counts.
+    Counting processes allocate pyarrow's buffers with malloc (run/memory.py system_pool).
     """
-    units = list(units)
+    with system_pool():
+        return _count_to_runs(list(units), config, run_dir, data_limit, start_method, on_progress, parent_counts)
+
+
+def _count_to_runs(units: list[WorkUnit], config: TrainConfig, run_dir: str, data_limit: int | None,
+                   start_method: str | None, on_progress: Callable[[int, int, int, int], None] | None,
+                   parent_counts: bool) -> CountResult:
     workers = max(1, min(config.workers, len(units)))
     if workers == 1:
         shard = ShardCounter(config, run_dir, "w0", data_limit)
