@@ -65,7 +65,7 @@ def steps(files: list[str], pattern: str) -> dict[str, float]:
         for texts in batches:
             offsets, data = _buffers(texts)
             bounds = timed("cut pieces", cut_bounds, offsets, data)
-            timed("count pieces", counter._pieces.add, data, bounds)
+            timed("count pieces", counter._held.add, data, bounds)
         timed("sum batches", counter.compact)
         timed("split pieces, count chunks", counter.chunk_counts)
     seconds["text MB"] = stats.bytes / 1e6

@@ -92,11 +92,15 @@ class ShardCounter:
             self._check_limit()
         else:
             for texts in iter_text_batches(unit, self.config.text_column, self.stats):
-                self.add_texts(texts)
-                self._check_limit()
+                self.add_batch(texts)
         self._uncommitted_units.append(unit_key(unit))
         if time.monotonic() - self._last_commit >= self._commit_every:
             self.commit()
+
+    def add_batch(self, texts: pa.Array) -> None:
+        """Count a string array of documents, then spill if the counts held passed the limit."""
+        self.add_texts(texts)
+        self._check_limit()
 
     def add_texts(self, texts: pa.Array) -> None:
         """Count the chunks of a string array of documents."""

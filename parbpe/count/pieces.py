@@ -311,41 +311,60 @@ class StringCounts:
         return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
 
 
-class PieceCounter:
-    """Counts of the pieces of many texts (StringCounts), summed when many batches are held."""
+class BatchCounter:
+    """What the chunk counters (PieceCounter, superword.SuperwordCounter) share: strings counted
+    batch by batch (StringCounts), the batches summed once they hold more than compact_rows rows
+    and three times the rows left by the last sum (or when the worker's limit is near)."""
+
+    compact_rows = _COMPACT_ROWS
+
+    def __init__(self) -> None:
+        self._held = StringCounts()
+        self._summed_rows = 0
+
+    def _added(self) -> None:
+        """Called after each batch: sum the batches when they hold enough rows."""
+        if self._held.rows > max(self.compact_rows, 3 * self._summed_rows):
+            self.compact()
+
+    def compact(self) -> None:
+        """Sum the batches held (a string seen in several batches is held once)."""
+        self._held.sum()
+        self._summed_rows = self._held.rows
+
+    @property
+    def nbytes(self) -> int:
+        return self._held.nbytes
+
+    def __bool__(self) -> bool:
+        return self._held.rows > 0
+
+    def _take(self) -> StringCounts:
+        """Everything counted, leaving the counter empty."""
+        held, self._held, self._summed_rows = self._held, StringCounts(), 0
+        return held
+
+
+class PieceCounter(BatchCounter):
+    """Counts of the pieces of many texts, split into chunk counts at the end (chunk_counts)."""
 
     def __init__(self, pattern: str, findall) -> None:
+        super().__init__()
         name = pattern_name(pattern)
         if name not in _LEXERS:
             raise ValueError("the piece shortcut is only proven for the built-in patterns")
         self._lexer = _LEXERS[name]
         self._findall = findall
-        self._pieces = StringCounts()
-        self._summed_rows = 0
 
     def add(self, texts: pa.Array) -> None:
         """Add the pieces of texts (a string array)."""
         offsets, data = _buffers(texts)
-        self._pieces.add(data, cut_bounds(offsets, data))
-        if self._pieces.rows > max(_COMPACT_ROWS, 3 * self._summed_rows):
-            self.compact()
-
-    def compact(self) -> None:
-        """Sum the batches held (the same piece seen in several batches is held once)."""
-        self._pieces.sum()
-        self._summed_rows = self._pieces.rows
-
-    @property
-    def nbytes(self) -> int:
-        return self._pieces.nbytes
-
-    def __bool__(self) -> bool:
-        return self._pieces.rows > 0
+        self._held.add(data, cut_bounds(offsets, data))
+        self._added()
 
     def chunk_counts(self) -> pa.Table:
         """The chunk counts of everything added (and the counter is emptied)."""
-        pieces = self._pieces.table()
-        self._pieces, self._summed_rows = StringCounts(), 0
+        pieces = self._take().table()
         column = pieces.column("chunk")
         ascii_lexer, utf8_lexer, refused = self._lexer
         lexed = pc.equal(pc.binary_length(column), pc.utf8_length(column))  # ASCII: lexed without decoding

@@ -46,8 +46,7 @@ def count_stream_to_runs(
         with system_pool():
             shard = ShardCounter(config, run_dir, "s0", data_limit)
             for texts in batches:
-                shard.add_texts(texts)
-                shard._check_limit()
+                shard.add_batch(texts)
                 if on_progress:
                     on_progress(shard.spills)
             return CountResult(shard.finish(), ReadStats(), shard.spills)
@@ -121,8 +120,7 @@ def _stream_worker(rank: int, tasks, results, config: TrainConfig, run_dir: str,
         while (texts := tasks.get()) is not None:
             fault_point("count", done)
             done += 1
-            shard.add_texts(texts)
-            shard._check_limit()
+            shard.add_batch(texts)
         results.put((rank, (shard.finish(), shard.spills)))
     except Exception as exc:  # re-raised in the parent, with the worker and its traceback as a note
         exc.add_note(f"in counting worker {rank} (pid {os.getpid()}):\n{traceback.format_exc()}")
