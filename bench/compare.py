@@ -2,7 +2,7 @@
 
     python bench/compare.py [--corpus GLOB ...] [--heldout FILE] [--vocab-size 32768] [--repeat 3]
                             [--trainers parbpe,parbpe-w1,parbpe-iter,tokenizers,rustbpe,bpeasy] [--json OUT]
-                            [--baseline DIR]
+                            [--baseline DIR] [--pattern gpt4|gpt2]
 
 With --memory-budget, every parbpe trainer runs under it but `parbpe-unbounded` (parbpe's default
 budget): list both to see what a budget costs in time and in held-out compression.
@@ -19,6 +19,11 @@ process and of its largest child). From the first run of each trainer: bytes per
 per word on held-out text, whether its merges equal those of the first trainer listed (same token
 bytes in the same rank order), and how many of its tokens the first trainer does not have.
 A peer that is not installed is reported as skipped.
+
+`gigabpe` (Rust, in the bench extra) trains from text files: before the runs, each parquet file's
+documents are written to a text file, one after another with a newline between (not timed). With
+--pattern gpt2 parbpe uses the GPT-2 split and gigabpe its `bytelevel` pre-tokenizer (the same
+regex); the other peers keep the GPT-4 pattern.
 
 `parbpe-iter` is parbpe.train_from_iterator over the same Python iterator of documents (iter_texts)
 that tokenizers' and rustbpe's train_from_iterator consume; `parbpe` reads the parquet files.
@@ -53,7 +58,8 @@ DEFAULT_HELDOUT = os.path.join(REALMIX, "heldout.parquet")
 TRAINERS = ("parbpe", "parbpe-w1", "tokenizers", "rustbpe", "bpeasy")  # and parbpe-baseline (--baseline)
 # also parbpe-iter: parbpe.train_from_iterator over iter_texts, the iterator the peers consume
 # parbpe-unbounded: parbpe without --memory-budget (its default), beside a bounded parbpe run
-PEER_MODULES = {"tokenizers": "tokenizers", "rustbpe": "rustbpe", "bpeasy": "bpeasy"}
+PEER_MODULES = {"tokenizers": "tokenizers", "rustbpe": "rustbpe", "bpeasy": "bpeasy", "gigabpe": "gigabpe"}
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
 
 def iter_texts(files: list[str], batch_rows: int = 1024):
@@ -67,8 +73,29 @@ def iter_texts(files: list[str], batch_rows: int = 1024):
 # -- one trainer, in a child process: writes ranks.json (token bytes in rank order) ----------------
 
 
+def write_text_files(files: list[str], directory: str) -> list[str]:
+    """Each parquet file's documents as a text file in directory (for gigabpe, which reads text files)."""
+    paths = []
+    for path in files:
+        paths.append(os.path.join(directory, os.path.basename(path) + ".txt"))
+        with open(paths[-1], "w", encoding="utf-8") as f:
+            for text in iter_texts([path]):
+                f.write(text)
+                f.write("\n")
+    return paths
+
+
+def hf_ranks(merges: list) -> list[bytes]:
+    """Token bytes in rank order from Hugging Face BPE merges: the 256 bytes, then the merges (gigabpe's
+    vocabulary holds only the bytes it saw, so its merge count is vocab_size less those and the special)."""
+    from parbpe.tokenizer.byte_level import unicode_to_token
+
+    merged = [unicode_to_token("".join(m.split(" ")) if isinstance(m, str) else "".join(m)) for m in merges]
+    return [bytes([b]) for b in range(256)] + merged
+
+
 def run_one(name: str, files: list[str], vocab_size: int, out: str, memory_budget: str | None = None,
-            baseline: str | None = None) -> None:
+            baseline: str | None = None, pattern: str = "gpt4", text_dir: str | None = None) -> None:
     n_regular = vocab_size - 1  # bytes + merges; the special token comes last
     if name.startswith("parbpe"):
         if name == "parbpe-baseline":
@@ -79,7 +106,7 @@ def run_one(name: str, files: list[str], vocab_size: int, out: str, memory_budge
             raise SystemExit(f"parbpe-baseline imported {parbpe.__file__}, not the one in {baseline}")
 
         workers = 1 if name == "parbpe-w1" else (os.cpu_count() or 1)
-        settings = dict(vocab_size=vocab_size, special_tokens=(SPECIAL,), pattern="gpt4", workers=workers,
+        settings = dict(vocab_size=vocab_size, special_tokens=(SPECIAL,), pattern=pattern, workers=workers,
                         out_dir=out, memory_budget=memory_budget)
         if name == "parbpe-iter":
             result = parbpe.train_from_iterator(iter_texts(files), **settings)
@@ -116,6 +143,13 @@ def run_one(name: str, files: list[str], vocab_size: int, out: str, memory_budge
         tok.train_from_iterator(iter_texts(files), n_regular, pattern=PATTERN)
         ranks = [b for b, _ in sorted(tok.get_mergeable_ranks(), key=lambda kv: kv[1])]
         ranks = [bytes(b) for b in ranks]
+    elif name == "gigabpe":
+        import gigabpe
+
+        texts = sorted(glob.glob(os.path.join(text_dir, "*.txt")))
+        _, merges = gigabpe.train_bpe(texts, vocab_size, special_tokens=[SPECIAL], pretokenizer="bytelevel",
+                                      threads=os.cpu_count())
+        ranks = hf_ranks(merges)
     elif name == "bpeasy":
         import bpeasy
 
@@ -132,9 +166,11 @@ def run_one(name: str, files: list[str], vocab_size: int, out: str, memory_budge
 
 
 def measure(name: str, files: list[str], vocab_size: int, out: str, memory_budget: str | None = None,
-            baseline: str | None = None) -> dict:
+            baseline: str | None = None, pattern: str = "gpt4", text_dir: str | None = None) -> dict:
     cmd = [sys.executable, __file__, "--run-one", name, "--vocab-size", str(vocab_size), "--out", out,
-           "--corpus", *files]
+           "--pattern", pattern, "--corpus", *files]
+    if text_dir:
+        cmd += ["--text-dir", text_dir]
     if memory_budget:
         cmd += ["--memory-budget", memory_budget]
     if baseline:
@@ -144,7 +180,7 @@ def measure(name: str, files: list[str], vocab_size: int, out: str, memory_budge
     return result
 
 
-def heldout_quality(name: str, out: str, heldout: str) -> dict:
+def heldout_quality(name: str, out: str, heldout: str, pattern: str = "gpt4") -> dict:
     """Bytes per token and tokens per word on held-out text (special strings encoded as text)."""
     texts = list(iter_texts([heldout]))
     if name == "tokenizers":
@@ -157,7 +193,9 @@ def heldout_quality(name: str, out: str, heldout: str) -> dict:
 
         with open(os.path.join(out, "ranks.json")) as f:
             ranks = {base64.b64decode(r): i for i, r in enumerate(json.load(f))}
-        enc = tiktoken.Encoding(name=name, pat_str=PATTERN, mergeable_ranks=ranks, special_tokens={})
+        gpt2 = pattern == "gpt2" and (name == "gigabpe" or name.startswith("parbpe"))  # those trained with it
+        pat_str = GPT2_PATTERN if gpt2 else PATTERN
+        enc = tiktoken.Encoding(name=name, pat_str=pat_str, mergeable_ranks=ranks, special_tokens={})
         n_tokens = sum(len(ids) for ids in enc.encode_ordinary_batch(texts))
     n_bytes = sum(len(t.encode("utf-8")) for t in texts)
     n_words = sum(len(t.split()) for t in texts)
@@ -198,6 +236,9 @@ def main() -> None:
     parser.add_argument("--memory-budget", help="parbpe's --memory-budget (default: its own default)")
     parser.add_argument("--baseline", metavar="DIR",
                         help="a checkout of another parbpe commit; adds the trainer parbpe-baseline")
+    parser.add_argument("--pattern", default="gpt4", choices=["gpt4", "gpt2"],
+                        help="parbpe's split pattern (gigabpe: bytelevel, the GPT-2 regex; the others: GPT-4)")
+    parser.add_argument("--text-dir", help=argparse.SUPPRESS)
     parser.add_argument("--run-one", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -207,7 +248,8 @@ def main() -> None:
     if not args.run_one and not os.path.exists(args.heldout):  # before any run, not as 0.0000 in the table
         raise SystemExit(f"held-out file {args.heldout} not found: pass one with --heldout")
     if args.run_one:
-        run_one(args.run_one, files, args.vocab_size, args.out, args.memory_budget, args.baseline)
+        run_one(args.run_one, files, args.vocab_size, args.out, args.memory_budget, args.baseline, args.pattern,
+                args.text_dir)
         return
 
     names = [n.strip() for n in args.trainers.split(",") if n.strip()]
@@ -221,15 +263,21 @@ def main() -> None:
     quality: dict[str, dict] = {}
     ranks: dict[str, list[str]] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        text_dir = None
+        if "gigabpe" in names:
+            text_dir = os.path.join(tmp, "text")
+            os.makedirs(text_dir)
+            write_text_files(files, text_dir)
         for rep in range(args.repeat):
             for name in names:
                 out = os.path.join(tmp, f"{name}-{rep}")
                 os.makedirs(out)
                 budget = args.memory_budget if name.startswith("parbpe") and name != "parbpe-unbounded" else None
-                runs[name].append(measure(name, files, args.vocab_size, out, budget, args.baseline))
+                runs[name].append(measure(name, files, args.vocab_size, out, budget, args.baseline, args.pattern,
+                                          text_dir))
                 print(f"# run {rep + 1}/{args.repeat} {name}: {runs[name][-1]['wall']:.1f} s", file=sys.stderr)
                 if rep == 0:
-                    quality[name] = heldout_quality(name, out, args.heldout) | parbpe_fit(out)
+                    quality[name] = heldout_quality(name, out, args.heldout, args.pattern) | parbpe_fit(out)
                     with open(os.path.join(out, "ranks.json")) as f:
                         ranks[name] = json.load(f)
     reference = names[0] if names else None

@@ -25,12 +25,12 @@ from ..config import TrainConfig
 from ..io.readers import ReadStats, iter_text_batches
 from ..io.units import WorkUnit
 from ..patterns import SUPERWORD_LINES_PATTERN, Splitter, training_pattern
-from ..run.memory import default_budget, format_size, trim_heap
+from ..run.memory import default_budget, format_size, system_pool, trim_heap, use_system_pool
 from ..run.pool import default_start_method, fault_point, parallel
 from ..run.run_dir import COUNT_COMMIT_SECONDS, checkpoint_seconds, sync_file, test_stop, write_json
 from .counts_file import counts_file_table
 from .partitions import write_run
-from .pieces import PieceCounter, count_table, counter_table, sum_tables, supports
+from .pieces import PieceCounter, count_table, counter_table, documents_holding, string_array, sum_tables, supports
 from .superword import SuperwordCounter
 
 _PLAIN_ENTRY_BYTES = 120  # estimated memory of one entry of a Counter[str] (object, int, hash slot)
@@ -92,25 +92,35 @@ class ShardCounter:
             self._check_limit()
         else:
             for texts in iter_text_batches(unit, self.config.text_column, self.stats):
-                self.add_texts(texts)
-                self._check_limit()
+                self.add_batch(texts)
         self._uncommitted_units.append(unit_key(unit))
         if time.monotonic() - self._last_commit >= self._commit_every:
             self.commit()
+
+    def add_batch(self, texts: pa.Array) -> None:
+        """Count a string array of documents, then spill if the counts held passed the limit."""
+        self.add_texts(texts)
+        self._check_limit()
 
     def add_texts(self, texts: pa.Array) -> None:
         """Count the chunks of a string array of documents."""
         if self.pieces is None:
             self._add_plain(texts.to_pylist())
             return
-        odd = None  # documents holding a special token take the plain path
-        # (and, with the superword split, "\r/", which superword.py leaves to regex)
-        for special in self.config.special_tokens + (("\r/",) if self.superword else ()):
-            found = pc.match_substring(texts, special)
-            odd = found if odd is None else pc.or_(odd, found)
-        if odd is not None and pc.any(odd).as_py():
-            self._add_plain(texts.filter(odd).to_pylist())
-            texts = texts.filter(pc.invert(odd))
+        texts = string_array(texts)
+        if self.superword:  # documents holding "\r/", which superword.py leaves to regex, take the plain path
+            odd = documents_holding(texts, ("\r/",))
+            if odd is not None:
+                self._add_plain(texts.filter(pa.array(odd)).to_pylist())
+                texts = texts.filter(pa.array(~odd))
+        # Documents holding a special token: the text between the specials, each piece a document of its own.
+        holding = documents_holding(texts, self.config.special_tokens)
+        if holding is not None:
+            between = [piece for document in texts.filter(pa.array(holding)).to_pylist()
+                       for piece, is_special in self.splitter.segments(document) if not is_special]
+            texts = texts.filter(pa.array(~holding))
+            if between:
+                self.pieces.add(pa.array(between, pa.string()))
         if len(texts):
             self.pieces.add(texts)
 
@@ -232,6 +242,7 @@ _shared_progress = None
 def _init_worker(progress) -> None:
     global _shared_progress
     _shared_progress = progress
+    use_system_pool()  # inherited when forked; a spawned worker sets it here
 
 
 def _count_shard_job(args: tuple[int, list[WorkUnit], TrainConfig, str, int | None]):
@@ -298,8 +309,15 @@ def count_to_runs(
     units finish. parent_counts: this process counts shard 0 itself (in a thread, while it waits
     for the others), so `workers` shards need one process fewer: what a tight memory budget picks
     (run/memory.py count_layout), since each process costs its start besides its counts.
+    Counting processes allocate pyarrow's buffers with malloc (run/memory.py system_pool).
     """
-    units = list(units)
+    with system_pool():
+        return _count_to_runs(list(units), config, run_dir, data_limit, start_method, on_progress, parent_counts)
+
+
+def _count_to_runs(units: list[WorkUnit], config: TrainConfig, run_dir: str, data_limit: int | None,
+                   start_method: str | None, on_progress: Callable[[int, int, int, int], None] | None,
+                   parent_counts: bool) -> CountResult:
     workers = max(1, min(config.workers, len(units)))
     if workers == 1:
         shard = ShardCounter(config, run_dir, "w0", data_limit)

@@ -109,6 +109,79 @@ def gpt4_chunk_starts_utf8(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return leads[starts]
 
 
+def gpt2_chunk_starts(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """gpt4_chunk_starts for the GPT-2 pattern (ASCII pieces)."""
+    if len(data) == 0:
+        return np.zeros(0, np.int64)
+    cls = BYTE_CLASS[data]
+    if (cls == HIGH).any():
+        raise ValueError("gpt2_chunk_starts takes ASCII text only (gpt2_chunk_starts_utf8 takes any)")
+    return _gpt2_chunk_starts(cls, data, offsets)
+
+
+def gpt2_chunk_starts_utf8(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """gpt2_chunk_starts for UTF-8 text (valid, as pyarrow strings are): byte positions again."""
+    if len(data) == 0:
+        return np.zeros(0, np.int64)
+    leads, points = decode_utf8(data)
+    classes, _ = code_point_tables()
+    ascii_points = np.where(points < 128, points, 0).astype(np.uint8)  # contractions are ASCII letters only
+    starts = _gpt2_chunk_starts(classes[points], ascii_points, np.searchsorted(leads, offsets))
+    return leads[starts]
+
+
+# The GPT-2 contraction letters, exactly (its pattern has no case folding): 's 'd 'm 't and 'll 've 're.
+_GPT2_ONE = np.zeros(256, bool)
+_GPT2_ONE[[ord(c) for c in "sdmt"]] = True
+_GPT2_FIRST = np.zeros(256, np.uint8)  # the second letter of a two-letter contraction, by its first
+_GPT2_FIRST[[ord("l"), ord("v"), ord("r")]] = [ord("l"), ord("e"), ord("e")]
+# Each class's kind of run: symbols (the apostrophe too), whitespace, letters, digits; EDGE apart.
+_RUN_KIND = np.array([0, 0, 1, 1, 1, 2, 3, 5, 4], np.uint8)
+
+
+def _gpt2_chunk_starts(cls: np.ndarray, chars: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    r"""Chunk starts (character positions) of GPT-2's '(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+
+    | ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+, from each character's class and, for ASCII letters, the
+    letter itself (chars: 0 for others). The rules: a run of letters, of digits or of symbols (the
+    apostrophe among them) is one chunk, taking one space right before it; a run of whitespace is
+    one chunk, but for its last character when something follows (that one is a chunk of its own,
+    or, a space, goes with what follows); an apostrophe that begins a match (at a piece's start,
+    or after a letter, a digit, or whitespace other than a space) followed by s, d, m, t or ll,
+    ve, re is a chunk of its own.
+    """
+    n = len(cls)
+    firsts, lasts = offsets[:-1], offsets[1:] - 1
+    prev = np.empty(n, np.uint8)
+    prev[1:] = cls[:-1]
+    prev[firsts] = EDGE
+    nxt = np.empty(n, np.uint8)
+    nxt[:-1] = cls[1:]
+    nxt[lasts] = EDGE
+    kind, prev_kind, next_kind = _RUN_KIND[cls], _RUN_KIND[prev], _RUN_KIND[nxt]
+    whitespace = kind == 1
+    start = np.zeros(n, bool)
+    start[firsts] = True
+    # Runs begin a chunk, unless a space right before begins it (that space: see whitespace below).
+    start |= (kind != prev_kind) & (prev != SPACE)
+    # Whitespace before something that is not whitespace: its last character begins a chunk.
+    start |= whitespace & (next_kind != 1) & (nxt != EDGE)
+    begins_match = (cls == APOSTROPHE) & ((prev == EDGE) | (prev_kind >= 2) | (prev == TAB) | (prev == BREAK))
+    at = np.flatnonzero(begins_match & (nxt == LETTER))
+    if len(at):
+        first = chars[at + 1]
+        one = _GPT2_ONE[first]
+        two = np.zeros(len(at), bool)
+        room = ~one & (_GPT2_FIRST[first] != 0) & (nxt[at + 1] == LETTER)
+        two[room] = chars[at[room] + 2] == _GPT2_FIRST[first[room]]
+        for length, where in ((2, at[one]), (3, at[two])):
+            start[where + 1] = False  # the contraction's letters go with the apostrophe
+            after = where + length
+            after = after[(after < n)]
+            after = after[prev[after] != EDGE]  # still in the piece
+            start[after] = True
+    return np.flatnonzero(start)
+
+
 def decode_utf8(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(byte position, code point) of every character of UTF-8 bytes."""
     leads = np.flatnonzero((data & 0xC0) != 0x80)
@@ -125,8 +198,9 @@ def decode_utf8(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return leads, np.minimum(points, 0x10FFFF)
 
 
-def _chunk_starts(cls: np.ndarray, canon: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Chunk starts (character positions) from each character's class and contraction letter."""
+def _neighbours(cls: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(class before, class after, class two before: EDGE across a piece's bounds; chunk starts with
+    each piece's first character marked) for pieces from offsets."""
     n = len(cls)
     firsts, lasts = offsets[:-1], offsets[1:] - 1
     prev = np.empty(n, np.uint8)  # the class before each character in its piece, EDGE at a piece's start
@@ -140,6 +214,25 @@ def _chunk_starts(cls: np.ndarray, canon: np.ndarray, offsets: np.ndarray) -> np
     prev2[firsts] = EDGE
     start = np.zeros(n, bool)
     start[firsts] = True
+    return prev, nxt, prev2, start
+
+
+def _contractions(canon: np.ndarray, nxt: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Of the letters at positions `at`: those that begin s, d, m, t (as `regex` folds case), and
+    those that begin ll, ve, re (their next character a letter of the same piece)."""
+    one = _ONE_LETTER[canon[at]]
+    maybe = at[~one & (nxt[at] == LETTER)]
+    firsts, seconds = canon[maybe].tolist(), canon[maybe + 1].tolist()
+    two = np.zeros(len(at), bool)
+    two[np.flatnonzero(~one & (nxt[at] == LETTER))] = np.fromiter(
+        (pair in _TWO_LETTERS for pair in zip(firsts, seconds)), bool, count=len(maybe))
+    return one, two
+
+
+def _chunk_starts(cls: np.ndarray, canon: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Chunk starts (character positions) from each character's class and contraction letter."""
+    n = len(cls)
+    prev, nxt, prev2, start = _neighbours(cls, offsets)
 
     # Symbol runs begin a chunk, unless a space before them begins it.
     start |= (cls <= APOSTROPHE) & (prev > SPACE)
@@ -150,17 +243,79 @@ def _chunk_starts(cls: np.ndarray, canon: np.ndarray, offsets: np.ndarray) -> np
     start |= letters_begin & ~(_is_glue(prev) | lone_symbol)
     contraction = np.flatnonzero(letters_begin & lone_symbol & (prev == APOSTROPHE))
     if len(contraction):
-        one = _ONE_LETTER[canon[contraction]]
-        at = contraction[~one & (nxt[contraction] == LETTER)]
-        firsts, seconds = canon[at].tolist(), canon[at + 1].tolist()
-        pairs = np.fromiter((pair in _TWO_LETTERS for pair in zip(firsts, seconds)), bool, count=len(at))
-        for length, where in ((1, contraction[one]), (2, at[pairs])):
+        one, two = _contractions(canon, nxt, contraction)
+        for length, where in ((1, contraction[one]), (2, contraction[two])):
             after = where + length
             after = after[after < n]
             after = after[(cls[after] == LETTER) & (prev[after] == LETTER)]  # the letters go on in the piece
             start[after] = True
 
     mark_digit_groups(start, cls, prev, DIGIT)  # digit runs: a chunk every three digits
+    _whitespace_starts(start, cls, prev, nxt)
+    return np.flatnonzero(start)
+
+
+# ASCII upper-case letters (\p{Lu}, \p{Lt}: what GPT-4o's words begin with), read off `regex`.
+BYTE_UPPER = np.zeros(256, bool)
+BYTE_UPPER[[c for c in range(128) if regex.fullmatch(r"[\p{Lu}\p{Lt}]", chr(c))]] = True
+_SLASH = ord("/")
+
+
+def gpt4o_chunk_starts(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    r"""gpt4_chunk_starts for the GPT-4o pattern, ASCII pieces holding no "/" right after a line
+    break (which its symbol runs take, as [\r\n/]*; the caller leaves those to `regex`).
+
+    In ASCII, GPT-4o splits as GPT-4 but for three rules: a run of letters is cut before an
+    upper-case letter that follows a lower-case one (a word is [A-Z]*[a-z]+ or [A-Z]+); an
+    apostrophe right after a word followed by s, t, m, d, re, ve or ll (any case) ends that word
+    (GPT-4 makes it a chunk of its own); and an apostrophe that begins a match glues to the
+    letters after it like any lone symbol.
+    """
+    if len(data) == 0:
+        return np.zeros(0, np.int64)
+    cls = BYTE_CLASS[data]
+    if (cls == HIGH).any():
+        raise ValueError("gpt4o_chunk_starts takes ASCII text only")
+    slash_after_break = np.flatnonzero((cls[:-1] == BREAK) & (data[1:] == _SLASH)) + 1
+    if np.setdiff1d(slash_after_break, offsets).size:  # within a piece
+        raise ValueError('gpt4o_chunk_starts takes no "/" right after a line break')
+    return _gpt4o_chunk_starts(cls, BYTE_CANON[data], BYTE_UPPER[data], offsets)
+
+
+def _drop_chained(apostrophes: np.ndarray, one: np.ndarray, two: np.ndarray) -> None:
+    """A contraction ends its match: an apostrophe right after one's letters begins the next match
+    (a lone symbol), so it is no contraction, and one right after that may be again ("x's's's" is
+    x's, 's's). Settled left to right along such chains (rare), in place."""
+    valid = one | two
+    ends = apostrophes + 1 + one + 2 * two  # just past each contraction
+    chained = np.flatnonzero(apostrophes[1:] == ends[:-1]) + 1
+    for k in chained.tolist():
+        if valid[k - 1] and valid[k]:
+            one[k] = two[k] = valid[k] = False
+
+
+def _gpt4o_chunk_starts(cls: np.ndarray, canon: np.ndarray, upper: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Chunk starts (character positions) of ASCII pieces for GPT-4o (see gpt4o_chunk_starts)."""
+    n = len(cls)
+    prev, nxt, prev2, start = _neighbours(cls, offsets)
+    start |= (cls <= APOSTROPHE) & (prev > SPACE)  # symbol runs, as GPT-4
+    letters_begin = (cls == LETTER) & (prev != LETTER)
+    lone_symbol = (prev <= APOSTROPHE) & (prev2 > SPACE)
+    start |= letters_begin & ~(_is_glue(prev) | lone_symbol)
+    lower = (cls == LETTER) & ~upper
+    start[1:] |= upper[1:] & lower[:-1] & (prev[1:] == LETTER)  # a word ends before an upper-case letter
+    apostrophes = np.flatnonzero((cls == APOSTROPHE) & (prev == LETTER) & (nxt == LETTER))
+    if len(apostrophes):
+        one, two = _contractions(canon, nxt, apostrophes + 1)
+        _drop_chained(apostrophes, one, two)
+        for length, where in ((1, apostrophes[one]), (2, apostrophes[two])):
+            start[where] = False  # the apostrophe and its letters end the word before
+            for inside in range(1, length + 1):
+                start[where + inside] = False
+            after = where + length + 1
+            after = after[after < n]
+            start[after[prev[after] != EDGE]] = True
+    mark_digit_groups(start, cls, prev, DIGIT)
     _whitespace_starts(start, cls, prev, nxt)
     return np.flatnonzero(start)
 

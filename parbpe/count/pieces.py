@@ -4,9 +4,9 @@ Applying the split pattern with `regex` to every document is the count stage's i
 5 MB/s per core here). Text repeats, so instead: cut each document into small pieces at places
 where no match of a built-in pattern can cross (numpy, over the UTF-8 bytes), count the distinct
 pieces (those of up to 8 bytes as integer keys sorted by numpy, longer ones hashed by pyarrow), and
-split each distinct piece once, multiplying its chunks by the piece's count. With the GPT-4
-pattern the vectorized lexer of lexer.py splits every piece; with
-GPT-2 and GPT-4o, pieces that are not one word run through `regex`.
+split each distinct piece once, multiplying its chunks by the piece's count. With the GPT-2 and
+GPT-4 patterns the vectorized lexers of lexer.py split every piece; with GPT-4o, the ASCII pieces
+(those not holding "/" after a line break), and `regex` the others.
 
 The cuts fall where the character before is not whitespace:
 - before a space;
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -33,18 +34,23 @@ import pyarrow.compute as pc
 
 from ..patterns import pattern_name
 from . import short_keys
-from .lexer import gpt4_chunk_starts, gpt4_chunk_starts_utf8
+from .lexer import (
+    gpt2_chunk_starts,
+    gpt2_chunk_starts_utf8,
+    gpt4_chunk_starts,
+    gpt4_chunk_starts_utf8,
+    gpt4o_chunk_starts,
+)
 
 # Exactly the characters the `regex` module's \s matches (tests check all code points).
 WHITESPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B)))
               + "\u2028\u2029\u202f\u205f\u3000")
 
-# Pieces that are one chunk as they stand (a word with an optional leading space) skip the pattern.
-_ONE_CHUNK = {
-    "gpt2": r"^ ?[A-Za-z]+$",
-    "gpt4": r"^ ?[A-Za-z]+$",
-    "gpt4o": r"^ ?(?:[A-Z]*[a-z]+|[A-Z]+)$",
-}
+# The vectorized lexers (lexer.py), by pattern: for ASCII pieces, for any UTF-8 (None: the pattern
+# splits the pieces that are not ASCII), and a regex of the ASCII pieces the first one refuses.
+_LEXERS = {"gpt2": (gpt2_chunk_starts, gpt2_chunk_starts_utf8, None),
+           "gpt4": (gpt4_chunk_starts, gpt4_chunk_starts_utf8, None),
+           "gpt4o": (gpt4o_chunk_starts, None, r"[\r\n]/")}
 
 # string, not large_string: pyarrow groups 32-bit-offset strings about 3x faster. Tables stay far
 # below 2 GB of text each (a worker's held counts are capped by MAX_WORKER_DATA in run/memory.py).
@@ -61,7 +67,7 @@ for _char in WHITESPACE:
 
 def supports(pattern: str) -> bool:
     """True if the piece cuts are proven for this pattern (the built-in ones)."""
-    return pattern_name(pattern) in _ONE_CHUNK
+    return pattern_name(pattern) in _LEXERS
 
 
 def string_buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -141,12 +147,40 @@ def _cuts(data: np.ndarray) -> np.ndarray:
     return cut
 
 
+def string_array(texts: pa.Array) -> pa.Array:
+    """A string array's non-null values, as a string (not large_string) array."""
+    texts = texts.cast(pa.string())
+    return texts.drop_null() if texts.null_count else texts
+
+
 def _buffers(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(offsets, UTF-8 bytes) of a string array's non-null values."""
-    texts = texts.cast(pa.string())
-    if texts.null_count:
-        texts = texts.drop_null()
-    return string_buffers(texts)
+    return string_buffers(string_array(texts))
+
+
+def documents_holding(texts: pa.Array, needles: Sequence[str]) -> np.ndarray | None:
+    """Which documents of a string array without nulls hold any of the needles (a bool mask), or
+    None if none does. One C search (bytes.find) over all the text, not one per document."""
+    if not needles or not len(texts):
+        return None
+    offsets, data = string_buffers(texts)
+    text = data.tobytes()
+    found = []
+    for needle in needles:
+        needle_bytes = needle.encode("utf-8")
+        at = text.find(needle_bytes)
+        while at != -1:
+            document = int(np.searchsorted(offsets, at, side="right")) - 1
+            if at + len(needle_bytes) <= offsets[document + 1]:  # not across two documents
+                found.append(document)
+                at = text.find(needle_bytes, int(offsets[document + 1]))  # the next document
+            else:
+                at = text.find(needle_bytes, at + 1)
+    if not found:
+        return None
+    mask = np.zeros(len(texts), bool)
+    mask[found] = True
+    return mask
 
 
 def cut_pieces(texts: pa.Array) -> pa.Array:
@@ -202,13 +236,15 @@ def counter_table(counter: Counter[str]) -> pa.Table:
 
 class StringCounts:
     """Counts of strings, summed on demand: strings of up to 8 bytes (most pieces and chunks) as
-    uint64 keys counted with numpy sorts (short_keys.py), longer ones as pyarrow tables counted by
-    hashing. A string is in one part or the other by its bytes alone, so the parts never overlap.
+    uint64 keys and strings of 9 to 16 bytes as pairs of them, counted with numpy sorts
+    (short_keys.py); longer ones as pyarrow tables counted by hashing. A string is in one part or
+    another by its bytes alone, so the parts never overlap.
     """
 
     def __init__(self) -> None:
         self._keys: list[np.ndarray] = []
         self._key_counts: list[np.ndarray] = []
+        self._pairs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # first words, second words, counts
         self._tables: list[pa.Table] = []
         self._uncounted: list[pa.Array] = []  # long strings not counted yet
         self.rows = 0  # rows held (a string held in several parts counts in each)
@@ -216,40 +252,51 @@ class StringCounts:
     def add(self, data: np.ndarray, bounds: np.ndarray, weights: np.ndarray | None = None) -> None:
         """Count the strings data[bounds[i]:bounds[i + 1]] (each weights[i] times, or once)."""
         starts, lengths = bounds[:-1], np.diff(bounds)
-        short = short_keys.fits(data, starts, lengths)
-        keys = short_keys.keys_of(data, starts, lengths)[short]
-        long = _string_array(bounds, data).filter(pa.array(~short))
+        fit = short_keys.fits(data, starts, lengths, 2 * short_keys.MAX_BYTES)
+        short = fit & (lengths <= short_keys.MAX_BYTES)
+        keys = short_keys.keys_of(data, starts, lengths)
+        mid = np.flatnonzero(fit & ~short)
+        second = short_keys.keys_of(data, starts[mid] + short_keys.MAX_BYTES, lengths[mid] - short_keys.MAX_BYTES)
+        pairs = short_keys.sum_pairs(keys[mid], second, None if weights is None else weights[mid])
+        keys = keys[short]
         if weights is None:
             # Long strings are hashed once, when summed: counting them per batch and then summing
             # the tables hashed most of them twice (realmix: 1.2 s against 0.9 s).
             keys, counts = short_keys.count_keys(keys)
-            self._uncounted.append(long)
-            self.rows += len(long)
+            if len(long := np.flatnonzero(~fit)):
+                self._uncounted.append(_string_array(bounds, data).take(pa.array(long)))
+                self.rows += len(long)
         else:
             keys, counts = short_keys.sum_keys(keys, weights[short])
-            self._tables.append(count_table(long, pa.array(weights[~short])))
-            self.rows += self._tables[-1].num_rows
+            if len(long := np.flatnonzero(~fit)):
+                self._tables.append(count_table(_string_array(bounds, data).take(pa.array(long)),
+                                                pa.array(weights[long])))
+                self.rows += self._tables[-1].num_rows
         self._keys.append(keys)
         self._key_counts.append(counts)
-        self.rows += len(keys)
+        self._pairs.append(pairs)
+        self.rows += len(keys) + len(pairs[0])
 
     def sum(self) -> None:
         """Sum the parts into one of each kind (a string held in several parts is held once)."""
         if len(self._keys) > 1:
-            keys, counts = short_keys.sum_keys(np.concatenate(self._keys), np.concatenate(self._key_counts))
+            keys, counts = short_keys.merge_keys(list(zip(self._keys, self._key_counts)))
             self._keys, self._key_counts = [keys], [counts]
+        if len(self._pairs) > 1:
+            self._pairs = [short_keys.merge_pairs(self._pairs)]
         if self._uncounted:
             self._tables.append(count_table(pa.chunked_array(self._uncounted, pa.string())))
             self._uncounted = []
         if len(self._tables) > 1:
             self._tables[:] = [sum_tables(self._tables)]
-        self.rows = sum(map(len, self._keys)) + sum(t.num_rows for t in self._tables)
+        self.rows = (sum(map(len, self._keys)) + sum(len(p[0]) for p in self._pairs)
+                     + sum(t.num_rows for t in self._tables))
         pa.default_memory_pool().release_unused()  # the grouping's hash tables go back to the OS
 
     @property
     def nbytes(self) -> int:
         held = sum(t.nbytes for t in self._tables) + sum(a.nbytes for a in self._uncounted)
-        return held + 16 * sum(map(len, self._keys))
+        return held + 16 * sum(map(len, self._keys)) + 24 * sum(len(p[0]) for p in self._pairs)
 
     def table(self) -> pa.Table:
         """Everything counted, as one counts table (SCHEMA) of distinct strings."""
@@ -258,63 +305,85 @@ class StringCounts:
         if self._keys:
             tables.append(pa.table([short_keys.strings_of(self._keys[0]), pa.array(self._key_counts[0], pa.int64())],
                                    schema=SCHEMA))
+        if self._pairs:
+            first, second, counts = self._pairs[0]
+            tables.append(pa.table([short_keys.strings_of(first, second), pa.array(counts, pa.int64())], schema=SCHEMA))
         return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
 
 
-class PieceCounter:
-    """Counts of the pieces of many texts (StringCounts), summed when many batches are held."""
+class BatchCounter:
+    """What the chunk counters (PieceCounter, superword.SuperwordCounter) share: strings counted
+    batch by batch (StringCounts), the batches summed once they hold more than compact_rows rows
+    and three times the rows left by the last sum (or when the worker's limit is near)."""
+
+    compact_rows = _COMPACT_ROWS
+
+    def __init__(self) -> None:
+        self._held = StringCounts()
+        self._summed_rows = 0
+
+    def _added(self) -> None:
+        """Called after each batch: sum the batches when they hold enough rows."""
+        if self._held.rows > max(self.compact_rows, 3 * self._summed_rows):
+            self.compact()
+
+    def compact(self) -> None:
+        """Sum the batches held (a string seen in several batches is held once)."""
+        self._held.sum()
+        self._summed_rows = self._held.rows
+
+    @property
+    def nbytes(self) -> int:
+        return self._held.nbytes
+
+    def __bool__(self) -> bool:
+        return self._held.rows > 0
+
+    def _take(self) -> StringCounts:
+        """Everything counted, leaving the counter empty."""
+        held, self._held, self._summed_rows = self._held, StringCounts(), 0
+        return held
+
+
+class PieceCounter(BatchCounter):
+    """Counts of the pieces of many texts, split into chunk counts at the end (chunk_counts)."""
 
     def __init__(self, pattern: str, findall) -> None:
+        super().__init__()
         name = pattern_name(pattern)
-        if name not in _ONE_CHUNK:
+        if name not in _LEXERS:
             raise ValueError("the piece shortcut is only proven for the built-in patterns")
-        self._one_chunk = _ONE_CHUNK[name]
-        self._lex = name == "gpt4"
+        self._lexer = _LEXERS[name]
         self._findall = findall
-        self._pieces = StringCounts()
-        self._summed_rows = 0
 
     def add(self, texts: pa.Array) -> None:
         """Add the pieces of texts (a string array)."""
         offsets, data = _buffers(texts)
-        self._pieces.add(data, cut_bounds(offsets, data))
-        if self._pieces.rows > max(_COMPACT_ROWS, 3 * self._summed_rows):
-            self.compact()
-
-    def compact(self) -> None:
-        """Sum the batches held (the same piece seen in several batches is held once)."""
-        self._pieces.sum()
-        self._summed_rows = self._pieces.rows
-
-    @property
-    def nbytes(self) -> int:
-        return self._pieces.nbytes
-
-    def __bool__(self) -> bool:
-        return self._pieces.rows > 0
+        self._held.add(data, cut_bounds(offsets, data))
+        self._added()
 
     def chunk_counts(self) -> pa.Table:
         """The chunk counts of everything added (and the counter is emptied)."""
-        pieces = self._pieces.table()
-        self._pieces, self._summed_rows = StringCounts(), 0
+        pieces = self._take().table()
         column = pieces.column("chunk")
-        if self._lex:  # GPT-4: every piece through the lexer, ASCII ones without decoding
-            ascii_only = pc.equal(pc.binary_length(column), pc.utf8_length(column))
-            chunks = StringCounts()
-            for part in _batches(pieces.filter(ascii_only)):
-                _lex_into(chunks, part, gpt4_chunk_starts)
-            for part in _batches(pieces.filter(pc.invert(ascii_only))):
-                _lex_into(chunks, part, gpt4_chunk_starts_utf8)
-            return chunks.table()
-        one = pc.match_substring_regex(column, self._one_chunk)  # one chunk as they stand
-        parts = [pieces.filter(one)]
-        for part in _batches(pieces.filter(pc.invert(one))):
+        ascii_lexer, utf8_lexer, refused = self._lexer
+        lexed = pc.equal(pc.binary_length(column), pc.utf8_length(column))  # ASCII: lexed without decoding
+        if refused:
+            lexed = pc.and_(lexed, pc.invert(pc.match_substring_regex(column, refused)))
+        chunks = StringCounts()
+        for part in _batches(pieces.filter(lexed)):
+            _lex_into(chunks, part, ascii_lexer)
+        rest = pieces.filter(pc.invert(lexed))
+        for part in _batches(rest if utf8_lexer is not None else rest.slice(0, 0)):
+            _lex_into(chunks, part, utf8_lexer)
+        parts = [chunks.table()]
+        for part in _batches(rest if utf8_lexer is None else rest.slice(0, 0)):  # the pattern, once per piece
             found = list(map(self._findall, part.column("chunk").to_pylist()))  # the loop stays in C
             lengths = np.fromiter(map(len, found), dtype=np.int64, count=len(found))
-            chunks = pa.array(list(itertools.chain.from_iterable(found)), pa.string())
+            split = pa.array(list(itertools.chain.from_iterable(found)), pa.string())
             counts = np.repeat(part.column("count").to_numpy(), lengths)
             del found
-            parts.append(count_table(chunks, pa.array(counts)))
+            parts.append(count_table(split, pa.array(counts)))
         return sum_tables(parts)
 
 
@@ -323,7 +392,7 @@ def _batches(table: pa.Table) -> list[pa.Table]:
 
 
 def _lex_into(chunks: StringCounts, pieces: pa.Table, chunk_starts) -> None:
-    """Count the chunks of distinct pieces, split by a GPT-4 lexer (lexer.py), into chunks."""
+    """Count the chunks of distinct pieces, split by a lexer (lexer.py), into chunks."""
     offsets, data = string_buffers(pieces.column("chunk").chunk(0))
     starts = chunk_starts(data, offsets)
     piece = np.searchsorted(offsets, starts, side="right") - 1  # the piece each chunk starts in

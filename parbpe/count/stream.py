@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from ..config import TrainConfig
 from ..io.readers import ReadStats
+from ..run.memory import system_pool, use_system_pool
 from ..run.pool import WorkerDied, death_reason, fault_point, get_context, ignore_sigint, start_workers, stop_workers
 from .counter import CountResult, ShardCounter
 
@@ -42,13 +43,13 @@ def count_stream_to_runs(
     left unconsumed.
     """
     if config.workers == 1:
-        shard = ShardCounter(config, run_dir, "s0", data_limit)
-        for texts in batches:
-            shard.add_texts(texts)
-            shard._check_limit()
-            if on_progress:
-                on_progress(shard.spills)
-        return CountResult(shard.finish(), ReadStats(), shard.spills)
+        with system_pool():
+            shard = ShardCounter(config, run_dir, "s0", data_limit)
+            for texts in batches:
+                shard.add_batch(texts)
+                if on_progress:
+                    on_progress(shard.spills)
+            return CountResult(shard.finish(), ReadStats(), shard.spills)
 
     context = get_context(start_method)
     tasks = context.Queue(maxsize=QUEUE_BATCHES_PER_WORKER * config.workers)
@@ -112,14 +113,14 @@ def _drain(results, collected: dict, seconds: float) -> None:
 def _stream_worker(rank: int, tasks, results, config: TrainConfig, run_dir: str, data_limit: int | None) -> None:
     """A counting worker: batches from tasks until None, then its run files on results."""
     ignore_sigint()
+    use_system_pool()
     shard = ShardCounter(config, run_dir, f"s{rank}", data_limit)
     try:
         done = 0
         while (texts := tasks.get()) is not None:
             fault_point("count", done)
             done += 1
-            shard.add_texts(texts)
-            shard._check_limit()
+            shard.add_batch(texts)
         results.put((rank, (shard.finish(), shard.spills)))
     except Exception as exc:  # re-raised in the parent, with the worker and its traceback as a note
         exc.add_note(f"in counting worker {rank} (pid {os.getpid()}):\n{traceback.format_exc()}")

@@ -25,7 +25,7 @@ import functools
 import numpy as np
 
 from .lexer import BREAK, DIGIT, LETTER, SPACE, TAB, code_point_tables, decode_utf8, mark_digit_groups
-from .pieces import StringCounts, _buffers
+from .pieces import BatchCounter, _buffers
 
 LETTER_, DIGIT_, SYMBOL_, SPACE_, CR_, NL_, OTHER_WS_, EDGE_ = (np.uint8(code) for code in range(8))
 _WINDOW = 4 << 20  # bytes of text split at a time (bounds the temporary arrays)
@@ -108,12 +108,10 @@ def _starts(cls: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return np.flatnonzero(start)
 
 
-class SuperwordCounter:
-    """Counts of the superword chunks of many texts (StringCounts), the interface of PieceCounter."""
+class SuperwordCounter(BatchCounter):
+    """Counts of the superword chunks of many texts (the interface of pieces.PieceCounter)."""
 
-    def __init__(self) -> None:
-        self._chunks = StringCounts()
-        self._summed_rows = 0
+    compact_rows = 2_000_000
 
     def add(self, texts) -> None:
         """Add the chunks of texts (a string array), a window of texts at a time."""
@@ -124,24 +122,10 @@ class SuperwordCounter:
             part = data[offsets[first]:offsets[last]]
             starts = superword_chunk_starts(part, offsets[first:last + 1] - offsets[first])
             if len(part):
-                self._chunks.add(part, np.append(starts, len(part)))
+                self._held.add(part, np.append(starts, len(part)))
             first = last
-        if self._chunks.rows > max(2_000_000, 3 * self._summed_rows):
-            self.compact()
-
-    def compact(self) -> None:
-        self._chunks.sum()
-        self._summed_rows = self._chunks.rows
-
-    @property
-    def nbytes(self) -> int:
-        return self._chunks.nbytes
-
-    def __bool__(self) -> bool:
-        return self._chunks.rows > 0
+        self._added()
 
     def chunk_counts(self):
         """The chunk counts of everything added (and the counter is emptied)."""
-        table = self._chunks.table()
-        self._chunks, self._summed_rows = StringCounts(), 0
-        return table
+        return self._take().table()

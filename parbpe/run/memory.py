@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import psutil
@@ -36,7 +38,7 @@ def format_size(n: float) -> str:
 
 
 MIN_WORKER_DATA = 8 * 10**6  # a worker that may hold less than this would spill all the time
-HELD_FACTOR = 6  # peak memory of a worker per byte of counts it holds
+HELD_FACTOR = 4  # peak memory of a worker per byte of counts it holds (measured: see worker_data_limit)
 WORKER_OVERHEAD = 32 * 10**6  # what a counting worker keeps besides its start, its unit and its counts
 MAX_WORKER_DATA = 10**9  # runs stay far below pyarrow's 2 GB limit of one string array
 ROOMY_WORKER_DATA = 64 * 10**6  # with this much per worker spills are few: the parent need not count
@@ -58,11 +60,14 @@ def worker_data_limit(budget: int, workers: int, base_rss: int, unit_bytes: int,
     worker's share of the rest covers reading its largest unit (about 4x its text: the text, its
     cut mask and piece offsets), WORKER_OVERHEAD, and HELD_FACTOR times the counts it holds:
     grouping (compacting pieces, splitting them into chunks, writing a run) briefly needs hash
-    tables and copies several times the size of what it groups. Measured on a shard of the
-    generated 1 GB corpus (2026-11-23, two forked workers, process start 114 MB): a worker's peak was
-    166-174 MB with a limit of 8 MB and 232-241 MB with 23.5 MB, i.e. its start + 4x its unit + 6x
-    its limit + at most 10 MB; the WORKER_OVERHEAD here covers that with room (it was 128 MB before
-    these measurements).
+    tables and copies several times the size of what it groups. Measured on the generated 1 GB
+    corpus (`--seed 7`, units of 1.7 MB of text, GPT-2 pattern; 2026-11-24, the parent counting a
+    shard beside one forked worker, both on the system pool, starts 89 MB): largest RSS of the
+    parent / the worker / the tree sampled every 10 ms, by limit: 8 MB 207/138/346, 12 MB 230/154/371,
+    16 MB 242/171/398, 24 MB 248/179/403, 32 MB 274/200/440, 64 MB 386/313/597 MB. The parent stays
+    within its start + PARENT_COUNTING + 4x its unit + WORKER_OVERHEAD + 4x its limit (+2 MB at
+    16 MB), the worker and the tree well within (the worker does not touch all of the start it
+    shares). HELD_FACTOR was 6 with the counting code of 2026-11-23 (pyarrow's pool and hashing).
     """
     processes = workers + 1 if processes is None else processes
     share = (budget - processes * base_rss - extra) // workers
@@ -148,6 +153,34 @@ def trim_heap() -> None:
     at its largest moment (a spill) long after; trimming after a spill makes room for the next."""
     if sys.platform.startswith("linux") and (libc := _libc()) is not None:
         libc.malloc_trim(0)
+
+
+@contextlib.contextmanager
+def system_pool() -> Iterator[None]:
+    """pyarrow's buffers from the C allocator (malloc) instead of its default pool, while the block runs.
+
+    A counting process allocates and frees buffers of a few MB for every batch; pyarrow's default
+    pool (mimalloc) keeps such memory mapped, the C heap gives it back when trimmed (trim_heap).
+    Measured on a shard of the generated 1 GB corpus (2026-11-24, one process, 8 MB of counts held):
+    peak RSS 192 -> 163 MB, no time cost that shows on realmix (interleaved, 4.7-5.7 s either way).
+    Buffers made in the block stay valid after it (each knows its pool)."""
+    import pyarrow as pa
+
+    before = use_system_pool()
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(before)
+
+
+def use_system_pool():
+    """Make the C allocator pyarrow's default pool in this process (see system_pool); returns the pool
+    it replaces."""
+    import pyarrow as pa
+
+    before = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    return before
 
 
 def tree_rss(pid: int | None = None) -> int:

@@ -266,8 +266,9 @@ def test_a_tight_budget_has_the_parent_count_and_trains_the_same(corpus, tmp_pat
     from parbpe.run.memory import HELD_FACTOR, PARENT_COUNTING, WORKER_OVERHEAD, tree_rss
     from parbpe.run.progress import Progress
 
-    # Room for 20 MB of counts per shard with the parent counting, too little for two waiting workers' 64 MB.
-    budget = 2 * tree_rss() + PARENT_COUNTING + 2 * (WORKER_OVERHEAD + HELD_FACTOR * 20 * 10**6)
+    # Room for 30 MB of counts per shard with the parent counting (the tree grows some 50 MB before
+    # counting starts), too little for two waiting workers' 64 MB.
+    budget = 2 * tree_rss() + PARENT_COUNTING + 2 * (WORKER_OVERHEAD + HELD_FACTOR * 30 * 10**6)
     outputs, notes = [], []
     for memory_budget in (None, budget):
         out = tmp_path / f"b{memory_budget}"
@@ -280,3 +281,24 @@ def test_a_tight_budget_has_the_parent_count_and_trains_the_same(corpus, tmp_pat
         assert result.stats["peak_rss_bytes"] > 0
     assert outputs[0] == outputs[1]
     assert notes[0] == [] and "counting in 2 shard(s), this process counting one" in notes[1][0]
+
+
+def test_counting_allocates_from_the_system_pool_and_gives_the_pool_back(corpus, tmp_path, monkeypatch):
+    import parbpe.count.counter as count_module
+    from parbpe.run.memory import system_pool
+
+    before = pa.default_memory_pool().backend_name
+    with system_pool():
+        assert pa.default_memory_pool().backend_name == "system"
+    assert pa.default_memory_pool().backend_name == before
+    seen = []
+    real = count_module.count_unit
+
+    def count_and_look(unit, shard):
+        seen.append(pa.default_memory_pool().backend_name)
+        return real(unit, shard)
+
+    monkeypatch.setattr(count_module, "count_unit", count_and_look)
+    (tmp_path / "runs").mkdir()
+    count_with(plan([str(corpus)]), TrainConfig(workers=1), tmp_path / "runs")
+    assert seen and set(seen) == {"system"} and pa.default_memory_pool().backend_name == before

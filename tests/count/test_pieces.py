@@ -14,8 +14,8 @@ from corpora import ALPHABET, random_text
 from parbpe.config import TrainConfig
 from parbpe.count import pieces
 from parbpe.count.counter import ShardCounter
-from parbpe.count.pieces import WHITESPACE, count_table, cut_pieces, supports
-from parbpe.patterns import PATTERNS
+from parbpe.count.pieces import WHITESPACE, count_table, cut_pieces, documents_holding, supports
+from parbpe.patterns import PATTERNS, Splitter, training_pattern
 
 # Heavier on what the cuts look at: spaces after all kinds of characters, letters next to punctuation.
 CUT_ALPHABET = ALPHABET + [" ", " ", " a", "a ", "a.", "Z,", "b'", ". ", "\n ", "\t ", "\u3000 ", "  x", "A-", "x@",
@@ -84,14 +84,24 @@ def test_pieces_put_together_are_the_text():
     assert len(pieces) > 30 * 20  # it did cut
 
 
-def test_specials_take_the_plain_path(tmp_path):
-    texts = ["a b<|endoftext|>c d", "x\x00 y", "plain words here"]
-    config = TrainConfig(special_tokens=("<|endoftext|>",), workers=1)
+def test_specials_split_documents_for_the_pieces(tmp_path):
+    texts = ["a b<|endoftext|>c d", "x\x00 y", "plain words here", "<|endoftext|>", "<|endoftext|><|endoftext|> z",
+             "e<|endof", "text|>f", "<|end<|endoftext|>oftext|> q<|endoftext|>"]
+    config = TrainConfig(special_tokens=("<|endoftext|>", "<|end"), workers=1)
     shard = ShardCounter(config, str(tmp_path), "t")
     shard.add_texts(pa.array(texts, pa.string()))
-    assert shard.plain == Counter(["a", " b", "c", " d"])
-    assert _fast(texts, config, tmp_path) == Counter(["a", " b", "c", " d", "x", "\x00", " y", "plain", " words",
-                                                      " here"])
+    assert not shard.plain  # the pieces counted all of it
+    expected = Counter(["a", " b", "c", " d", "x", "\x00", " y", "plain", " words", " here", " z", "e", "of",
+                        "text", "|>", "f", "oftext", "|>", " q"])
+    assert _fast(texts, config, tmp_path) == expected
+
+
+def test_documents_holding_finds_needles_within_documents_only():
+    texts = pa.array(["ab", "cd", "xabx", "", "é<|s|>", "<|s", "|>"])
+    assert documents_holding(texts, ["ab"]).tolist() == [True, False, True, False, False, False, False]
+    assert documents_holding(texts, ["bc", "dx"]) is None  # only across two documents
+    assert documents_holding(texts, ["<|s|>", "cd"]).tolist() == [False, True, False, False, True, False, False]
+    assert documents_holding(pa.array([], pa.string()), ["a"]) is None
 
 
 def test_custom_patterns_take_the_plain_path(tmp_path):
@@ -128,3 +138,16 @@ def test_pieces_are_compacted_before_a_spill(tmp_path):
     counted = shard.pieces.chunk_counts()
     expected = one.pieces.chunk_counts()
     assert dict(zip(*counted.to_pydict().values())) == {k: 12 * v for k, v in zip(*expected.to_pydict().values())}
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "gpt4", "gpt4o", "superword"])
+def test_random_texts_with_specials_equal_plain(pattern, tmp_path):
+    rng = random.Random(11)
+    specials = ("<|endoftext|>", "<|pad|>")
+    alphabet = CUT_ALPHABET + list(specials) + ["<|", "|>", "\r/", "\r"]
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 200))) for _ in range(80)]
+    config = TrainConfig(pattern=pattern, special_tokens=specials, workers=1)
+    splitter = Splitter(training_pattern(config.pattern), specials)
+    expected = Counter(chunk for text in texts for piece, special in splitter.segments(text) if not special
+                       for chunk in splitter.chunks(piece))
+    assert _fast(texts, config, tmp_path) == expected

@@ -94,3 +94,72 @@ def test_string_counts_sum_batches_exactly(weighted):
             counts.sum()
             assert counts.rows == len(set(expected))
     assert _as_counter(counts.table()) == expected
+
+
+def _pairs_counter(first, second, counts) -> Counter:
+    return Counter(dict(zip(zip(first.tolist(), second.tolist()), counts.tolist())))
+
+
+def _weak_hash(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """A hash most pairs share (the top bits of a small value), to drive the exact fallback."""
+    return (second % np.uint64(3)) << np.uint64(62)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("slice_bits", [18, 4])
+@pytest.mark.parametrize("weak", [False, True])
+def test_sum_and_merge_pairs_equal_counters(weighted, slice_bits, weak, monkeypatch):
+    monkeypatch.setattr(short_keys, "SLICE_BITS", slice_bits)
+    monkeypatch.setattr(short_keys, "_LOW", np.uint64((1 << slice_bits) - 1))
+    if weak:
+        monkeypatch.setattr(short_keys, "pair_hash", _weak_hash)
+    rng = np.random.default_rng(slice_bits + weighted)
+    runs, expected = [], Counter()
+    for _ in range(4):
+        first = rng.integers(1, 6, 700).astype(np.uint64) << np.uint64(56)
+        second = rng.integers(1, 40, 700).astype(np.uint64)
+        weights = rng.integers(1, 10**12, 700) if weighted else None
+        run = short_keys.sum_pairs(first, second, weights)
+        assert len(set(zip(run[0].tolist(), run[1].tolist()))) == len(run[0])  # distinct
+        expected_run: Counter = Counter()
+        for key, w in zip(zip(first.tolist(), second.tolist()), weights.tolist() if weighted else [1] * 700):
+            expected_run[key] += w
+        assert _pairs_counter(*run) == expected_run
+        runs.append(run)
+        expected += expected_run
+    merged = short_keys.merge_pairs(runs)
+    assert len(set(zip(merged[0].tolist(), merged[1].tolist()))) == len(merged[0])
+    assert _pairs_counter(*merged) == expected
+    empty = np.zeros(0, np.uint64)
+    assert short_keys.sum_pairs(empty, empty)[2].size == 0 and short_keys.merge_pairs([])[0].size == 0
+
+
+def test_merge_keys_equals_counter():
+    rng = np.random.default_rng(3)
+    runs, expected = [], Counter()
+    for _ in range(5):
+        keys, counts = short_keys.count_keys(rng.integers(1, 300, 2000).astype(np.uint64))
+        runs.append((keys, counts))
+        expected += Counter(dict(zip(keys.tolist(), counts.tolist())))
+    keys, sums = short_keys.merge_keys(runs)
+    assert (np.diff(keys.astype(np.float64)) > 0).all()
+    assert dict(zip(keys.tolist(), sums.tolist())) == expected
+
+
+@pytest.mark.parametrize("weak", [False, True])
+def test_string_counts_of_every_length_with_any_hash(weak, monkeypatch):
+    """Strings of 1 to 24 bytes (short keys, pairs, pyarrow's), summed over batches."""
+    if weak:
+        monkeypatch.setattr(short_keys, "pair_hash", _weak_hash)
+    rng = random.Random(5)
+    counts, expected = StringCounts(), Counter()
+    words = [bytes(rng.choice(b"ab\xc3\xa9 ") for _ in range(rng.randint(1, 24))) for _ in range(60)]
+    words = [w.decode("utf-8", "replace").encode() for w in words]
+    for batch in range(5):
+        strings = [rng.choice(words) for _ in range(500)]
+        bounds = np.concatenate([[0], np.cumsum([len(s) for s in strings])]).astype(np.int64)
+        weights = np.array([rng.randint(1, 5) for _ in strings], np.int64) if batch % 2 else None
+        counts.add(np.frombuffer(b"".join(strings), np.uint8), bounds, weights)
+        for i, s in enumerate(strings):
+            expected[s] += int(weights[i]) if weights is not None else 1
+    assert _as_counter(counts.table()) == expected
