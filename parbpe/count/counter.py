@@ -25,7 +25,7 @@ from ..config import TrainConfig
 from ..io.readers import ReadStats, iter_text_batches
 from ..io.units import WorkUnit
 from ..patterns import SUPERWORD_LINES_PATTERN, Splitter, training_pattern
-from ..run.memory import default_budget, format_size, system_pool, trim_heap, use_system_pool
+from ..run.memory import format_size, system_pool, trim_heap, use_system_pool
 from ..run.pool import default_start_method, fault_point, parallel
 from ..run.run_dir import COUNT_COMMIT_SECONDS, checkpoint_seconds, sync_file, test_stop, write_json
 from .counts_file import counts_file_table
@@ -287,9 +287,10 @@ def _unit_names(units: list[WorkUnit], shown: int = 3) -> str:
 
 def memory_hint(config: TrainConfig) -> str:
     """What to try when a worker was killed for memory: a smaller budget, fewer workers."""
-    budget = config.memory_budget or default_budget()
     fewer = f" or --workers {config.workers // 2}" if config.workers > 1 else ""
-    return f"try --memory-budget {format_size(budget // 2).replace(' ', '')}{fewer}"
+    if not config.memory_budget:  # the run context resolves the budget once; a direct caller may not have
+        return f"try a smaller --memory-budget{fewer}"
+    return f"try --memory-budget {format_size(config.memory_budget // 2).replace(' ', '')}{fewer}"
 
 
 def count_to_runs(
