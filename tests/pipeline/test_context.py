@@ -36,7 +36,7 @@ def test_the_budget_is_read_once_per_run_and_every_stage_sees_it(corpus, tmp_pat
     monkeypatch.setattr(memory, "default_budget", lambda: pytest.fail("a stage read the machine's budget again"))
     for name, module in list(sys.modules.items()):
         if name.startswith("parbpe.") and module is not context_module and hasattr(module, "default_budget"):
-            monkeypatch.setattr(module, "default_budget", lambda name=name: pytest.fail(f"{name} read the budget again"))
+            monkeypatch.setattr(module, "default_budget", lambda name=name: pytest.fail(f"{name} read the budget"))
     result = parbpe.train(corpus, vocab_size=300, workers=2, out_dir=tmp_path / "out", superbpe_transition=0.9)
     assert calls == [1]
     assert result.stats["memory_budget"] == 3 * 10**9 and result.stats["config"]["memory_budget"] is None
