@@ -6,6 +6,7 @@ from .config import RunOptions, TrainConfig  # noqa: E402
 from .tokenizer.evaluate import evaluate  # noqa: E402
 from .tokenizer.model import Tokenizer  # noqa: E402
 from .train import TrainResult, count_to_file, sample_corpus_files, train, train_from_iterator  # noqa: E402
+from .warnings import ParbpeWarning, ResultChangedWarning  # noqa: E402
 
-__all__ = ["RunOptions", "TrainConfig", "TrainResult", "Tokenizer", "count_to_file", "evaluate", "sample_corpus_files",
-           "train", "train_from_iterator", "__version__"]
+__all__ = ["ParbpeWarning", "ResultChangedWarning", "RunOptions", "TrainConfig", "TrainResult", "Tokenizer",
+           "count_to_file", "evaluate", "sample_corpus_files", "train", "train_from_iterator", "__version__"]

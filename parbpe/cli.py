@@ -8,6 +8,7 @@ import difflib
 import json
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -190,9 +191,18 @@ def main(argv: list[str] | None = None) -> int:
     Exit status: 0 done, 2 a user, input, disk or worker error (a killed worker included),
     3 an internal error (a bug: please report it with the --debug traceback), 130 interrupted.
     """
-    from .run.pool import WorkerDied
+    from .warnings import ParbpeWarning
 
     args = build_parser().parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=ParbpeWarning)  # the summary says them: not twice on stderr
+        return _guarded(args)
+
+
+def _guarded(args: argparse.Namespace) -> int:
+    """The command, its errors turned into one line and an exit status (main's docstring)."""
+    from .run.pool import WorkerDied
+
     try:
         return _run(args)
     except BrokenPipeError:
@@ -247,7 +257,8 @@ def _train(args: argparse.Namespace) -> int:
     inherited = f" after {s['init']['inherited_merges']:,} inherited" if "init" in s else ""
     print(f"Trained {s['vocab_size']} tokens ({s['merges']} merges{inherited} in {s['rounds']} rounds) from "
           f"{source}, {s['unique_chunks']:,} unique chunks, "
-          f"in {sum(s['seconds'].values()):.1f} s; peak RSS {format_size(s['peak_rss_bytes'])}.")
+          f"in {sum(s['seconds'].values()):.1f} s; peak RSS {format_size(s['peak_rss_bytes'])}."
+          + "".join(f" {_changed(change)}." for change in s.get("result_changes", [])))
     if "heldout" in s:
         h = s["heldout"]
         print(f"Held-out ({h['documents']:,} documents, {h['bytes'] / 1e6:.1f} MB): "
@@ -261,6 +272,14 @@ def _train(args: argparse.Namespace) -> int:
         scores = f": {row['bytes_per_token']:.4f} bytes/token held-out" if "bytes_per_token" in row else ""
         print(f"  {row['directory'] + '/':24s} the {row['vocab_size']}-token tokenizer{scores}")
     return 0
+
+
+def _changed(change: dict) -> str:
+    """What changed the result, for the summary line (the warning's full text is in stats.json)."""
+    if change["kind"] == "AutoCutoffWarning":
+        return (f"Automatic cutoff: {change['dropped_chunks']:,} chunks seen fewer than {change['min_count']} "
+                "times left out to fit the memory budget (--strict refuses, a larger --memory-budget keeps them)")
+    return change["message"][0].upper() + change["message"][1:]
 
 
 def _count(args: argparse.Namespace) -> int:

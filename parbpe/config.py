@@ -358,6 +358,10 @@ class RunOptions:
     resume: bool = setting(
         False, group="run", kind="flag", help="continue a run that stopped (same command), from its last checkpoint")
     keep_run_dir: bool = setting(False, group="run", kind="flag", help="keep the run directory after success")
+    strict: bool = setting(
+        False, group="run", kind="flag",
+        help="fail (exit 2) instead of changing the result: no automatic frequency cutoff to fit the memory "
+             "budget, no early stop short of the vocabulary size, no --also-save sizes taken as BatchBPE prefixes")
 
     def __post_init__(self) -> None:
         if isinstance(self.progress, str) and self.progress not in MODES:

@@ -18,6 +18,7 @@ from .pipeline.context import run_context
 from .pipeline.counts_file import counts_file_stage
 from .pipeline.evaluate import evaluate_stage
 from .pipeline.inputs import check_count_job, check_job, plan_stage, settings_of
+from .pipeline.out_dir import left_as_it_was
 from .pipeline.vocabulary import algorithm_for
 from .pipeline.write import finish, write_stage
 from .tokenizer.model import Tokenizer
@@ -61,19 +62,20 @@ def train(inputs: Any, config: TrainConfig | None = None, *, out_dir: str | os.P
     job = check_job(inputs, config, options, out_dir=out_dir, sample_corpus=sample_corpus, heldout=heldout,
                     also_save=also_save)  # 1. inputs: every check that needs no work
     algorithm = algorithm_for(job.config)
-    with run_context(job.config, options) as ctx:
-        ctx.reporter.event("config", message="training", inputs=job.described,
-                           **{k: v for k, v in job.config.to_dict().items() if k != "pattern"})
-        plan_stage(ctx, job)  # 1. inputs -> sorted work units; the run directory
-        with ctx.executor():
-            counted = algorithm.count(ctx, job)  # 2-3. count and reduce: chunk counts (SuperBPE: twice)
-        built = algorithm.build(ctx, job, counted)  # 4-5. table, encoding, merge rounds
-        warn_if_short(ctx, built, counted)
-        tokenizer = built.tokenizer(ctx.config)
-    stats = assemble_stats(ctx, job, counted, built, tokenizer)  # 6. assemble
-    smaller = evaluate_stage(ctx, job, built, tokenizer, stats)  # 7. evaluate: held-out text, --also-save
-    files = write_stage(ctx, job.out_dir, tokenizer, smaller, stats) if job.out_dir is not None else None  # 8. write
-    finish(ctx, tokenizer, stats)
+    with left_as_it_was(job.out_dir):  # an error leaves --out as it was
+        with run_context(job.config, options) as ctx:
+            ctx.reporter.event("config", message="training", inputs=job.described,
+                               **{k: v for k, v in ctx.config.to_dict().items() if k != "pattern"})
+            plan_stage(ctx, job)  # 1. inputs -> sorted work units; the run directory
+            with ctx.executor():
+                counted = algorithm.count(ctx, job)  # 2-3. count and reduce: chunk counts (SuperBPE: twice)
+            built = algorithm.build(ctx, job, counted)  # 4-5. table, encoding, merge rounds
+            warn_if_short(ctx, built, counted)
+            tokenizer = built.tokenizer(ctx.config)
+        stats = assemble_stats(ctx, job, counted, built, tokenizer)  # 6. assemble
+        smaller = evaluate_stage(ctx, job, built, tokenizer, stats)  # 7. evaluate: held-out text, --also-save
+        files = write_stage(ctx, job.out_dir, tokenizer, smaller, stats) if job.out_dir else None  # 8. write
+        finish(ctx, tokenizer, stats)
     return TrainResult(tokenizer=tokenizer, stats=stats, files=files)
 
 

@@ -12,15 +12,17 @@ PACKAGE = Path(__file__).resolve().parents[1] / "parbpe"
 ALLOWED = {
     "run": {"io"},  # the run directory writes through io/atomic
     "patterns": set(),
+    "warnings": set(),  # parbpe's warning categories: any part may warn
     "io": set(),
     "config": {"run", "patterns"},  # an --init tokenizer is read by the inputs stage, not by the settings
     "count": {"config", "patterns", "run", "io"},
     "merge": {"run"},
     "tokenizer": {"patterns", "io"},
-    "pipeline": {"config", "patterns", "run", "io", "count", "merge", "tokenizer", "__init__"},
-    "train": {"config", "patterns", "run", "io", "count", "merge", "tokenizer", "pipeline", "__init__"},
-    "cli": {"config", "patterns", "run", "io", "count", "merge", "tokenizer", "pipeline", "train"},
-    "__init__": {"config", "tokenizer", "train"},
+    "pipeline": {"config", "patterns", "run", "io", "count", "merge", "tokenizer", "warnings", "__init__"},
+    "train": {"config", "patterns", "run", "io", "count", "merge", "tokenizer", "pipeline", "warnings", "__init__"},
+    "cli": {"config", "patterns", "run", "io", "count", "merge", "tokenizer", "pipeline", "train", "warnings"},
+    "__init__": {"config", "tokenizer", "train", "warnings"},
+    "__main__": {"cli"},  # python -m parbpe
 }
 
 

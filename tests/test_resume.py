@@ -29,6 +29,7 @@ SETTINGS = {
     "exact": ["--batching", "exact"],
     "stoplist": ["--stop-list-size", "4", "--freq-cutoff", "2", "--special-tokens", "<|end|>"],
     "nonoverlap": ["--pair-count", "nonoverlap", "--max-batch-size", "32"],
+    "superbpe": ["--superbpe-transition", "0.8"],  # its own test: stage 2 keeps a run directory of its own
 }
 
 
@@ -101,6 +102,9 @@ def _outputs(out: Path) -> dict[str, bytes]:
 def _stable_stats(raw: bytes) -> dict:
     stats = json.loads(raw)
     stats["config"].pop("workers")
+    if "superbpe" in stats:  # its stage 2's own times, peaks and worker counts
+        stats["superbpe"] = {k: v for k, v in stats["superbpe"].items()
+                             if k not in VOLATILE | {"merge_workers", "encode_workers"}}
     return {k: v for k, v in stats.items() if k not in VOLATILE}
 
 
@@ -134,7 +138,7 @@ def _assert_same_as(reference: dict[str, bytes], out: Path) -> None:
 @pytest.mark.parametrize("seed", range(12))
 def test_killed_runs_resume_to_identical_files(seed, corpus, reference, tmp_path):
     rng = random.Random(seed)
-    setting = sorted(SETTINGS)[seed % len(SETTINGS)]
+    setting = sorted(set(SETTINGS) - {"superbpe"})[seed % 4]
     sig = (signal.SIGKILL, signal.SIGINT)[(seed + seed // 4) % 2]
     out = tmp_path / "tok"
     # Checkpoints after every unit and round, or (a few seeds) the default: none in so short a run.
@@ -160,6 +164,25 @@ def test_killed_runs_resume_to_identical_files(seed, corpus, reference, tmp_path
         resumed = _in_process(_command(corpus, out, setting, *again, "--resume"), {"PARBPE_CHECKPOINT_SECONDS": "0"})
         assert resumed.returncode == 0, resumed.stderr
     _assert_same_as(reference(setting), out)
+    assert not (out / ".parbpe-run").exists()
+
+
+@pytest.mark.parametrize("stop", ["count:2:INT", "merge:20:KILL", "superword_count:3:INT", "superword_count:2:KILL",
+                                  "superword_merge:5:KILL", "superword_merge:8:INT"])
+def test_superbpe_runs_stopped_in_either_stage_resume_to_identical_files(stop, corpus, reference, tmp_path):
+    out = tmp_path / "tok"
+    env = {"PARBPE_CHECKPOINT_SECONDS": "0", "PARBPE_TEST_STOP": stop}
+    stopped = _run(_command(corpus, out, "superbpe", "--workers", "2"), env)
+    assert stopped.returncode in (-signal.SIGKILL, 130), f"not stopped at {stop}: {stopped.stderr}"
+    if stop.startswith("superword"):
+        assert (out / ".parbpe-run" / "superword" / "run.json").exists()
+    if stopped.returncode == 130:
+        assert stopped.stderr.strip().endswith("interrupted (the same command with --resume continues it)")
+    resumed = _in_process(_command(corpus, out, "superbpe", "--workers", "1", "--resume"),
+                          {"PARBPE_CHECKPOINT_SECONDS": "0"})
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming the run" in resumed.stderr or resumed.stderr == ""
+    _assert_same_as(reference("superbpe"), out)
     assert not (out / ".parbpe-run").exists()
 
 
@@ -276,3 +299,33 @@ def test_a_run_refused_for_its_budget_keeps_only_the_counts_and_says_so(corpus, 
     assert again.returncode == 0, again.stderr
     _assert_same_as(reference("plain"), out)
     assert not (out / ".parbpe-run").exists()
+
+
+def test_a_resumed_init_run_compares_the_tokenizer_not_its_path(corpus, tmp_path):
+    import shutil
+
+    import parbpe
+
+    files = sorted(map(str, corpus.glob("*.txt")))
+    parbpe.train(files[:1], vocab_size=400, out_dir=tmp_path / "a", progress="none")
+    parbpe.train(files[:1], vocab_size=420, out_dir=tmp_path / "b", progress="none")
+    init = tmp_path / "init"
+    shutil.copytree(tmp_path / "a", init)
+
+    def command(out):
+        return _command(corpus, out, "plain", "--init", str(init), "--workers", "1")
+
+    reference = tmp_path / "ref"
+    assert _in_process(command(reference)).returncode == 0
+    out = tmp_path / "tok"
+    env = {"PARBPE_CHECKPOINT_SECONDS": "0", "PARBPE_TEST_STOP": "merge:5:KILL"}
+    assert _run(command(out), env).returncode == -signal.SIGKILL
+    shutil.rmtree(init)
+    shutil.copytree(tmp_path / "b", init)  # another tokenizer at the same path
+    refused = _in_process([*command(out), "--resume"])
+    assert refused.returncode == 2 and "the --init tokenizer is not the one the run continued" in refused.stderr
+    shutil.rmtree(init)
+    shutil.copytree(tmp_path / "a", init)  # the same one, rewritten (new mtimes)
+    resumed = _in_process([*command(out), "--resume"], {"PARBPE_CHECKPOINT_SECONDS": "0"})
+    assert resumed.returncode == 0, resumed.stderr
+    assert (out / "tokenizer.json").read_bytes() == (reference / "tokenizer.json").read_bytes()

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from ..config import TrainConfig
 from ..io.readers import ReadStats, iter_text_batches
 from ..io.units import WorkUnit
-from ..patterns import SUPERWORD_LINES_PATTERN, Splitter, training_pattern
+from ..patterns import SUPERWORD_LINES_PATTERN, SUPERWORD_PATTERN, Splitter, training_pattern
 from ..run.memory import format_size, system_pool, trim_heap, use_system_pool
 from ..run.pool import default_start_method, fault_point, parallel
 from ..run.run_dir import COUNT_COMMIT_SECONDS, checkpoint_seconds, sync_file, test_stop, write_json
@@ -39,6 +39,11 @@ _PLAIN_ENTRY_BYTES = 120  # estimated memory of one entry of a Counter[str] (obj
 @functools.lru_cache(maxsize=8)
 def _splitter(pattern: str, special_tokens: tuple[str, ...]) -> Splitter:
     return Splitter(pattern, special_tokens)
+
+
+def stop_label(config: TrainConfig) -> str:
+    """The counting stage's name for the test stop hook: SuperBPE's superword count is its own."""
+    return "superword_count" if config.pattern == SUPERWORD_PATTERN else "count"
 
 
 def unit_key(unit: WorkUnit) -> str:
@@ -271,7 +276,7 @@ def count_shard(rank: int, units: list[WorkUnit], config: TrainConfig, run_dir: 
             if isinstance(exc, ValueError):  # bad input
                 raise ValueError(where) from exc
             raise RuntimeError(where) from exc
-        test_stop("count", done)
+        test_stop(stop_label(config), done)
         if progress is not None:
             progress[3 * rank:3 * rank + 3] = [done, shard.stats.bytes, shard.spills]
         if stop is not None and stop.is_set():
@@ -324,7 +329,7 @@ def _count_to_runs(units: list[WorkUnit], config: TrainConfig, run_dir: str, dat
         shard = ShardCounter(config, run_dir, "w0", data_limit)
         for done, unit in enumerate(units, start=1):
             count_unit(unit, shard)
-            test_stop("count", done)
+            test_stop(stop_label(config), done)
             if on_progress:
                 on_progress(done, len(units), shard.stats.bytes, shard.spills)
         return CountResult(shard.finish(), shard.stats, shard.spills)

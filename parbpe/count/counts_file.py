@@ -19,28 +19,50 @@ from ..config import TrainConfig
 from ..io.atomic import write_atomically
 from ..io.counts_files import COUNTS_MAGIC, read_counts
 from ..io.units import WorkUnit
+from ..patterns import pattern_name
 from .partitions import sort_by_chunk
 from .pieces import SCHEMA, sum_tables
 
 
 def counts_file_table(unit: WorkUnit, config: TrainConfig) -> pa.Table:
-    """A counts file as a counts table, checking it was made with this run's pattern and specials."""
+    """A counts file as a counts table, checking it was made with this run's pattern and specials
+    (special tokens may be added when the counted text cannot have held them: added_specials_absent)."""
     counts = read_counts(unit)
     if counts.pattern is not None and counts.pattern != config.pattern:
         raise ValueError(
-            f"{unit.path} was counted with the pattern {counts.pattern!r}, but this run uses "
-            f"{config.pattern!r}; pass the same pattern (--pattern) or recount the text"
+            f"{unit.path} was counted with the pattern {_named(counts.pattern)}, but this run uses "
+            f"{_named(config.pattern)}; pass --pattern {pattern_name(counts.pattern) or 'REGEX'} or recount the text"
         )
     if counts.special_tokens is not None and tuple(counts.special_tokens) != config.special_tokens:
-        raise ValueError(
-            f"{unit.path} was counted with special tokens {list(counts.special_tokens)}, but this "
-            f"run uses {list(config.special_tokens)}; pass the same --special-tokens"
-        )
+        added = [t for t in config.special_tokens if t not in counts.special_tokens]
+        if set(counts.special_tokens) - set(config.special_tokens) or not added_specials_absent(counts.chunks, added):
+            raise ValueError(
+                f"{unit.path} was counted with special tokens {list(counts.special_tokens)}, but this run uses "
+                f"{list(config.special_tokens)}, and its text may hold them: recount it with them (parbpe count "
+                f"INPUT --special-tokens {','.join(config.special_tokens)} --pattern "
+                f"{pattern_name(config.pattern) or 'REGEX'} --out {unit.path}), or pass the same --special-tokens"
+            )
     try:
         chunks = pa.array(counts.chunks, pa.large_binary()).cast(pa.string())
     except pa.ArrowInvalid:
         raise ValueError(f"{unit.path}: a chunk is not valid UTF-8; the counts file is damaged") from None
     return sum_tables([pa.table({"chunk": chunks, "count": pa.array(counts.counts, pa.int64())}, schema=SCHEMA)])
+
+
+def _named(pattern: str) -> str:
+    name = pattern_name(pattern)
+    return name if name else f"a custom regex {pattern[:60]!r}{'...' if len(pattern) > 60 else ''}"
+
+
+def added_specials_absent(chunks: list[bytes] | pa.Array, added: list[str]) -> bool:
+    """Whether special tokens missing from a counts file's own can be added to it: each has a
+    character that no counted chunk holds, so the counted text held none of them (a special token
+    occurring in the text is split into chunks that hold all its characters)."""
+    chunks = pa.array(chunks, pa.large_binary()) if not isinstance(chunks, pa.Array) else chunks
+    for token in added:
+        if all(pc.any(pc.match_substring(chunks, char)).as_py() for char in set(token)):
+            return False
+    return True
 
 
 def load_counts_files(units: Iterable[WorkUnit], config: TrainConfig) -> pa.Table:

@@ -18,22 +18,25 @@ import pyarrow as pa
 
 from .counts_files import COUNTS_MAGIC
 from .filesystems import check_scheme, expand_remote, file_size, is_remote, local_path
-from .readers import BATCH_BYTES, READ_BLOCK, arrow_batch_sizes, open_parquet
+from .readers import BATCH_BYTES, READ_BLOCK, arrow_batch_sizes, check_text_column, open_parquet
 from .units import SNIFF_BYTES, WorkUnit, binary_reason, compression, has_text_suffix, kind_of
 
 RANGE_BYTES = 64 << 20  # uncompressed text/jsonl files larger than this become several units
 ARROW_RANGE_BYTES = 8 << 20  # record batches of an Arrow file (memory-mapped, all columns) per unit
 
 
+OUTPUT_MARKER = "parbpe.json"  # a directory holding it is a parbpe output directory: never read as input
 Skipped = list[tuple[str, str]]  # (path, reason) of files a directory or glob held but parbpe did not read
 
 
-def expand_inputs(inputs: Sequence[str], skipped: Skipped | None = None) -> list[str]:
+def expand_inputs(inputs: Sequence[str], skipped: Skipped | None = None, outputs: Sequence[str] = ()) -> list[str]:
     """Files named by paths, globs and directories (recursively), sorted and without duplicates.
 
     One rule for directories and globs: every file they hold is read, except hidden ones (a name
-    starting with '.') and those that are not text (binary_reason), which are appended to skipped
-    with the reason. A file named on its own is always read, or refused with the reason.
+    starting with '.'), those that are not text (binary_reason), and those in a parbpe output
+    directory (one holding parbpe.json, or one of `outputs`: this run's --out and --run-dir), which
+    are appended to skipped with the reason. A file named on its own is always read, or refused
+    with the reason.
     URIs (s3://, gs://, hf://) are listed on their filesystem (hidden files left out, no sniffing);
     file:// URIs are local paths.
     """
@@ -47,7 +50,8 @@ def expand_inputs(inputs: Sequence[str], skipped: Skipped | None = None) -> list
         item = local_path(item)
         if os.path.isdir(item):
             _check_not_saved_dataset(item)
-            found = _found_files(item, sorted(str(p) for p in Path(item).rglob("*") if p.is_file()), skipped)
+            listed = sorted(str(p) for p in Path(item).rglob("*") if p.is_file())
+            found = _found_files(item, listed, skipped, outputs)
             if not found:
                 raise FileNotFoundError(f"directory {item!r} holds no readable input"
                                         + (f" (skipped: {_skip_summary(skipped)})" if skipped else ""))
@@ -62,20 +66,26 @@ def expand_inputs(inputs: Sequence[str], skipped: Skipped | None = None) -> list
             matches = sorted(glob.glob(item, recursive=True))
             if not matches:
                 raise FileNotFoundError(f"no such file, directory or glob match: {item!r}")
-            files.update(_found_files(None, [m for m in matches if os.path.isfile(m)], skipped))
+            files.update(_found_files(None, [m for m in matches if os.path.isfile(m)], skipped, outputs))
             for m in matches:
                 if os.path.isdir(m):
-                    files.update(expand_inputs([m], skipped))
+                    files.update(expand_inputs([m], skipped, outputs))
     return sorted(files)
 
 
-def _found_files(root: str | None, paths: list[str], skipped: Skipped) -> list[str]:
+def _found_files(root: str | None, paths: list[str], skipped: Skipped, outputs: Sequence[str] = ()) -> list[str]:
     """The files of a directory listing or glob match that are read; the others go to skipped."""
     found = []
+    this_run = [os.path.abspath(local_path(o)) for o in outputs if not is_remote(o)]
+    written = {os.path.dirname(os.path.abspath(p)) for p in paths if os.path.basename(p) == OUTPUT_MARKER}
     for path in paths:
         parts = Path(os.path.relpath(path, root)).parts if root else (os.path.basename(path),)
         if any(part.startswith(".") and part not in (".", "..") for part in parts):
             skipped.append((path, "hidden"))
+            continue
+        where = _inside(os.path.abspath(path), this_run)
+        if where or _inside(os.path.abspath(path), written):
+            skipped.append((path, "this run's output directory" if where else "a parbpe output directory"))
             continue
         why = _not_text(path)
         if why:
@@ -83,6 +93,10 @@ def _found_files(root: str | None, paths: list[str], skipped: Skipped) -> list[s
             continue
         found.append(path)
     return found
+
+
+def _inside(path: str, folders: Sequence[str] | set[str]) -> bool:
+    return any(path == f or path.startswith(f.rstrip(os.sep) + os.sep) for f in folders)
 
 
 def _not_hidden(path: str) -> bool:
@@ -121,12 +135,13 @@ def _check_not_saved_dataset(directory: str) -> None:
         )
 
 
-def plan(inputs: Sequence[str], range_bytes: int = RANGE_BYTES, skipped: Skipped | None = None) -> list[WorkUnit]:
+def plan(inputs: Sequence[str], range_bytes: int = RANGE_BYTES, skipped: Skipped | None = None,
+         outputs: Sequence[str] = (), text_column: str | None = None) -> list[WorkUnit]:
     """Expand inputs into sorted work units: one per parquet row group, byte ranges of about
     range_bytes for uncompressed text and jsonl files, record-batch ranges of Arrow files, one per
     other file. Files a directory or glob held but that are not read are appended to skipped."""
     units = []
-    for path in expand_inputs(inputs, skipped):
+    for path in expand_inputs(inputs, skipped, outputs):
         kind = kind_of(path)
         if kind == "arrow":
             units.extend(arrow_units(path, ARROW_RANGE_BYTES))
@@ -136,6 +151,8 @@ def plan(inputs: Sequence[str], range_bytes: int = RANGE_BYTES, skipped: Skipped
             if COUNTS_MAGIC in metadata:
                 units.append(WorkUnit(path, "counts-parquet"))
             else:
+                if text_column is not None:
+                    check_text_column(pf.schema_arrow, path, text_column)  # now, not in a worker later
                 units.extend(WorkUnit(path, "parquet", rg) for rg in range(pf.metadata.num_row_groups))
         elif kind in ("text", "jsonl") and compression(path) is None:
             size = file_size(path)

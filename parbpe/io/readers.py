@@ -107,17 +107,19 @@ def iter_documents(unit: WorkUnit, text_column: str, stats: ReadStats) -> Iterat
         yield from texts.to_pylist()
 
 
+def check_text_column(schema: pa.Schema, path: str, text_column: str) -> None:
+    """A parquet file's text column exists and holds strings (checked when planning, before work)."""
+    if text_column not in schema.names:
+        raise ValueError(f"{path} has no column {text_column!r}; its columns are {schema.names}. "
+                         "Choose one with --text-column (text_column=...).")
+    column_type = schema.field(text_column).type
+    if not (pa.types.is_string(column_type) or pa.types.is_large_string(column_type)):
+        raise ValueError(f"{path}: column {text_column!r} holds {column_type}, not text")
+
+
 def _parquet_batches(unit: WorkUnit, text_column: str, stats: ReadStats) -> Iterator[pa.Array]:
     pf = open_parquet(unit.path)
-    names = pf.schema_arrow.names
-    if text_column not in names:
-        raise ValueError(
-            f"{unit.path} has no column {text_column!r}; its columns are {names}. "
-            "Choose one with --text-column (text_column=...)."
-        )
-    column_type = pf.schema_arrow.field(text_column).type
-    if not (pa.types.is_string(column_type) or pa.types.is_large_string(column_type)):
-        raise ValueError(f"{unit.path}: column {text_column!r} holds {column_type}, not text")
+    check_text_column(pf.schema_arrow, unit.path, text_column)
     try:
         for batch in pf.iter_batches(batch_size=1024, columns=[text_column], row_groups=[unit.row_group],
                                      use_threads=False):

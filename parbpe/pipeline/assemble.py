@@ -7,6 +7,7 @@ from typing import Any
 
 from .. import __version__
 from ..tokenizer.model import Tokenizer
+from ..warnings import EarlyStopWarning
 from .context import RunContext
 from .count import Counted
 from .inputs import Inputs
@@ -46,6 +47,7 @@ def assemble_stats(ctx: RunContext, job: Inputs, counted: Counted, built: Built,
         "merges_per_round": {"min": min(sizes), "mean": round(sum(sizes) / len(sizes), 2), "max": max(sizes)},
         "batch_sizes": result.batch_sizes,
         "stopped_early": result.stopped_early,
+        "result_changes": ctx.changes,  # what changed the result without failing the run (--strict fails)
         "executor": ctx.options.executor,
         **({"ray": ctx.cluster_stats} if ctx.cluster_stats is not None else {}),
         "seconds": {k: round(v, 3) for k, v in ctx.times.items()},
@@ -61,4 +63,5 @@ def warn_if_short(ctx: RunContext, built: Built, counted: Counted) -> None:
     if built.result.stopped_early:
         new = built.first_new + len(built.result.merges)
         made = 256 + len(counted.chunks.stop_words) + new + len(ctx.config.special_tokens)
-        ctx.warn(f"no pair left after {new} merges; the vocabulary has {made} tokens, not {ctx.config.vocab_size}")
+        ctx.result_changed(EarlyStopWarning, f"no pair left after {new} merges: the vocabulary has {made} tokens, "
+                           f"not {ctx.config.vocab_size}", vocab_size=made)

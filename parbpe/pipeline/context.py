@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,7 @@ from ..config import RunOptions, TrainConfig
 from ..run.memory import PeakSampler, default_budget
 from ..run.progress import Progress
 from ..run.run_dir import RunDirectory
+from ..warnings import ResultChangedWarning
 
 
 @dataclass
@@ -34,6 +36,7 @@ class RunContext:
     cluster_stats: dict[str, Any] | None = None  # what it reported when it closed
     run: RunDirectory | None = None
     times: dict[str, float] = field(default_factory=dict)
+    changes: list[dict[str, Any]] = field(default_factory=list)  # what changed the result (result_changed)
 
     @contextlib.contextmanager
     def executor(self) -> Iterator[None]:
@@ -99,6 +102,18 @@ class RunContext:
 
     def warn(self, message: str) -> None:
         self.reporter.event("warning", message=message)
+
+    def result_changed(self, category: type[ResultChangedWarning], message: str, **facts: Any) -> None:
+        """Something changed the result: with strict the run fails here (before anything is written);
+        otherwise a Python warning of that category, a progress warning, and a record that stats.json
+        ("result_changes") and the command's summary line show."""
+        if self.options.strict:
+            kept = (f" (the run directory {self.run.path} is kept: the same command with --resume continues from "
+                    "its last checkpoint)") if self.run is not None else ""
+            raise ValueError(f"{message}; failing as --strict (strict=True) asks{kept}")
+        warnings.warn(message, category, stacklevel=3)
+        self.warn(message)
+        self.changes.append({"kind": category.__name__, "message": message, **facts})
 
 
 def reporter_of(progress: Progress | str) -> Progress:

@@ -26,7 +26,7 @@ from ..io.iterables import STREAM_BATCH_BYTES, TextStream, text_batches
 from ..io.plan import unit_text_bytes
 from ..io.readers import ReadStats
 from ..io.units import WorkUnit
-from ..patterns import SUPERWORD_PATTERN
+from ..patterns import SUPERWORD_PATTERN, pattern_name
 from ..run.faults import test_stop
 from ..run.memory import count_layout, format_size, process_rss, reduce_workers, trim_heap, worker_data_limit
 from ..run.run_dir import RunDirectory
@@ -34,6 +34,14 @@ from ..run.temp_dirs import temp_work_dir
 from .context import RunContext
 
 EMPTY_CORPUS = "the corpus is empty: no text chunk was found in the inputs"
+
+
+def nothing_counted(text_bytes: int, config: TrainConfig) -> str:
+    """Why no chunk was counted: empty inputs, or text the split pattern matched nowhere."""
+    if not text_bytes:
+        return EMPTY_CORPUS
+    return (f"the split pattern {pattern_name(config.pattern) or repr(config.pattern)} matched nothing in "
+            f"{format_size(text_bytes)} of text: check --pattern")
 
 
 @dataclass
@@ -76,7 +84,7 @@ def count_stage(ctx: RunContext, units: list[WorkUnit] | TextStream, config: Tra
             chunks = combine_selections(selections, config)
             del selections
             if not chunks.unique_chunks:
-                raise ValueError(EMPTY_CORPUS)
+                raise ValueError(nothing_counted(stats["bytes"], config))
     ctx.reporter.event("counted", unique_chunks=chunks.unique_chunks, chunks=chunks.total_chunks,
                        training_chunks=len(chunks), MB=stats["bytes"] / 1e6, spills=stats["spills"])
     if not nested:
@@ -201,13 +209,14 @@ def reduce_partitions(ctx: RunContext, counted: CountResult, config: TrainConfig
                        on_progress=on_progress)
 
 
-def superword_count_stage(ctx: RunContext, units: list[WorkUnit]) -> Counted:
+def superword_count_stage(ctx: RunContext, units: list[WorkUnit], run: RunDirectory | None = None) -> Counted:
     """SuperBPE's stage 2, its count and reduce: the corpus split with the superword pattern, line by
-    line (patterns.training_pattern), with the run's freq_cutoff."""
+    line (patterns.training_pattern), with the run's freq_cutoff; resumed from run (stage 2's own
+    run directory) when it has them."""
     stage2 = dataclasses.replace(ctx.config, pattern=SUPERWORD_PATTERN, superbpe_transition=None)
     with ctx.stage("superbpe_count"):
         ctx.note("SuperBPE stage 2: counting the superword chunks")
-        return count_stage(ctx, units, stage2, nested=True)
+        return count_stage(ctx, units, stage2, run=run, nested=True)
 
 
 def release_arrow_memory() -> None:

@@ -14,7 +14,7 @@ from ..io.iterables import TextStream
 from ..io.plan import plan
 from ..run.temp_dirs import clean_stale_temp_dirs, temp_work_dir
 from .context import RunContext
-from .count import EMPTY_CORPUS, count_stream, count_units, reduce_partitions
+from .count import count_stream, count_units, nothing_counted, reduce_partitions
 from .inputs import Inputs, is_unit_list
 
 
@@ -41,7 +41,7 @@ def counts_file_stage(ctx: RunContext, job: Inputs, out_path: str, freq_cutoff: 
                 totals["chunks"] += pc.sum(table.column("count")).as_py() or 0
                 yield table
             if not totals["unique"]:
-                raise ValueError(EMPTY_CORPUS)
+                raise ValueError(nothing_counted(counted.stats.bytes, config))
 
         with ctx.stage("reduce", report=False):
             rows = write_counts_file(out_path, partitions(), config, freq_cutoff=freq_cutoff)

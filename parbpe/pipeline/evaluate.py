@@ -8,11 +8,13 @@ from typing import Any
 
 from ..tokenizer.evaluate import evaluate
 from ..tokenizer.model import Tokenizer
+from ..warnings import PrefixSizesWarning
 from .context import RunContext
-from .inputs import Inputs
+from .inputs import Inputs, prefix_message, prefixes_differ
 from .vocabulary import Built
 
 Smaller = dict[int, tuple[Tokenizer, dict[str, Any]]]  # vocabulary size: (its tokenizer, its stats)
+
 
 
 def evaluate_stage(ctx: RunContext, job: Inputs, built: Built, tokenizer: Tokenizer, stats: dict[str, Any]) -> Smaller:
@@ -37,6 +39,8 @@ def evaluate_stage(ctx: RunContext, job: Inputs, built: Built, tokenizer: Tokeni
         if job.heldout:
             small_stats["heldout"] = evaluate(small, job.heldout, config.text_column)
         smaller[size] = small, small_stats
+    if smaller and prefixes_differ(config):
+        ctx.result_changed(PrefixSizesWarning, prefix_message(sorted(smaller)), sizes=sorted(smaller))
     if smaller:
         stats["also_save"] = [{"vocab_size": size, "directory": f"vocab-{size}",
                                **{k: v for k, v in small_stats.get("heldout", {}).items() if k != "vocab_size"}}

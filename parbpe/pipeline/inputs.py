@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib.util
+import json
 import os
 import tempfile
 from collections.abc import Sequence
@@ -33,6 +34,7 @@ from ..tokenizer.inherit import Inherited, inherit
 from ..tokenizer.load import read_any
 from ..tokenizer.model import Tokenizer
 from .context import RunContext
+from .out_dir import check_out_dir_reusable
 
 SAMPLE_CORPUS = "the built-in sample corpus (the Python standard library's sources)"
 
@@ -67,15 +69,21 @@ def check_job(inputs: Any, config: TrainConfig, options: RunOptions, *, out_dir:
     out_dir = os.fspath(out_dir) if out_dir is not None else None
     if out_dir is not None:
         check_output_dir(out_dir)  # a run must not be lost for want of a place to write
+        check_out_dir_reusable(out_dir)  # one run per directory: an earlier run's files are replaced
     if config.tmp_dir is not None:
         check_work_dir(config.tmp_dir)
     if options.run_dir is not None:
         check_output_dir(options.run_dir, "--run-dir")
     config, inherited = init_stage(config)
     sizes = check_also_save(also_save, config, inherited, out_dir)
+    if sizes and options.strict and prefixes_differ(config):
+        raise ValueError(f"{prefix_message(sizes)}; failing as --strict (strict=True) asks")
     heldout = [os.fspath(p) for p in heldout or ()]
     if heldout:
-        expand_inputs(heldout)  # a missing held-out file fails now, not after training
+        try:
+            expand_inputs(heldout)  # a missing held-out file fails now, not after training
+        except (FileNotFoundError, ValueError) as exc:
+            raise type(exc)(f"--heldout: {exc}") from None
     source, described = resolve_inputs(inputs, config, sample_corpus)
     job = Inputs(source=source, described=described, config=config, out_dir=out_dir, inherited=inherited,
                  also_save=sizes, heldout=heldout)
@@ -83,12 +91,21 @@ def check_job(inputs: Any, config: TrainConfig, options: RunOptions, *, out_dir:
     if isinstance(source, TextStream) and (options.resume or options.run_dir is not None):
         raise ValueError(f"texts from {source.description} are consumed once: such a run cannot be resumed and "
                          "keeps no run directory")
-    if config.superbpe_transition is not None and (options.resume or options.run_dir is not None):
-        raise ValueError("SuperBPE runs (--superbpe-transition) keep no run directory and cannot be resumed yet: "
-                         "drop --resume and --run-dir")
     if options.resume and out_dir is None and options.run_dir is None:
         raise ValueError("resume needs the run directory: give out_dir (or run_dir) as the run that stopped did")
     return job
+
+
+def prefixes_differ(config: TrainConfig) -> bool:
+    """Whether a smaller size taken from this run's first merges may differ from a run to that size:
+    BatchBPE's batches depend on the vocabulary size (serial and exact merges do not)."""
+    return config.batching == "batchbpe" and config.max_batch_size != 1
+
+
+def prefix_message(sizes: list[int]) -> str:
+    return (f"--also-save {','.join(map(str, sizes))}: each is this run's first merges, not a run of its own "
+            "(BatchBPE's batches depend on the vocabulary size; realmix at 8,192: 2.4% more held-out tokens "
+            "than a direct run, docs/USAGE.md); --batching exact makes them equal")
 
 
 def check_count_job(inputs: Any, config: TrainConfig, options: RunOptions, out_path: str,
@@ -126,8 +143,9 @@ def plan_stage(ctx: RunContext, job: Inputs) -> None:
     temporary directories cleaned, and the run directory opened (or resumed)."""
     with ctx.stage("plan", report=False):
         source = job.source
-        job.units = source if isinstance(source, TextStream) or is_unit_list(source) else plan(source,
-                                                                                               skipped=job.skipped)
+        outputs = [o for o in (job.out_dir, ctx.options.run_dir) if o is not None]
+        job.units = source if isinstance(source, TextStream) or is_unit_list(source) else plan(
+            source, skipped=job.skipped, outputs=outputs, text_column=ctx.config.text_column)
     if job.skipped:
         skipped = job.skipped
         ctx.warn(f"skipped {len(skipped)} file(s): " + "; ".join(f"{p} ({why})" for p, why in skipped[:5])
@@ -136,8 +154,8 @@ def plan_stage(ctx: RunContext, job: Inputs) -> None:
         ctx.note(note)
     if ctx.config.superbpe_transition is not None:
         check_superbpe_inputs(job.units)
-    elif not job.streamed and (where := ctx.options.run_dir or (default_run_dir(job.out_dir) if job.out_dir else None)):
-        ctx.run, notes = open_run_dir(where, job.units, ctx.config, ctx.options.resume)
+    if not job.streamed and (where := ctx.options.run_dir or (default_run_dir(job.out_dir) if job.out_dir else None)):
+        ctx.run, notes = open_run_dir(where, job.units, ctx.config, ctx.options.resume, job.inherited)
         for note in notes:
             ctx.note(note)
 
@@ -233,16 +251,27 @@ def input_fingerprint(units: list[WorkUnit]) -> list[dict[str, Any]]:
     return out
 
 
-def open_run_dir(path: str, units: list[WorkUnit], config: TrainConfig,
-                 resume: bool) -> tuple[RunDirectory, list[str]]:
-    """The run directory for this run: new, or (resume) the one a stopped run of the same command left."""
+def open_run_dir(path: str, units: list[WorkUnit], config: TrainConfig, resume: bool,
+                 inherited: Inherited | None = None) -> tuple[RunDirectory, list[str]]:
+    """The run directory for this run: new, or (resume) the one a stopped run of the same command left.
+    With --init, the tokenizer continued is part of the identity by its content, not its path."""
     settings = config.to_dict()
     free = free_settings()
     identity = {"parbpe_version": __version__, **{k: v for k, v in settings.items() if k not in free}}
+    if inherited is not None:  # the same tokenizer moved elsewhere resumes; another one at the same path does not
+        identity.pop("init", None)
+        identity["init_digest"] = tokenizer_digest(inherited)
     run, notes = RunDirectory.open(path, identity=identity, settings={k: settings[k] for k in free},
                                    inputs=input_fingerprint(units), resume=resume)
     run.save_plan([unit_key(u) for u in units])
     return run, notes
+
+
+def tokenizer_digest(inherited: Inherited) -> str:
+    """What an --init tokenizer is, whatever file holds it: its merges, specials and pattern, hashed."""
+    tok = inherited.tokenizer
+    text = json.dumps([inherited.merges, sorted(tok.special_tokens.items()), tok.pattern])
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def settings_of(config: TrainConfig | None, options: RunOptions | None,

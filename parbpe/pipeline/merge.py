@@ -17,6 +17,8 @@ from ..merge.coordinator import MergeFit, MergeResult, encode_for_merging, fit_m
 from ..merge.encode import sampled_tokens_per_byte
 from ..merge.table import ChunkTable, table_from_arrays
 from ..run.memory import format_size, trim_heap
+from ..run.run_dir import RunDirectory
+from ..warnings import AutoCutoffWarning
 from .context import RunContext
 from .count import release_arrow_memory
 
@@ -32,7 +34,7 @@ class MergeJob:
     sampled: the encoded table's size is estimated from a sample (else from the bytes, or not at all
     when encoding); allow: which new tokens may be made (SuperBPE's rule); names: the stages' names
     (table, encode, merge); offset: merges made before, for progress; label: the stage in warnings;
-    resumable: take the run directory's merge checkpoint and write new ones."""
+    run: the run directory whose merge checkpoint is taken and rewritten (default: the run's)."""
 
     vocab: list[bytes]
     n_merges: int
@@ -42,7 +44,7 @@ class MergeJob:
     names: tuple[str, str, str] = ("table", "init", "merge")
     offset: int = 0
     label: str = "the merge stage"
-    resumable: bool = True
+    run: RunDirectory | None = None  # where checkpoints go, when not the run's directory (SuperBPE's stage 2)
 
 
 @dataclass
@@ -72,7 +74,7 @@ def merge_stage(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> Merge
             table, sliced, encode_workers = encode_for_merging(table, job.encode[0], job.encode[1], config.vocab_size,
                                                                fit.workers, ctx.start_method)
             encoded_tokens = len(table.tokens)
-    run = ctx.run if job.resumable else None
+    run = job.run or ctx.run
     replay = run.load_merges() if run is not None else None
     if replay is not None:
         ctx.note(f"replaying {len(replay[0])} merges from the checkpoint")
@@ -111,9 +113,12 @@ def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[Merg
                        budget_MB=ctx.budget / 1e6, min_count=fit.min_count, auto_cutoff=fit.auto_cutoff,
                        dropped_chunks=fit.dropped_chunks, merge_workers=fit.workers)
     if fit.auto_cutoff:
-        ctx.warn(f"{job.label} fits {format_size(ctx.budget)} only without the rarest chunks: chunks seen fewer "
-                 f"than {fit.min_count} times ({fit.dropped_chunks:,} chunks, {fit.dropped_occurrences:,} "
-                 "occurrences) are left out of training (an automatic --freq-cutoff)")
+        ctx.result_changed(
+            AutoCutoffWarning,
+            f"{job.label} fits {format_size(ctx.budget)} only without the rarest chunks: chunks seen fewer than "
+            f"{fit.min_count} times ({fit.dropped_chunks:,} chunks, {fit.dropped_occurrences:,} occurrences) are "
+            "left out of training (an automatic --freq-cutoff; a larger --memory-budget keeps them)",
+            min_count=fit.min_count, dropped_chunks=fit.dropped_chunks, dropped_occurrences=fit.dropped_occurrences)
     return fit, table_from_arrays(chunks.data, chunks.offsets, chunks.counts, config.vocab_size, fit.min_count)
 
 

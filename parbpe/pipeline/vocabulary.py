@@ -21,6 +21,7 @@ from ..merge.coordinator import MergeResult
 from ..merge.encode import rank_order_batches
 from ..merge.superword import superword_allowed
 from ..patterns import SUPERWORD_PATTERN
+from ..run.run_dir import RunDirectory
 from ..tokenizer.inherit import Inherited, continued
 from ..tokenizer.model import Tokenizer
 from .context import RunContext
@@ -91,12 +92,16 @@ class Bpe:
 
 
 class SuperBpe(Bpe):
-    """SuperBPE: ordinary BPE for the transition's merges, then superword tokens (stage 2)."""
+    """SuperBPE: ordinary BPE for the transition's merges, then superword tokens (stage 2). With a run
+    directory, stage 2 keeps its counts and merge checkpoints in one of its own inside it (stage2_run)."""
+
+    stage2_run: RunDirectory | None = None
 
     def count(self, ctx: RunContext, job: Inputs) -> Counted:
         """The chunks of the run's split, then those of the superword split (counted.superword)."""
         counted = super().count(ctx, job)
-        counted.superword = superword_count_stage(ctx, job.units)
+        self.stage2_run = ctx.run.stage2() if ctx.run is not None else None
+        counted.superword = superword_count_stage(ctx, job.units, self.stage2_run)
         return counted
 
     def build(self, ctx: RunContext, job: Inputs, counted: Counted, n_merges: int | None = None) -> Built:
@@ -114,7 +119,7 @@ class SuperBpe(Bpe):
             vocab=vocab_of(first.merges), n_merges=ctx.config.merges_for(ctx.config.vocab_size, done),
             encode=(first.merges, first.batch_sizes),
             sampled=True, allow=superword_allowed, names=names, offset=done, label="SuperBPE stage 2",
-            resumable=False))
+            run=self.stage2_run))
         second = merged.result
         stages = ("superbpe_count", *names)
         stats.update(table_tokens=merged.table_tokens, merge_fit=merged.fit.to_dict(),

@@ -9,11 +9,12 @@ from typing import Any
 
 from ..config import TrainConfig
 from ..io.atomic import write_files_atomically
-from ..run.memory import PeakSampler, format_size
+from ..run.memory import PeakSampler
 from ..tokenizer.exports import file_makers
 from ..tokenizer.model import Tokenizer
 from .context import RunContext
 from .evaluate import Smaller
+from .out_dir import earlier_files, remove_stale
 
 
 def write_stage(ctx: RunContext, out_dir: str, tokenizer: Tokenizer, smaller: Smaller,
@@ -21,6 +22,10 @@ def write_stage(ctx: RunContext, out_dir: str, tokenizer: Tokenizer, smaller: Sm
     """Write the tokenizer's files (and each smaller one's in vocab-SIZE/) into out_dir; returns what
     was written where. stats.json is made last: the time and peak of writing the others are in it."""
     makers, files = _makers(tokenizer, ctx.config, smaller)
+    written = [*makers, "stats.json"]
+    stale = earlier_files(out_dir, written)
+    files |= {name: f"{files[name]} (an earlier run's file removed)" if name in files else
+              "removed: an earlier run's file" for name in stale}
     stats["files"] = files
     started = time.perf_counter()
 
@@ -32,6 +37,7 @@ def write_stage(ctx: RunContext, out_dir: str, tokenizer: Tokenizer, smaller: Sm
 
     with PeakSampler() as write_sampler:
         write_files_atomically(out_dir, makers | {"stats.json": stats_text})
+    remove_stale(out_dir, stale)
     return files
 
 
@@ -53,5 +59,6 @@ def finish(ctx: RunContext, tokenizer: Tokenizer, stats: dict[str, Any]) -> None
     if ctx.run is not None:
         ctx.run.finish(ctx.options.keep_run_dir)
     ctx.reporter.event("done", vocab_size=tokenizer.n_vocab, rounds=stats["rounds"],
-                       seconds=round(sum(ctx.times.values()), 2), peak_rss=format_size(stats["peak_rss_bytes"]))
+                       seconds=round(sum(stats["seconds"].values()), 2),  # the summary line's sum
+                       peak_rss_MB=round(stats["peak_rss_bytes"] / 1e6, 1))
     ctx.reporter.close()

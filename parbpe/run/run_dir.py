@@ -9,7 +9,8 @@ A run directory (default OUT/.parbpe-run) holds:
   records (`wR-commitNNNNN.json`: these units are counted, wholly, in these run files);
 - reduced.arrow: the training chunks and counts after freq_cutoff and the stop list, with the
   counting stats in its metadata (the count files are removed once it is written);
-- merges.json: the merges made so far and the batch sizes of their rounds (a checkpoint).
+- merges.json: the merges made so far and the batch sizes of their rounds (a checkpoint);
+- superword/: SuperBPE's stage 2 (its counts and merges), a run directory of the same layout.
 
 Every file is written to a temporary name, flushed to disk and renamed into place, so a kill at any
 moment leaves each file whole or absent; run files that no commit record names are ignored. This
@@ -41,6 +42,7 @@ __all__ = ["COUNT_COMMIT_SECONDS", "RunDirectory", "checkpoint_seconds", "sync_f
 
 FORMAT = 1
 RUN_FILE = "run.json"
+STAGE2 = "superword"  # SuperBPE's stage 2: a run directory of its own inside the run's (RunDirectory.stage2)
 
 
 # Seconds of work a checkpoint may lose. A counting commit writes the counts a worker holds to a run
@@ -152,13 +154,25 @@ class RunDirectory:
                              "choose a writable one with --run-dir") from None
         return run, notes
 
+    def stage2(self) -> RunDirectory:
+        """SuperBPE's stage-2 run directory, inside this one, with this run's record (identity, inputs):
+        resumed when this run is, started afresh otherwise."""
+        record = read_json(self._file(RUN_FILE))
+        child = RunDirectory(self._file(STAGE2))
+        if not self.resumed:
+            shutil.rmtree(child.path, ignore_errors=True)
+        os.makedirs(child.path, exist_ok=True)
+        write_json(child._file(RUN_FILE), record)
+        child.resumed = self.resumed
+        return child
+
     def _clear(self) -> None:
         """Remove what an earlier run left here (a directory given with --run-dir may hold other files:
         only the run's own names go)."""
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
             for name in os.listdir(self.path):
                 target = self._file(name)
-                if name == "count":
+                if name in ("count", STAGE2):
                     shutil.rmtree(target)
                 elif name in (RUN_FILE, "plan.json", "reduced.arrow", "merges.json") or name.startswith(".tmp-"):
                     os.unlink(target)
@@ -285,7 +299,7 @@ class RunDirectory:
                 write_json(self._file("merges.json"), {"merges": merges, "batch_sizes": batch_sizes})
                 last[0] = time.monotonic()
             if not final:
-                test_stop("merge", len(batch_sizes))
+                test_stop("superword_merge" if os.path.basename(self.path) == STAGE2 else "merge", len(batch_sizes))
 
         return on_round
 
@@ -323,7 +337,10 @@ def _differences(record: dict[str, Any], identity: dict[str, Any], inputs: list[
     out = []
     before = record.get("identity", {})
     for key in sorted(set(before) | set(identity)):
-        if before.get(key) != identity.get(key):
+        if key == "init_digest" and before.get(key) != identity.get(key):
+            out.append("the --init tokenizer is not the one the run continued (its merges, specials or pattern "
+                       "differ)")
+        elif before.get(key) != identity.get(key):
             out.append(f"{key} was {before.get(key)!r}, now {identity.get(key)!r}")
     old = {f["path"]: f for f in record.get("inputs", [])}
     new = {f["path"]: f for f in inputs}

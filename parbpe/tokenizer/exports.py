@@ -20,6 +20,10 @@ from ..patterns import pattern_name
 from .byte_level import json_quoted, token_to_unicode, unicode_to_token
 
 FORMAT_VERSION = 1
+# Every file name file_makers can write: an output directory's earlier files are recognized by them
+# (pipeline/out_dir.py), so a new run into the same --out leaves none of an earlier run behind.
+EXPORT_NAMES = ("parbpe.json", "tokenizer.json", "vocab.json", "merges.txt", "tokenizer.tiktoken",
+                "tokenizer_config.json", "special_tokens_map.json")
 
 
 class Tokenizer(Protocol):

@@ -36,7 +36,6 @@ def test_a_missing_heldout_file_fails_before_counting(corpus, tmp_path, monkeypa
 
 @pytest.mark.parametrize("keywords, message", [
     ({"resume": True}, "resume needs the run directory"),
-    ({"superbpe_transition": 0.9, "resume": True, "out_dir": "x"}, "SuperBPE runs"),
     ({"also_save": [280]}, "writes directories into the output directory"),
 ])
 def test_what_a_run_cannot_do_fails_before_counting(corpus, monkeypatch, keywords, message):

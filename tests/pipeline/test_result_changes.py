@@ -1,0 +1,71 @@
+"""What changes the result without failing the run (the automatic cutoff, an early stop, --also-save
+sizes taken as BatchBPE prefixes) is said where the user looks: a Python warning of parbpe's own
+category, the summary line, stats.json; --strict (strict=True) fails instead."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+import parbpe
+from parbpe.cli import main
+from parbpe.pipeline import inputs as inputs_module
+from parbpe.warnings import AutoCutoffWarning, EarlyStopWarning, PrefixSizesWarning, ResultChangedWarning
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    path = tmp_path / "tiny.txt"
+    path.write_text("abab abab cdcd\n" * 20)  # a handful of pairs: no vocabulary of 400 can be filled
+    return path
+
+
+def test_an_early_stop_is_a_warning_a_summary_and_a_stats_entry(tiny, tmp_path, capsys):
+    with pytest.warns(EarlyStopWarning, match="no pair left after"):
+        result = parbpe.train(tiny, vocab_size=400, progress="none")
+    assert result.stats["result_changes"][0]["kind"] == "EarlyStopWarning"
+    assert result.stats["result_changes"][0]["vocab_size"] == result.tokenizer.n_vocab < 400
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the command says it in its summary, not as a Python warning
+        assert main(["train", str(tiny), "--vocab-size", "400", "--out", str(tmp_path / "o"), "--progress",
+                     "none"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("Trained") and "No pair left after" in first
+    assert json.loads((tmp_path / "o" / "stats.json").read_text())["result_changes"][0]["kind"] == "EarlyStopWarning"
+
+
+def test_strict_fails_instead_of_stopping_early_and_writes_nothing(tiny, tmp_path, capsys):
+    with pytest.raises(ValueError, match="no pair left .* failing as --strict"):
+        parbpe.train(tiny, vocab_size=400, strict=True)
+    assert main(["train", str(tiny), "--vocab-size", "400", "--out", str(tmp_path / "o"), "--strict"]) == 2
+    assert "failing as --strict" in capsys.readouterr().err
+    assert not (tmp_path / "o" / "parbpe.json").exists()
+
+
+def test_also_save_prefixes_are_said_and_strict_refuses_them_before_work(tiny, tmp_path, monkeypatch):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"line {i}: the cat sat on the mat, and the dog sat on the log.\n" for i in range(300)))
+    with pytest.warns(PrefixSizesWarning, match="first merges, not a run of its own"):
+        parbpe.train(corpus, vocab_size=320, out_dir=tmp_path / "o", also_save=[300])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResultChangedWarning)  # serial merges: a prefix is the smaller run
+        parbpe.train(corpus, vocab_size=320, out_dir=tmp_path / "s", also_save=[300], max_batch_size=1)
+    monkeypatch.setattr(inputs_module, "plan", lambda *a, **k: pytest.fail("planning began"))
+    with pytest.raises(ValueError, match="--also-save 300: .*--strict"):
+        parbpe.train(corpus, vocab_size=320, out_dir=tmp_path / "t", also_save=[300], strict=True)
+
+
+@pytest.mark.shared_data
+def test_realmix_at_450MB_names_the_cutoff_and_strict_exits_2(shared_data, tmp_path, capsys):
+    files = sorted(str(p) for p in (shared_data / "realmix").glob("train-*.parquet"))
+    assert main(["train", *files, "--memory-budget", "450MB", "--out", str(tmp_path / "o"), "--progress",
+                 "none"]) == 0
+    summary = capsys.readouterr().out.splitlines()[0]
+    assert "Automatic cutoff: 527,180 chunks seen fewer than 2 times left out" in summary
+    assert main(["train", *files, "--memory-budget", "450MB", "--out", str(tmp_path / "s"), "--progress", "none",
+                 "--strict"]) == 2
+    assert "failing as --strict" in capsys.readouterr().err
+    with pytest.warns(AutoCutoffWarning, match="527,180 chunks"):
+        parbpe.train(files[:8], memory_budget="450MB", vocab_size=32768, workers=2)
