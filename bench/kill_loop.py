@@ -2,13 +2,20 @@
 times, and check that every run ends within 5 s of the kill: exit 2 with one line on stderr, or
 exit 0 with outputs identical to an undisturbed run. A hang is a run still alive 5 s after the kill.
 
-    python bench/kill_loop.py --kills 100 --data /work/shared/data/realmix --shards 1
+Setups: 1, 2 and 3 workers, with and without spills (--data-limit 2MB: every counting worker spills
+many times), on --shards shards of realmix; and SuperBPE on all eight shards (its stage-2 table is
+large enough for merge workers, which encode it first). The moment is drawn over the undisturbed
+run's duration; if no worker is alive then, the first worker to appear is killed. The stage killed
+in is named from the undisturbed run's stage times (stats.json).
+
+    python bench/kill_loop.py --kills 100 --data /work/shared/data/realmix --shards 4
 """
 
 from __future__ import annotations
 
 import argparse
 import filecmp
+import json
 import os
 import random
 import shutil
@@ -40,11 +47,38 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def command(corpus: Path, out: Path, workers: int, budget: str | None, vocab: int) -> list[str]:
+def command(corpus: Path, out: Path, workers: int, setup: str, vocab: int) -> list[str]:
     """The `parbpe train` command line of one run."""
     args = [sys.executable, "-m", "parbpe.cli", "train", str(corpus), "--vocab-size", str(vocab),
-            "--workers", str(workers), "--out", str(out)]
-    return args + (["--memory-budget", budget] if budget else [])
+            "--workers", str(workers), "--out", str(out), "--progress", "none"]
+    return args + {"plain": [], "spill": ["--data-limit", "2MB"], "superbpe": ["--superbpe-transition", "0.5"]}[setup]
+
+
+def orphans_of(args: list[str]) -> list[int]:
+    """Processes of parbpe left without their parent (adopted by init) while the loop runs: a run's
+    workers that outlived it."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(fields[1]) == 1 and "python" in cmdline and ("multiprocess" in cmdline or "parbpe" in cmdline):
+            found.append(int(stat.parent.name))
+    return found
+
+
+def stage_at(stats: dict, seconds: float) -> str:
+    """The stage an undisturbed run was in, seconds after it started (its stages' times in order)."""
+    elapsed = 0.6  # the interpreter's start and imports, before the first stage
+    if seconds < elapsed:
+        return "start"
+    for name, took in stats["seconds"].items():
+        elapsed += took
+        if seconds < elapsed:
+            return name
+    return "end"
 
 
 def same_outputs(a: Path, b: Path) -> bool:
@@ -53,30 +87,44 @@ def same_outputs(a: Path, b: Path) -> bool:
     return all(filecmp.cmp(a / n, b / n, shallow=False) for n in names) and bool(names)
 
 
-def one_kill(args: list[str], out: Path, reference: Path, duration: float, rng: random.Random) -> tuple[str, float]:
-    """Run once, SIGKILL a random worker at a random moment; ('exit2'|'exit0'|'nokill'|failure, s to exit)."""
+def one_kill(args: list[str], out: Path, reference: Path, duration: float,
+             rng: random.Random) -> tuple[str, float, float]:
+    """Run once, SIGKILL a random worker at a random moment; ('exit2'|'exit0'|'nokill'|failure,
+    seconds to exit after the kill, seconds into the run of the kill)."""
     shutil.rmtree(out, ignore_errors=True)
+    started = time.monotonic()
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    time.sleep(rng.uniform(0.2, duration))
+    time.sleep(rng.uniform(0.3, duration))
     workers = descendants(proc.pid)
+    while not workers and proc.poll() is None:  # between pools: the next worker to start is killed
+        time.sleep(0.02)
+        workers = descendants(proc.pid)
     if not workers or proc.poll() is not None:
         proc.wait()
-        return "nokill", 0.0
-    os.kill(rng.choice(workers), signal.SIGKILL)
+        return "nokill", 0.0, 0.0
+    try:
+        os.kill(rng.choice(workers), signal.SIGKILL)
+    except ProcessLookupError:  # it ended by itself just now
+        proc.wait()
+        return "nokill", 0.0, 0.0
     killed = time.monotonic()
     try:
         _, err = proc.communicate(timeout=LIMIT)
     except subprocess.TimeoutExpired:
+        print(f"HANG: pid {proc.pid} (status {proc.poll()}); what is left of its tree:", flush=True)
+        for pid in [proc.pid, *descendants(proc.pid), *orphans_of(args)]:
+            subprocess.run(["py-spy", "dump", "--pid", str(pid)], stderr=subprocess.STDOUT)
+        time.sleep(float(os.environ.get("KILL_LOOP_HANG_WAIT", "0")))  # time to look at it
         proc.kill()
         proc.communicate()
-        return "HANG", LIMIT
+        return "HANG", LIMIT, killed - started
     seconds = time.monotonic() - killed
     errors = [line for line in err.splitlines() if "error" in line]
     if proc.returncode == 2 and len(errors) == 1 and errors[0] == err.strip().splitlines()[-1]:
-        return "exit2", seconds
+        return "exit2", seconds, killed - started
     if proc.returncode == 0 and same_outputs(out, reference):
-        return "exit0", seconds
-    return f"BAD rc={proc.returncode} {err.strip()[-300:]!r}", seconds
+        return "exit0", seconds, killed - started
+    return f"BAD rc={proc.returncode} {err.strip()[-300:]!r}", seconds, killed - started
 
 
 def main() -> None:
@@ -93,29 +141,41 @@ def main() -> None:
     corpus.mkdir()
     for shard in sorted(options.data.glob("train-*.parquet"))[:options.shards]:
         os.symlink(shard, corpus / shard.name)
-    setups = [(w, b) for w in (1, 2, 3) for b in (None, "400MB")]
+    full = work / "full"
+    full.mkdir()
+    for shard in sorted(options.data.glob("train-*.parquet")):
+        os.symlink(shard, full / shard.name)
+    setups = [(w, kind) for w in (1, 2, 3) for kind in ("plain", "spill")] + [(2, "superbpe"), (3, "superbpe")]
     references = {}
-    for workers, budget in setups:
-        ref = work / f"ref-{workers}-{budget}"
+    for workers, kind in setups:
+        ref = work / f"ref-{workers}-{kind}"
         started = time.monotonic()
-        subprocess.run(command(corpus, ref, workers, budget, options.vocab_size), check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        references[workers, budget] = (ref, time.monotonic() - started)
-    tally: dict[str, int] = {}
+        subprocess.run(command(full if kind == "superbpe" else corpus, ref, workers, kind, options.vocab_size),
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stats = json.loads((ref / "stats.json").read_text())
+        references[workers, kind] = (ref, time.monotonic() - started, stats)
+        print(f"reference workers={workers} {kind}: {references[workers, kind][1]:.1f} s", flush=True)
+    tally: dict[tuple[str, str], int] = {}
     slowest = 0.0
     n = 0
     while n < options.kills:
-        workers, budget = rng.choice(setups)
-        ref, duration = references[workers, budget]
-        args = command(corpus, work / "out", workers, budget, options.vocab_size)
-        outcome, seconds = one_kill(args, work / "out", ref, duration, rng)
-        tally[outcome.split(" ")[0]] = tally.get(outcome.split(" ")[0], 0) + 1
+        workers, kind = rng.choice(setups)
+        ref, duration, stats = references[workers, kind]
+        args = command(full if kind == "superbpe" else corpus, work / "out", workers, kind, options.vocab_size)
+        outcome, seconds, at = one_kill(args, work / "out", ref, duration, rng)
+        if outcome == "nokill":
+            continue
+        n += 1
+        stage = stage_at(stats, at)
+        key = (stage, outcome.split(" ")[0])
+        tally[key] = tally.get(key, 0) + 1
         slowest = max(slowest, seconds)
-        n += outcome != "nokill"
-        print(f"{n}: workers={workers} budget={budget} {outcome} {seconds:.2f} s", flush=True)
-    print(f"kills={n} {tally} max seconds to exit after the kill={slowest:.2f}")
+        print(f"{n}: workers={workers} {kind} at {at:.2f} s ({stage}) {outcome} {seconds:.2f} s", flush=True)
+    print(f"kills={n} max seconds to exit after the kill={slowest:.2f}")
+    for (stage, outcome), count in sorted(tally.items()):
+        print(f"  {stage:16s} {outcome:6s} {count}")
     shutil.rmtree(work, ignore_errors=True)
-    sys.exit(1 if any(k in tally for k in ("HANG", "BAD")) else 0)
+    sys.exit(1 if any(o in ("HANG", "BAD") for _, o in tally) else 0)
 
 
 if __name__ == "__main__":

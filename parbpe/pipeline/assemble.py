@@ -38,6 +38,7 @@ def assemble_stats(ctx: RunContext, job: Inputs, counted: Counted, built: Built,
         "unique_chunks": chunks.unique_chunks,
         "training_chunks": merged.training_chunks,
         "dropped_by_freq_cutoff": chunks.dropped_by_cutoff,
+        "merge_workers": result.workers,  # the processes that merged (merge_fit.workers: what the budget allowed)
         "merge_fit": merged.fit.to_dict(),  # the merge stage's estimate and the automatic cutoff, if one was needed
         "stop_words": len(chunks.stop_words),
         "table_tokens": merged.table_tokens,

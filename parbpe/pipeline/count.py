@@ -141,8 +141,12 @@ def count_units(ctx: RunContext, units: list[WorkUnit], config: TrainConfig, run
         if layout.shards < workers:
             config = dataclasses.replace(config, workers=layout.shards)
     started = time.perf_counter()
+    finished = []  # the last unit is reported once (the workers' last reports and the join's both say so)
 
     def on_progress(done: int, total_units: int, done_bytes: int, spills: int) -> None:
+        if finished or (done == 0 and done_bytes == 0):
+            return
+        finished.extend([True] if done == total_units else [])
         elapsed = max(time.perf_counter() - started, 1e-9)
         ctx.reporter.update("count", done, total_units, force=done == total_units, MB=done_bytes / 1e6,
                             MB_s=done_bytes / 1e6 / elapsed, rss_MB=ctx.rss_MB(), spills=spills)

@@ -84,6 +84,8 @@ def merge_stage(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> Merge
             nonoverlap=config.pair_count == "nonoverlap", batching=config.batching, workers=fit.workers,
             start_method=ctx.start_method, progress=ctx.progress(merge_name, job.offset), replay=replay,
             on_round=run.merge_checkpointer() if run is not None else None, allow=job.allow, sliced=sliced)
+        ctx.reporter.event("merged", merges=len(result.merges), rounds=len(result.batch_sizes),
+                           merge_workers=result.workers)
         job.vocab = []  # the tokenizer makes its own: tokens can be megabytes each (hostile text), never hold both
         result.engine = table = None  # nor the table and engine (the chunks' final tokens are not used)
     return Merged(result=result, fit=fit, training_chunks=training_chunks, table_tokens=table_tokens,
@@ -111,7 +113,7 @@ def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[Merg
                          ) from None
     ctx.reporter.event("merge_plan", table_tokens=fit.tokens, table_chunks=fit.chunks, estimate_MB=fit.estimate / 1e6,
                        budget_MB=ctx.budget / 1e6, min_count=fit.min_count, auto_cutoff=fit.auto_cutoff,
-                       dropped_chunks=fit.dropped_chunks, merge_workers=fit.workers)
+                       dropped_chunks=fit.dropped_chunks)  # the merge workers that run: the "merged" event
     if fit.auto_cutoff:
         ctx.result_changed(
             AutoCutoffWarning,

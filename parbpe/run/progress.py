@@ -68,7 +68,8 @@ class Progress:
             self._draw(stage, done, total, force, fields)
             return
         if self.mode == "jsonl":
-            payload = {"event": "progress", "stage": stage, "done": done, "total": total, **fields}
+            payload = {"event": "progress", "time": round(time.time(), 3), "stage": stage, "done": done,
+                       "total": total, **fields}
             self._write(json.dumps(payload) + "\n")
             return
         share = f" {100 * done / total:.0f}%" if total else ""

@@ -69,3 +69,26 @@ def test_realmix_at_450MB_names_the_cutoff_and_strict_exits_2(shared_data, tmp_p
     assert "failing as --strict" in capsys.readouterr().err
     with pytest.warns(AutoCutoffWarning, match="527,180 chunks"):
         parbpe.train(files[:8], memory_budget="450MB", vocab_size=32768, workers=2)
+
+
+def test_a_run_reports_as_jsonl_with_times_numbers_and_the_real_merge_workers(tmp_path, capsys):
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    for k in range(4):
+        (corpus / f"{k}.txt").write_text("".join(f"line {i}: the cat sat on the mat {k}.\n" for i in range(300)))
+    assert main(["train", str(corpus), "--vocab-size", "300", "--workers", "2", "--out", str(tmp_path / "o"),
+                 "--progress", "jsonl"]) == 0
+    captured = capsys.readouterr()
+    events = [json.loads(line) for line in captured.err.splitlines()]
+    assert all(isinstance(e["time"], float) for e in events)
+    config = next(e for e in events if e["event"] == "config")
+    assert isinstance(config["memory_budget"], int) and config["memory_budget"] > 0  # the budget that applies
+    finals = [e for e in events if e["event"] == "progress" and e["stage"] == "count" and e["done"] == e["total"]]
+    assert len(finals) == 1
+    merged = next(e for e in events if e["event"] == "merged")
+    assert merged["merge_workers"] == 1  # a small table merges in this process, whatever --workers says
+    done = events[-1]
+    stats = json.loads((tmp_path / "o" / "stats.json").read_text())
+    assert done["event"] == "done" and isinstance(done["peak_rss_MB"], float)
+    assert done["seconds"] == round(sum(stats["seconds"].values()), 2) and stats["merge_workers"] == 1
+    assert f"in {done['seconds']:.1f} s" in captured.out
