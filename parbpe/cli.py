@@ -133,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_debug(count)
 
     encode = sub.add_parser("encode", help="encode text (or the documents of files, in parallel) into token ids")
-    encode.add_argument("--tokenizer", required=True, metavar="DIR", help="a directory written by parbpe train")
+    encode.add_argument("--tokenizer", required=True, metavar="PATH", help=ANY_TOKENIZER)
+    _add_rank_pattern(encode)
     encode.add_argument("text", nargs="?", help="text to encode (default: read stdin)")
     encode.add_argument("--files", action="extend", nargs="+", default=[], metavar="PATH",
                         help="encode every document of these files, globs or directories instead: one line of ids "
@@ -147,15 +148,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_debug(encode)
 
     decode = sub.add_parser("decode", help="decode token ids into text")
-    decode.add_argument("--tokenizer", required=True, metavar="DIR", help="a directory written by parbpe train")
+    decode.add_argument("--tokenizer", required=True, metavar="PATH", help=ANY_TOKENIZER)
+    _add_rank_pattern(decode)
     decode.add_argument("ids", nargs="*", metavar="ID",
                         help="token ids (default: read stdin, one sequence of ids per line)")
     _add_debug(decode)
 
     ev = sub.add_parser("eval", help="bytes per token, tokens per word, superword tokens and unused vocabulary "
                                      "on text, for one tokenizer or several side by side")
-    ev.add_argument("--tokenizer", required=True, action="append", metavar="DIR",
-                    help="a directory written by parbpe train; repeat to compare several side by side")
+    ev.add_argument("--tokenizer", required=True, action="append", metavar="PATH",
+                    help=ANY_TOKENIZER + "; repeat to compare several side by side")
+    _add_rank_pattern(ev)
     ev.add_argument("inputs", nargs="+", metavar="INPUT", help="files, globs or directories of text")
     ev.add_argument("--text-column", default="text",
                     help="parquet/arrow column or jsonl field with the text (default: text)")
@@ -301,10 +304,27 @@ def _count(args: argparse.Namespace) -> int:
     return 0
 
 
-def _encode(args: argparse.Namespace) -> int:
+ANY_TOKENIZER = ("a tokenizer: a directory written by parbpe train, a tokenizer.json, GPT-2's vocab.json "
+                 "(merges.txt beside it) or a .tiktoken rank file")
+
+
+def _add_rank_pattern(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pattern", metavar="PATTERN", default=None,
+                        help="the split pattern of a .tiktoken rank file, which holds none (default: the encoding's "
+                             "own for cl100k_base/o200k_base files, else gpt4); other formats carry theirs")
+
+
+def load_tokenizer(path: str, pattern: str | None = None):
+    """Any tokenizer --init reads; pattern applies to a rank file only (the other formats carry theirs)."""
+    from .tokenizer.load import is_rank_file
     from .tokenizer.model import Tokenizer
 
-    tok = Tokenizer.load(args.tokenizer)
+    return Tokenizer.load(path, pattern=pattern if is_rank_file(path) else None)
+
+
+def _encode(args: argparse.Namespace) -> int:
+
+    tok = load_tokenizer(args.tokenizer, args.pattern)
     if args.files:
         if args.text is not None:
             raise ValueError("give either TEXT or --files, not both")
@@ -322,9 +342,8 @@ def _encode(args: argparse.Namespace) -> int:
 
 
 def _decode(args: argparse.Namespace) -> int:
-    from .tokenizer.model import Tokenizer
 
-    tok = Tokenizer.load(args.tokenizer)
+    tok = load_tokenizer(args.tokenizer, args.pattern)
     lines = [" ".join(args.ids)] if args.ids else sys.stdin
     for line in lines:
         ids = [_token_id(x, tok.n_vocab) for x in line.replace(",", " ").split()]
@@ -335,9 +354,8 @@ def _decode(args: argparse.Namespace) -> int:
 
 def _eval(args: argparse.Namespace) -> int:
     from .tokenizer.evaluate import evaluate
-    from .tokenizer.model import Tokenizer
 
-    tokenizers = [Tokenizer.load(d) for d in args.tokenizer]  # all loaded before any is measured
+    tokenizers = [load_tokenizer(d, args.pattern) for d in args.tokenizer]  # all loaded before any is measured
     reports = [evaluate(tok, args.inputs, text_column=args.text_column) for tok in tokenizers]
     if args.json:
         print(json.dumps(reports[0] if len(reports) == 1 else dict(zip(args.tokenizer, reports)), indent=1))

@@ -100,6 +100,11 @@ def _read_cached(path: str, stamp: tuple) -> dict[str, Any]:
     return _read(path)
 
 
+def is_rank_file(path: str) -> bool:
+    """Whether read_any reads path as a tiktoken rank file (the one format without a split pattern)."""
+    return not os.path.isdir(path) and not path.endswith(".json")
+
+
 def _read(path: str) -> dict[str, Any]:
     """read_any's work: which format path holds, read."""
     if not exists(path):

@@ -8,6 +8,7 @@ exactly what training did to that chunk, batched or not: a safe batch's merges n
 from __future__ import annotations
 
 import heapq
+import os
 import random
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, Literal
@@ -275,9 +276,11 @@ class Tokenizer:
         return exports.save(self, directory, config=config)
 
     @classmethod
-    def load(cls, directory: str) -> Tokenizer:
-        """Load from a directory with parbpe.json, or with GPT-2's vocab.json + merges.txt."""
-        return cls(**load.read_directory(directory))
+    def load(cls, path: str, pattern: str | None = None) -> Tokenizer:
+        """Load any tokenizer --init reads: a directory with parbpe.json (or GPT-2's vocab.json +
+        merges.txt, or a tokenizer.json), a tokenizer.json, a vocab.json beside its merges.txt, or a
+        tiktoken rank file (pattern: its split pattern; it holds none)."""
+        return cls(**load.read_any(os.fspath(path), pattern))
 
     @classmethod
     def from_gpt2_files(cls, vocab_path: str, merges_path: str, pattern: str = "gpt2",
