@@ -50,6 +50,14 @@ from .exact import boundary_events, prefix_stop
 from .pairs import add_sorted, aggregate
 from .table import ChunkTable
 
+# A merge worker's slice must hold this many table tokens: tables of fewer than twice as many merge
+# in one process. Merge workers are spawned and share the table (workers.py); on 2 cores
+# (2026-11-23, realmix, 32,768 tokens, interleaved): stage 1's table, 11.8M tokens, merged 1.08x
+# faster with two workers at 1.45x the stage's peak RSS (the workers' own interpreters and the
+# coordinator's queue beside the engines): not worth it; SuperBPE's stage-2 table, 30.7M tokens,
+# merged 1.15x faster at 1.24x, and encoded and merged 1.18x faster at 1.21x (docs/BENCHMARKS.md, 14).
+MIN_TOKENS_PER_WORKER = 8_000_000
+
 _POLL = 0.2  # seconds of one wait for answers (a death ends the wait at once)
 DEFAULT_START_METHOD = "spawn"  # see the module's docstring; an explicit start_method is followed
 _FIELDS = ("tokens", "starts", "lengths", "counts")

@@ -144,7 +144,7 @@ def count_units(ctx: RunContext, units: list[WorkUnit], config: TrainConfig, run
     finished = []  # the last unit is reported once (the workers' last reports and the join's both say so)
 
     def on_progress(done: int, total_units: int, done_bytes: int, spills: int) -> None:
-        if finished or (done == 0 and done_bytes == 0):
+        if finished:
             return
         finished.extend([True] if done == total_units else [])
         elapsed = max(time.perf_counter() - started, 1e-9)

@@ -13,8 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..count.reduce import TrainingChunks
-from ..merge.coordinator import MergeFit, MergeResult, encode_for_merging, fit_merge_stage, learn_merges
+from ..merge.coordinator import MergeResult, learn_merges
 from ..merge.encode import sampled_tokens_per_byte
+from ..merge.fit import MergeFit, fit_merge_stage
+from ..merge.prepare import encode_for_merging
 from ..merge.table import ChunkTable, table_from_arrays
 from ..run.memory import format_size, trim_heap
 from ..run.run_dir import RunDirectory

@@ -10,8 +10,9 @@ from corpora import random_corpus
 from reference import reference_train
 
 import parbpe
-from parbpe.merge.coordinator import MAX_AUTO_DROP, fit_merge_stage, learn_merges, merge_estimate
+from parbpe.merge.coordinator import learn_merges
 from parbpe.merge.engines import LinkedEngine
+from parbpe.merge.fit import MAX_AUTO_DROP, fit_merge_stage, merge_estimate
 from parbpe.merge.table import build_table, table_from_arrays, tokens_by_cutoff
 from parbpe.run.memory import parse_size
 
@@ -75,7 +76,7 @@ def test_fit_keeps_everything_when_the_budget_allows():
 def test_fit_of_a_table_encoded_before_it_merges():
     """SuperBPE's stage 2: the peak is the encoding (per byte) or the merging of the encoded table
     (per token, fewer than bytes), whichever is larger, and the error speaks of both."""
-    from parbpe.merge.coordinator import ENCODE_BYTES_PER_BYTE, MERGE_BYTES_PER_CHUNK
+    from parbpe.merge.fit import ENCODE_BYTES_PER_BYTE, MERGE_BYTES_PER_CHUNK
 
     data, offsets, n = _arrays({b"ab" * 500: 3, b"abc" * 300: 1, b"xyz" * 200: 2})  # 2,500 bytes, 3 chunks
     fit = fit_merge_stage(offsets, n, budget=10**9, base_rss=10**6, tokens_per_byte=0.25)
@@ -97,12 +98,12 @@ def test_fit_of_a_table_encoded_before_it_merges():
 def test_fit_of_a_table_the_run_engine_merges(monkeypatch):
     """Hostile text (long runs of one byte) merges in the run engine: estimated per token and per run,
     in one process; a table whose runs do not shrink it keeps the linked engine's estimate."""
-    from parbpe.merge import coordinator
-    from parbpe.merge.coordinator import MERGE_BYTES_PER_CHUNK, RUN_BYTES_PER_RUN, RUN_BYTES_PER_TOKEN
+    from parbpe.merge import fit as fit_module
+    from parbpe.merge.fit import MERGE_BYTES_PER_CHUNK, RUN_BYTES_PER_RUN, RUN_BYTES_PER_TOKEN
     from parbpe.merge.runs import run_starts
     from parbpe.merge.table import table_from_arrays
 
-    monkeypatch.setattr(coordinator, "MIN_RUN_TOKENS", 100)
+    monkeypatch.setattr(fit_module, "MIN_RUN_TOKENS", 100)
     data, offsets, n = _arrays({b"a" * 3000: 2, b"ab" * 40: 5, b"xyz": 1})
     table = table_from_arrays(data, offsets, n, 300)
     runs = len(run_starts(table))

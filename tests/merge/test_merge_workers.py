@@ -10,6 +10,7 @@ import pytest
 from corpora import random_corpus
 from reference import reference_train
 
+from parbpe.merge import prepare
 from parbpe.merge.coordinator import learn_merges
 from parbpe.merge.table import build_table
 from parbpe.merge.workers import SlicedEngine, slice_bounds
@@ -134,7 +135,6 @@ def test_encoding_in_workers_equals_encoding_here_and_they_merge_on(seed, shm):
 
     import numpy as np
 
-    from parbpe.merge import coordinator
     from parbpe.merge.encode import encode_byte_table
 
     table, stage1 = _byte_table_and_stage1(seed)
@@ -145,7 +145,7 @@ def test_encoding_in_workers_equals_encoding_here_and_they_merge_on(seed, shm):
     alone = learn_merges(dataclasses.replace(expected, tokens=expected.tokens.copy(), lengths=expected.lengths.copy()),
                          list(vocab), 100)  # (an engine edits its table in place)
     table, stage1 = _byte_table_and_stage1(seed)
-    encoded, sliced, workers = coordinator.encode_for_merging(table, stage1.merges, stage1.batch_sizes, 456, workers=3,
+    encoded, sliced, workers = prepare.encode_for_merging(table, stage1.merges, stage1.batch_sizes, 456, workers=3,
                                                               min_bytes_per_worker=1, min_tokens_per_worker=1)
     assert workers == 3 and sliced is not None and sliced.workers == 3
     for name in ("tokens", "starts", "lengths", "counts"):
@@ -159,11 +159,10 @@ def test_encoding_in_workers_equals_encoding_here_and_they_merge_on(seed, shm):
 
 
 def test_workers_that_encode_a_table_too_small_to_merge_stop_and_it_merges_here(shm):
-    from parbpe.merge import coordinator
     from parbpe.merge.engines import LinkedEngine
 
     table, stage1 = _byte_table_and_stage1(0)
-    encoded, sliced, workers = coordinator.encode_for_merging(table, stage1.merges, stage1.batch_sizes, 456, workers=2,
+    encoded, sliced, workers = prepare.encode_for_merging(table, stage1.merges, stage1.batch_sizes, 456, workers=2,
                                                               min_bytes_per_worker=1)
     assert workers == 2 and sliced is None  # under MIN_TOKENS_PER_WORKER: the table stays here
     vocab = [bytes([b]) for b in range(256)]
@@ -174,7 +173,6 @@ def test_workers_that_encode_a_table_too_small_to_merge_stop_and_it_merges_here(
 
 
 def test_a_worker_killed_while_encoding_is_a_one_line_error_and_leaves_no_block(shm, monkeypatch):
-    from parbpe.merge import coordinator
     from parbpe.run.faults import KILL_HOOK
     from parbpe.run.pool import WorkerDied
 
@@ -182,7 +180,7 @@ def test_a_worker_killed_while_encoding_is_a_one_line_error_and_leaves_no_block(
     table, stage1 = _byte_table_and_stage1(1)
     with pytest.raises(WorkerDied, match=r"^merge worker \d \(chunks \d+-\d+, pid \d+\) died \(signal 9: probably out "
                        r"of memory; try --workers 1"):
-        coordinator.encode_for_merging(table, stage1.merges, stage1.batch_sizes, 456, workers=2,
+        prepare.encode_for_merging(table, stage1.merges, stage1.batch_sizes, 456, workers=2,
                                        min_bytes_per_worker=1)
     assert os.listdir(shm) == []
 

@@ -1,0 +1,125 @@
+"""The merge stage's memory model: what a table costs to merge (and to encode first), and the table
+that fits a memory budget (fit_merge_stage: an automatic frequency cutoff when the whole does not).
+The numbers are measured (each constant says where); learn_merges does not read them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..run.memory import format_size
+from .runs import MIN_RUN_TOKENS, RUNS_FACTOR, runs_per_chunk
+from .table import sum_by_cutoff, tokens_by_cutoff
+
+# The merge stage's peak above the process that starts it, per table token and per table chunk:
+# the table (2 bytes a token, 24 a chunk), the linked engine's links and weights (13), the pair
+# index (8 a live pair, rebuilt when stale), the pair counts and the temporaries of the initial
+# count and of the first, widest rounds (applied in groups). Measured with a trace of the stage
+# (2026-11-23, one process, realmix counts: 11.8M tokens, 1.0M chunks, 32,768 tokens): 34 bytes a
+# token above the process at the peak, in the first rounds (47 before the index was built a slice
+# at a time, batches applied in groups and the index rebuilt when stale); the initial count 27.
+MERGE_BYTES_PER_TOKEN = 38
+MERGE_BYTES_PER_CHUNK = 24
+SLICED_FACTOR = 2  # merge workers: engines in slices, an interpreter each, the coordinator's queue beside
+# them (measured 1.2-1.3x one process's peak on SuperBPE's stage 2): counted twice, on the safe side
+# SuperBPE's stage 2 encodes a table of bytes before merging it (encode_for_merging): per table byte,
+# the table (2 bytes), its bytes as uint8 (1) and the encoding's temporaries, measured 7.8 (2026-11-23,
+# realmix's stage 2, 113M bytes, one process: 0.88 GB above the process). The merge then works on the
+# encoded table, fewer tokens than bytes (fit_merge_stage's tokens_per_byte).
+ENCODE_BYTES_PER_BYTE = 11
+# The run engine (runs.py, hostile text) per table token (the table and the runs' scratch; a chunk of
+# 50M one letter also makes tokens of 2^k bytes that the vocabulary holds: 11.5 a token, 13 counted)
+# and per run (the run log, its pair index, a round's temporaries), measured 2026-11-23 in one
+# process: 50M tokens as 1 run, 575 MB above the process; as 6.0M runs (runs of 8), 2,084 MB;
+# 20M tokens as 1.35-2.40M runs, 503-877 MB.
+RUN_BYTES_PER_TOKEN = 13
+RUN_BYTES_PER_RUN = 400
+AUTO_CUTOFF_LIMIT = 1 << 16  # the automatic cutoff never goes beyond this count
+MAX_AUTO_DROP = 0.05  # the automatic cutoff may leave out at most this share of chunk occurrences
+
+
+def merge_estimate(tokens: int, chunks: int) -> int:
+    """Bytes the merge stage adds to the process at its peak (one process, the linked engine)."""
+    return MERGE_BYTES_PER_TOKEN * tokens + MERGE_BYTES_PER_CHUNK * chunks
+
+
+@dataclass
+class MergeFit:
+    """How the merge stage fits a memory budget: the table it keeps and what it leaves out."""
+
+    min_count: int  # chunks seen fewer times stay out of the table (freq_cutoff or the automatic one)
+    auto_cutoff: bool  # min_count was raised above freq_cutoff to fit the budget
+    chunks: int  # in the table
+    tokens: int
+    estimate: int  # bytes of the whole process tree at the merge stage's peak: base + merge_estimate
+    dropped_chunks: int  # left out by the automatic cutoff
+    dropped_occurrences: int
+    workers: int  # merge workers the budget allows
+    tokens_per_byte: float | None = None  # a table of bytes encoded before merging: tokens it will have per byte
+    runs: int | None = None  # the table is merged by the run engine (runs.py): its runs
+
+    def to_dict(self) -> dict:
+        return {"min_count": self.min_count, "auto_cutoff": self.auto_cutoff, "table_chunks": self.chunks,
+                "table_tokens": self.tokens, "estimate_bytes": self.estimate,
+                "dropped_chunks": self.dropped_chunks, "dropped_occurrences": self.dropped_occurrences,
+                "workers": self.workers,
+                **({"tokens_per_byte": round(self.tokens_per_byte, 4)} if self.tokens_per_byte is not None else {}),
+                **({"engine": "runs", "table_runs": self.runs} if self.runs is not None else {})}
+
+
+def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_rss: int, freq_cutoff: int = 1,
+                    workers: int = 1, tokens_per_byte: float | None = None, data: np.ndarray | None = None
+                    ) -> MergeFit:
+    """The smallest min_count >= freq_cutoff whose table merges under budget, given the process
+    tree's RSS now (base_rss); chunk k is offsets[k]:offsets[k + 1] of the chunk bytes, seen
+    counts[k] times. Raising it leaves the rarest chunks out (an automatic freq_cutoff), at most
+    MAX_AUTO_DROP of all occurrences of chunks longer than one byte; past that, or if nothing fits,
+    a ValueError names the budget that would do. tokens_per_byte: the table is first encoded with
+    earlier merges (SuperBPE's stage 2), which leaves this many tokens per byte (sampled_tokens_per_byte):
+    the peak is the encoding's or the merging of the encoded table's, whichever is larger. data: the
+    chunk bytes of a table merged as it is (no encoding first); where runs of one byte shrink it
+    enough for learn_merges to pick the run engine (prefers_runs), that engine's cost is estimated,
+    in one process."""
+    largest = min(int(counts.max()) + 1 if len(counts) else 2, AUTO_CUTOFF_LIMIT)
+    by_chunks, by_tokens = tokens_by_cutoff(offsets, counts, largest)
+    merged = by_tokens if tokens_per_byte is None else np.ceil(by_tokens * tokens_per_byte).astype(np.int64)
+    need = base_rss + MERGE_BYTES_PER_TOKEN * merged + MERGE_BYTES_PER_CHUNK * by_chunks
+    if tokens_per_byte is not None:
+        need = np.maximum(need, base_rss + ENCODE_BYTES_PER_BYTE * by_tokens + MERGE_BYTES_PER_CHUNK * by_chunks)
+    by_runs = None
+    if data is not None:
+        by_runs = sum_by_cutoff(offsets, counts, largest, runs_per_chunk(data, offsets))
+        use_runs = (by_tokens >= MIN_RUN_TOKENS) & (RUNS_FACTOR * by_runs <= by_tokens)
+        need = np.where(use_runs, base_rss + RUN_BYTES_PER_TOKEN * by_tokens + RUN_BYTES_PER_RUN * by_runs
+                        + MERGE_BYTES_PER_CHUNK * by_chunks, need)
+    start = max(freq_cutoff, 1)
+    fits = np.flatnonzero(need[start:] <= budget)
+    multi = counts[np.diff(offsets) > 1]
+    occurrences = np.bincount(np.minimum(multi, largest), weights=multi, minlength=largest + 1)[::-1].cumsum()[::-1]
+    min_count = start + int(fits[0]) if len(fits) else largest
+    dropped = int(occurrences[start] - occurrences[min_count])
+    most = MAX_AUTO_DROP * max(int(occurrences[1]), 1)
+    if not len(fits) or dropped > most:
+        allowed = np.flatnonzero(occurrences[start] - occurrences[start:] <= most)
+        least = int(need[start + int(allowed[-1])])
+        table = (f"{int(by_tokens[start]):,} tokens" if tokens_per_byte is None else
+                 f"{int(by_tokens[start]):,} bytes (about {int(merged[start]):,} tokens once encoded)")
+        raise ValueError(
+            f"memory budget {format_size(budget)} is too small for the merge stage: its table of "
+            f"{table} needs about {format_size(int(need[start]))} with the "
+            f"{format_size(base_rss)} in use, and leaving out the rarest chunks to fit would drop more than "
+            f"{MAX_AUTO_DROP:.0%} of the corpus; use at least {format_size(-(-least // 10**8) * 10**8)} "
+            "(--memory-budget), or a larger --freq-cutoff"
+        )
+    merge_peak = merge_estimate(int(merged[min_count]), int(by_chunks[min_count]))
+    merge_workers = workers if base_rss + SLICED_FACTOR * merge_peak <= budget else 1
+    runs = int(by_runs[min_count]) if by_runs is not None and use_runs[min_count] else None
+    if runs is not None:
+        merge_workers = 1  # the run engine merges in one process
+    return MergeFit(min_count=min_count, auto_cutoff=min_count > start, chunks=int(by_chunks[min_count]),
+                    tokens=int(by_tokens[min_count]), estimate=int(need[min_count]),
+                    dropped_chunks=int(by_chunks[start] - by_chunks[min_count]), dropped_occurrences=dropped,
+                    workers=merge_workers, tokens_per_byte=tokens_per_byte, runs=runs)
+
+
