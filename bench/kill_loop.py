@@ -54,6 +54,33 @@ def command(corpus: Path, out: Path, workers: int, setup: str, vocab: int) -> li
     return args + {"plain": [], "spill": ["--data-limit", "2MB"], "superbpe": ["--superbpe-transition", "0.5"]}[setup]
 
 
+def worker_pids(pid: int) -> list[int]:
+    """The run's workers: its descendants but multiprocess's resource tracker (not a worker: the run
+    goes on without it)."""
+    found = []
+    for child in descendants(pid):
+        try:
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"resource_tracker" not in cmdline:
+            found.append(child)
+    return found
+
+
+def holders(fd: int) -> list[int]:
+    """Processes that hold the pipe behind this process's fd (its other end's writers)."""
+    target = os.readlink(f"/proc/self/fd/{fd}")
+    found = []
+    for link in Path("/proc").glob("[0-9]*/fd/*"):
+        try:
+            if os.readlink(link) == target and int(link.parts[2]) != os.getpid():
+                found.append(int(link.parts[2]))
+        except OSError:
+            continue
+    return found
+
+
 def orphans_of(args: list[str]) -> list[int]:
     """Processes of parbpe left without their parent (adopted by init) while the loop runs: a run's
     workers that outlived it."""
@@ -95,15 +122,16 @@ def one_kill(args: list[str], out: Path, reference: Path, duration: float,
     started = time.monotonic()
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     time.sleep(rng.uniform(0.3, duration))
-    workers = descendants(proc.pid)
+    workers = worker_pids(proc.pid)
     while not workers and proc.poll() is None:  # between pools: the next worker to start is killed
         time.sleep(0.02)
-        workers = descendants(proc.pid)
+        workers = worker_pids(proc.pid)
     if not workers or proc.poll() is not None:
         proc.wait()
         return "nokill", 0.0, 0.0
+    victim = rng.choice(workers)
     try:
-        os.kill(rng.choice(workers), signal.SIGKILL)
+        os.kill(victim, signal.SIGKILL)
     except ProcessLookupError:  # it ended by itself just now
         proc.wait()
         return "nokill", 0.0, 0.0
@@ -111,8 +139,9 @@ def one_kill(args: list[str], out: Path, reference: Path, duration: float,
     try:
         _, err = proc.communicate(timeout=LIMIT)
     except subprocess.TimeoutExpired:
-        print(f"HANG: pid {proc.pid} (status {proc.poll()}); what is left of its tree:", flush=True)
-        for pid in [proc.pid, *descendants(proc.pid), *orphans_of(args)]:
+        print(f"HANG: pid {proc.pid} (status {proc.poll()}), killed {victim}; its tree and what holds its stderr:",
+              flush=True)
+        for pid in sorted({proc.pid, *descendants(proc.pid), *orphans_of(args), *holders(proc.stderr.fileno())}):
             subprocess.run(["py-spy", "dump", "--pid", str(pid)], stderr=subprocess.STDOUT)
         time.sleep(float(os.environ.get("KILL_LOOP_HANG_WAIT", "0")))  # time to look at it
         proc.kill()
