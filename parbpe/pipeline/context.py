@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import RunOptions, TrainConfig
-from ..run.memory import PeakSampler, default_budget
+from ..run.memory import CALLER_FLOOR, PeakSampler, default_budget, process_rss
 from ..run.progress import Progress
 from ..run.run_dir import RunDirectory
 from ..warnings import ResultChangedWarning
@@ -37,6 +37,7 @@ class RunContext:
     run: RunDirectory | None = None
     times: dict[str, float] = field(default_factory=dict)
     changes: list[dict[str, Any]] = field(default_factory=list)  # what changed the result (result_changed)
+    caller_held: int = 0  # bytes the calling process held beyond CALLER_FLOOR when the run started
 
     @contextlib.contextmanager
     def executor(self) -> Iterator[None]:
@@ -80,6 +81,12 @@ class RunContext:
         """The progress line that closes a stage: its time and its peak RSS of the process tree."""
         self.reporter.event("stage", message=name, seconds=round(self.times[name], 2),
                             peak_rss_MB=round(self.sampler.by_stage.get(name, 0) / 1e6, 1))
+
+    def in_use(self) -> int:
+        """The process tree's RSS now (a fresh sample), less what the caller held when the run started:
+        what the stages' memory models start from, so that a caller's own data (train_from_iterator's
+        texts) does not change a decision that train on the same documents makes."""
+        return max(self.sampler.sample() - self.caller_held, 0)
 
     def rss_MB(self) -> float:
         """The process tree's RSS as last sampled (free to read: for progress lines)."""
@@ -127,4 +134,5 @@ def run_context(config: TrainConfig, options: RunOptions) -> Iterator[RunContext
     budget = config.memory_budget or default_budget()
     with PeakSampler() as sampler:
         yield RunContext(config=dataclasses.replace(config, memory_budget=budget), options=options,
-                         reporter=reporter_of(options.progress), sampler=sampler, given=config)
+                         reporter=reporter_of(options.progress), sampler=sampler, given=config,
+                         caller_held=max(process_rss() - CALLER_FLOOR, 0))

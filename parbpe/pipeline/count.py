@@ -133,7 +133,7 @@ def count_units(ctx: RunContext, units: list[WorkUnit], config: TrainConfig, run
         data_limit = worker_data_limit(budget, workers, process_rss(), max(unit_text_bytes(u) for u in units))
     elif data_limit is None:  # local workers start as the whole tree is now
         trim_heap()
-        layout = count_layout(budget, workers, ctx.sampler.sample(), max(unit_text_bytes(u) for u in units))
+        layout = count_layout(budget, workers, ctx.in_use(), max(unit_text_bytes(u) for u in units))
         data_limit, parent_counts = layout.data_limit, layout.parent_counts
         if layout.shards < workers or (parent_counts and workers > 1):
             ctx.note(f"counting in {layout.shards} shard(s), this process counting one: "
@@ -169,7 +169,7 @@ def count_stream(ctx: RunContext, stream: TextStream, config: TrainConfig, run_d
     data_limit = ctx.options.data_limit
     if data_limit is None:
         in_flight = STREAM_BATCH_BYTES * (QUEUE_BATCHES_PER_WORKER + 2)  # queued, being counted, being built
-        data_limit = worker_data_limit(ctx.budget, config.workers, ctx.sampler.sample(), in_flight)
+        data_limit = worker_data_limit(ctx.budget, config.workers, ctx.in_use(), in_flight)
     stats = ReadStats()
     items = 0
     started = time.perf_counter()
@@ -208,7 +208,7 @@ def reduce_partitions(ctx: RunContext, counted: CountResult, config: TrainConfig
 
         return reduce_on_ray(counted.partitions, ctx.cluster, config if select else None, on_progress)
     partition_bytes = sum(os.path.getsize(r) for r in counted.runs) // N_PARTITIONS
-    workers = reduce_workers(ctx.budget, config.workers, ctx.sampler.sample(), partition_bytes)
+    workers = reduce_workers(ctx.budget, config.workers, ctx.in_use(), partition_bytes)
     return reduce_runs(counted.runs, workers, ctx.start_method, config=config if select else None,
                        on_progress=on_progress)
 

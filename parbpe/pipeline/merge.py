@@ -104,7 +104,7 @@ def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[Merg
     else:
         trim_heap()  # the reduce stage's freed heap: the merge stage's room is measured next
     try:
-        fit = fit_merge_stage(chunks.offsets, chunks.counts, ctx.budget, ctx.sampler.sample(), config.freq_cutoff,
+        fit = fit_merge_stage(chunks.offsets, chunks.counts, ctx.budget, ctx.in_use(), config.freq_cutoff,
                               config.workers, tokens_per_byte=tokens_per_byte,
                               data=chunks.data if job.encode is None else None)
     except ValueError as exc:

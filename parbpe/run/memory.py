@@ -129,6 +129,13 @@ def reduce_workers(budget: int, workers: int, base_rss: int, partition_bytes: in
     return 1
 
 
+# The RSS of a process that has imported parbpe and nothing else of its own (83 MB after `import
+# parbpe`, 85-95 MB when the parbpe command starts a run; 2026-11-24): what a caller holds beyond it
+# when a run starts (texts for train_from_iterator, a notebook's data) is the caller's, not the
+# run's, and the merge stage's fit leaves it out (pipeline/context.py caller_held).
+CALLER_FLOOR = 100 * 10**6
+
+
 def process_rss() -> int:
     """Resident memory of this process alone, in bytes."""
     return psutil.Process().memory_info().rss

@@ -86,3 +86,14 @@ def test_the_run_context_resolves_the_budget_into_the_config(monkeypatch):
             assert ctx.cluster is None
     with run_context(TrainConfig(workers=1, memory_budget="2GB"), RunOptions()) as ctx:
         assert ctx.budget == 2 * 10**9
+
+
+def test_what_the_caller_holds_when_a_run_starts_is_not_counted_against_the_budget():
+    """train_from_iterator's texts (or a notebook's data) are the caller's: the stages' memory models
+    start from the tree's RSS less them, so the same documents give train's decisions."""
+    held = bytearray(300 * 10**6)  # the caller's data, resident
+    held[::4096] = b"x" * len(held[::4096])
+    with run_context(TrainConfig(memory_budget=10**9), RunOptions()) as ctx:
+        assert ctx.caller_held >= 290 * 10**6
+        assert ctx.in_use() <= ctx.sampler.sample() - 290 * 10**6
+    del held
