@@ -154,15 +154,27 @@ def build_parser() -> argparse.ArgumentParser:
                         help="token ids (default: read stdin, one sequence of ids per line)")
     _add_debug(decode)
 
-    ev = sub.add_parser("eval", help="bytes per token, tokens per word, superword tokens and unused vocabulary "
-                                     "on text, for one tokenizer or several side by side")
+    ev = sub.add_parser("eval", help="tokens (CTC), bytes/token, tokens/word, Renyi efficiency and unused vocabulary "
+                                     "of one tokenizer or several side by side, by segmentation method")
     ev.add_argument("--tokenizer", required=True, action="append", metavar="PATH",
                     help=ANY_TOKENIZER + "; repeat to compare several side by side")
     _add_rank_pattern(ev)
-    ev.add_argument("inputs", nargs="+", metavar="INPUT", help="files, globs or directories of text")
+    ev.add_argument("inputs", nargs="+", metavar="INPUT",
+                    help="files, globs or directories of text (anything train reads but counts files)")
+    ev.add_argument("--method", default="merges", metavar="METHOD[,METHOD]",
+                    help="segmentation: merges (BPE's), greedy (longest prefix first), shortest (fewest tokens, "
+                         "PathPiece's), as a comma list (default: merges)")
+    ev.add_argument("--renyi-alpha", type=float, default=2.5, metavar="A",
+                    help="the order of the Renyi entropy in the efficiency (default: 2.5, as Zouhar et al.)")
     ev.add_argument("--text-column", default="text",
                     help="parquet/arrow column or jsonl field with the text (default: text)")
-    ev.add_argument("--json", action="store_true", help="print JSON")
+    ev.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
+                    help="processes counting and segmenting (default: all cores)")
+    ev.add_argument("--memory-budget", default=None, metavar="SIZE",
+                    help="memory for counting the text, e.g. 2GB (default: half the available RAM)")
+    ev.add_argument("--progress", choices=("bar", "jsonl", "none"), default="none",
+                    help="progress of the counting on stderr (default: none)")
+    ev.add_argument("--json", action="store_true", help="print the rows as a JSON list")
     _add_debug(ev)
     return parser
 
@@ -353,23 +365,18 @@ def _decode(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from .tokenizer.evaluate import evaluate
+    from .config import RunOptions, TrainConfig
+    from .pipeline.corpus_eval import evaluate_corpus
 
+    methods = [m.strip() for m in args.method.split(",") if m.strip()]
     tokenizers = [load_tokenizer(d, args.pattern) for d in args.tokenizer]  # all loaded before any is measured
-    reports = [evaluate(tok, args.inputs, text_column=args.text_column) for tok in tokenizers]
+    config = TrainConfig(workers=args.workers, text_column=args.text_column, memory_budget=args.memory_budget)
+    rows = evaluate_corpus(tokenizers, args.inputs, names=args.tokenizer, methods=methods, alpha=args.renyi_alpha,
+                           config=config, options=RunOptions(progress=args.progress))
     if args.json:
-        print(json.dumps(reports[0] if len(reports) == 1 else dict(zip(args.tokenizer, reports)), indent=1))
-    elif len(reports) == 1:
-        report = reports[0]
-        print(f"documents        {report['documents']:,}")
-        print(f"bytes            {report['bytes']:,}")
-        print(f"tokens           {report['tokens']:,}")
-        print(f"bytes per token  {report['bytes_per_token']:.4f}")
-        print(f"tokens per word  {report['tokens_per_word']:.4f}")
-        print(f"superword tokens {100 * report['superword_share']:.2f}%")
-        print(f"vocab unused     {100 * report['vocab_unused_share']:.2f}%")
+        print(json.dumps(rows, indent=1))
     else:
-        print(eval_table(args.tokenizer, reports))
+        print(eval_table(rows, args.renyi_alpha))
     return 0
 
 
@@ -377,16 +384,18 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "train": _train, "count": _count, "encode": _encode, "decode": _decode, "eval": _eval}
 
 
-def eval_table(names: list[str], reports: list[dict]) -> str:
-    """Reports side by side, one tokenizer a line; tokens also relative to the first."""
-    width = max(9, *(len(n) for n in names))
-    lines = [f"{'tokenizer':{width}s}  vocab     tokens  vs first  bytes/token  tokens/word  superword  unused",
-             f"{'':{width}s}  (text: {reports[0]['documents']:,} documents, {reports[0]['bytes']:,} bytes)"]
-    for name, r in zip(names, reports):
-        ratio = r["tokens"] / reports[0]["tokens"]
-        lines.append(f"{name:{width}s} {r['vocab_size']:6d} {r['tokens']:10,d} {ratio:8.4f}"
-                     f"  {r['bytes_per_token']:11.4f}  {r['tokens_per_word']:11.4f}  {100 * r['superword_share']:8.2f}%"
-                     f"  {100 * r['vocab_unused_share']:5.2f}%")
+def eval_table(rows: list[dict], alpha: float) -> str:
+    """Rows side by side, one tokenizer x method a line; tokens also relative to the first row."""
+    width = max(9, *(len(r["tokenizer"]) for r in rows))
+    lines = [f"{'tokenizer':{width}s}  method       tokens  vs first  bytes/token  tokens/word  Renyi({alpha:g})"
+             "  superword  unused",
+             f"{'':{width}s}  (text: {rows[0]['documents']:,} documents, {rows[0]['bytes']:,} bytes, "
+             f"{rows[0]['words']:,} words)"]
+    for r in rows:
+        ratio = r["tokens"] / rows[0]["tokens"] if rows[0]["tokens"] else 0.0
+        lines.append(f"{r['tokenizer']:{width}s}  {r['method']:8s} {r['tokens']:12,d} {ratio:8.4f}"
+                     f"  {r['bytes_per_token']:11.4f}  {r['tokens_per_word']:11.4f}  {r['renyi_efficiency']:10.4f}"
+                     f"  {100 * r['superword_share']:8.2f}%  {100 * r['vocab_unused_share']:5.2f}%")
     return "\n".join(lines)
 
 

@@ -146,6 +146,9 @@ class TrainConfig:
         0, group="input", commands=BOTH, parse=parse_count, metavar="N", shown="0: off",
         help="cut chunks longer than N bytes into pieces of at most N bytes, on character boundaries, before they "
              "are counted (changes the result; like sentencepiece's max_sentence_length, for text with huge chunks)")
+    count_words: bool = setting(
+        False, group="input", commands=(), result=False,
+        help="counting also counts whitespace-separated words (parbpe eval's tokens/word; no command's flag)")
     tmp_dir: str | None = setting(
         None, group="resources", commands=BOTH, metavar="DIR", shown="the system's temp dir", result=False,
         help="directory for spilled counts, removed at the end; train keeps them in its run directory instead "

@@ -114,6 +114,33 @@ def count_to_file(inputs: Any, out_path: str, config: TrainConfig, *, freq_cutof
         return counts_file_stage(ctx, job, out_path, freq_cutoff)
 
 
+def evaluate(tokenizers: Any, inputs: Any, *, methods: Sequence[str] = ("merges",), renyi_alpha: float = 2.5,
+             names: Sequence[str] | None = None, config: TrainConfig | None = None, options: RunOptions | None = None,
+             **settings: Any) -> list[dict[str, Any]]:
+    """Measure tokenizers on text at corpus scale: one row per tokenizer x segmentation method.
+
+    tokenizers: a Tokenizer or a path any format of it (see Tokenizer.load), or a list of them;
+    inputs: what train reads (paths, globs, directories), but counts files. The text is counted once
+    by the counting stage (settings: workers, memory_budget, text_column; options: progress), each
+    unique chunk segmented once per method ("merges", "greedy", "shortest"). Each row has tokenizer,
+    method, tokens (the corpus token count), bytes, bytes_per_token, tokens_per_word,
+    renyi_efficiency (of order renyi_alpha over the non-special vocabulary), vocab_unused_share,
+    superword_share, documents, words and vocab_size. The merges rows equal document-by-document
+    encoding with encode_ordinary.
+    """
+    from .pipeline.corpus_eval import evaluate_corpus
+
+    single = isinstance(tokenizers, (Tokenizer, str, os.PathLike))
+    given = [tokenizers] if single else list(tokenizers)
+    loaded = [t if isinstance(t, Tokenizer) else Tokenizer.load(os.fspath(t)) for t in given]
+    if names is None:
+        names = [os.fspath(t) if not isinstance(t, Tokenizer) else f"tokenizer {k + 1}" for k, t in enumerate(given)]
+    paths = [os.fspath(p) for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)]
+    config, options = settings_of(config, options, settings)
+    return evaluate_corpus(loaded, paths, names=names, methods=methods, alpha=renyi_alpha, config=config,
+                           options=options)
+
+
 def sample_corpus_files() -> list[str]:
     """The files of the built-in sample corpus: the Python standard library's sources."""
     return default_corpus_files()

@@ -173,6 +173,8 @@ def test_heldout_is_evaluated_at_the_end(data, tmp_path, capsys):
                  "--heldout", str(tmp_path / "held.txt")]) == 0
     printed = capsys.readouterr().out
     row = _stats(out)["heldout"]
-    expected = parbpe.evaluate(parbpe.Tokenizer.load(str(out)), [str(tmp_path / "held.txt")])
+    from parbpe.tokenizer.evaluate import evaluate
+
+    expected = evaluate(parbpe.Tokenizer.load(str(out)), [str(tmp_path / "held.txt")])
     assert row == {"vocab_size": _stats(out)["vocab_size"], **expected}  # the small corpus may stop early
     assert f"Held-out (1 documents, 0.0 MB): {expected['bytes_per_token']:.4f} bytes/token" in printed

@@ -116,12 +116,12 @@ def test_eval_side_by_side(corpus, superbpe_run, tmp_path, capsys):
     capsys.readouterr()
     assert main(["eval", "--tokenizer", str(tmp_path / "bpe"), "--tokenizer", str(out), str(corpus)]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split()[:4] == ["tokenizer", "vocab", "tokens", "vs"] and len(table) == 4
+    assert table[0].split()[:5] == ["tokenizer", "method", "tokens", "vs", "first"] and len(table) == 4
     bpe_row, sb_row = table[2].split(), table[3].split()
-    assert bpe_row[0] == str(tmp_path / "bpe") and float(bpe_row[3]) == 1.0 and bpe_row[6] == "0.00%"
-    assert float(sb_row[3]) < 0.9 and float(sb_row[6].rstrip("%")) > 5
+    assert bpe_row[0] == str(tmp_path / "bpe") and float(bpe_row[3]) == 1.0 and bpe_row[7] == "0.00%"
+    assert float(sb_row[3]) < 0.9 and float(sb_row[7].rstrip("%")) > 5
     assert main(["eval", "--tokenizer", str(tmp_path / "bpe"), "--tokenizer", str(out), str(corpus), "--json"]) == 0
-    reports = json.loads(capsys.readouterr().out)
+    reports = {r["tokenizer"]: r for r in json.loads(capsys.readouterr().out)}
     assert reports[str(out)]["tokens"] < reports[str(tmp_path / "bpe")]["tokens"]
     assert reports[str(out)]["superword_vocab"] > 50 and reports[str(tmp_path / "bpe")]["superword_vocab"] == 0
 

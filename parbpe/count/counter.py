@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import TrainConfig
-from ..io.readers import ReadStats, iter_text_batches
+from ..io.readers import ReadStats, count_words, iter_text_batches
 from ..io.units import WorkUnit
 from ..patterns import SUPERWORD_LINES_PATTERN, SUPERWORD_PATTERN, Splitter, training_pattern
 from ..run.memory import format_size, system_pool, trim_heap, use_system_pool
@@ -97,6 +97,8 @@ class ShardCounter:
             self._check_limit()
         else:
             for texts in iter_text_batches(unit, self.config.text_column, self.stats):
+                if self.config.count_words:
+                    self.stats.words += count_words(texts)
                 self.add_batch(texts)
         self._uncommitted_units.append(unit_key(unit))
         if time.monotonic() - self._last_commit >= self._commit_every:

@@ -74,9 +74,10 @@ def count_stage(ctx: RunContext, units: list[WorkUnit] | TextStream, config: Tra
             stack.push(lambda kind, *_: run.discard_unless_resumable(kind))
         with _substage(ctx, "count", nested):
             counted, before = _count(ctx, units, config, run, stack)
-        stats = {key: before[key] + value for key, value in (("documents", counted.stats.documents),
+        stats = {key: before.get(key, 0) + value for key, value in (("documents", counted.stats.documents),
                                                              ("bytes", counted.stats.bytes),
                                                              ("replaced_bytes", counted.stats.replaced_bytes),
+                                                             ("words", counted.stats.words),
                                                              ("spills", counted.spills))}
         stats.update(budget=counted.budget, data_limit=counted.data_limit)
         with _substage(ctx, "reduce", nested, report=False):
@@ -106,7 +107,8 @@ def _count(ctx: RunContext, units: list[WorkUnit] | TextStream, config: TrainCon
     store); returns the result and the stats of the units counted by earlier attempts."""
     if run is None or ctx.cluster is not None:
         runs_dir = stack.enter_context(temp_work_dir(config.tmp_dir))
-        done, runs, before = set(), [], {"documents": 0, "bytes": 0, "replaced_bytes": 0, "spills": 0}
+        done, runs, before = set(), [], {"documents": 0, "bytes": 0, "replaced_bytes": 0, "words": 0,
+                                      "spills": 0}
     else:
         done, runs, before = run.committed_units()
         runs_dir = run.new_count_dir()

@@ -223,23 +223,49 @@ class Tokenizer:
             return lambda chunks: [self._encode_chunk(c) for c in chunks]
         return lambda chunks: self.segment_other(chunks, method)
 
-    def segment_other(self, chunks: Sequence[str], method: str, batch: int = 4096) -> list[list[int]]:
+    def segment_other(self, chunks: Sequence[str], method: str) -> list[list[int]]:
         """Ids of chunks by greedy or shortest over the non-special vocabulary, batched by chunk length."""
-        if self._vocab_index is None:
+        return self.segment_bytes([c.encode("utf-8") for c in chunks], method)
+
+    def segment_bytes(self, raw: Sequence[bytes], method: str) -> list[list[int]]:
+        """segment_other for chunks given as UTF-8 bytes."""
+        owner, ids = self.segment_arrays(raw, method)
+        out: list[list[int]] = [[] for _ in raw]
+        for c, t in zip(owner.tolist(), ids.tolist()):
+            out[c].append(t)
+        return out
+
+    def segment_arrays(self, raw: Sequence[bytes], method: str, cells: int = 1 << 18) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk index, token id) of every token of chunks (UTF-8 bytes) by greedy or shortest, in
+        order within each chunk; chunks go by length, in batches of about `cells` padded bytes (a
+        batch's lookups hold cells x the longest token's length ids)."""
+        if self._vocab_index is None:  # each byte string once (a stop word may repeat a merged token): its least id
             special = set(self.special_tokens.values())
-            ids = np.array(sorted(i for i in self.vocab if i not in special), dtype=np.int64)
-            tokens = [self.vocab[int(i)] for i in ids]
+            first = {}
+            for i in sorted(i for i in self.vocab if i not in special):
+                first.setdefault(self.vocab[i], i)
+            ids = np.array(list(first.values()), dtype=np.int64)
+            tokens = list(first)
             self._vocab_index = (segment.VocabIndex(tokens, max(16, max(map(len, tokens)))), ids)
         index, ids = self._vocab_index
-        run = segment.greedy if method == "greedy" else segment.shortest
-        raw = [c.encode("utf-8") for c in chunks]
-        order = sorted(range(len(raw)), key=lambda k: len(raw[k]))
-        out: list[list[int]] = [[] for _ in raw]
-        for start in range(0, len(order), batch):
-            part = order[start : start + batch]
-            for k, seg in zip(part, run(index, [raw[k] for k in part]), strict=True):
-                out[k] = ids[seg].tolist()
-        return out
+        run = segment.greedy_tokens if method == "greedy" else segment.shortest_tokens
+        sizes = np.fromiter(map(len, raw), dtype=np.int64, count=len(raw))
+        order = np.argsort(sizes, kind="stable")
+        owners, tokens, places = [], [], []
+        start = 0
+        while start < len(order):
+            width = max(int(sizes[order[min(start + cells // max(int(sizes[order[start]]), 1), len(order)) - 1]]), 1)
+            part = order[start : start + max(cells // width, 1)]
+            start += len(part)
+            owner, token, place = run(index, [raw[k] for k in part.tolist()])
+            owners.append(part[owner])
+            tokens.append(ids[token])
+            places.append(place)
+        if not owners:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        owner, token, place = np.concatenate(owners), np.concatenate(tokens), np.concatenate(places)
+        keep = np.lexsort((place, owner))
+        return owner[keep], token[keep]
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         try:

@@ -36,7 +36,7 @@ class VocabIndex:
             ids = np.array([i for i, t in enumerate(tokens) if len(t) == length], dtype=np.int64)
             if not len(ids):
                 continue
-            keys = np.frombuffer(b"".join(tokens[i] for i in ids), dtype=f"V{length}")
+            keys = _keys(np.frombuffer(b"".join(tokens[i] for i in ids), dtype=np.uint8).reshape(-1, length))
             order = np.argsort(keys, kind="stable")
             self.tables[length] = (keys[order], ids[order])
 
@@ -47,12 +47,27 @@ class VocabIndex:
         padded = np.concatenate([rows, np.zeros((n, self.max_len), dtype=np.uint8)], axis=1)
         starts = np.arange(width)
         for length, (keys, ids) in self.tables.items():
-            windows = np.lib.stride_tricks.sliding_window_view(padded, length, axis=1)[:, :width]
-            flat = np.ascontiguousarray(windows).reshape(-1).view(f"V{length}")
+            inside = starts[None, :] + length <= lengths[:, None]  # only windows inside their chunk are looked up
+            c, i = np.nonzero(inside)
+            if not len(c):
+                continue
+            flat = _keys(np.lib.stride_tricks.sliding_window_view(padded, length, axis=1)[c, i])
             pos = np.minimum(np.searchsorted(keys, flat), len(keys) - 1)
-            hit = (keys[pos] == flat).reshape(n, width) & (starts[None, :] + length <= lengths[:, None])
-            out[:, :, length - 1] = np.where(hit, ids[pos].reshape(n, width), -1)
+            hit = keys[pos] == flat
+            out[c[hit], i[hit], length - 1] = ids[pos[hit]]
         return out
+
+
+def _keys(windows: np.ndarray) -> np.ndarray:
+    """Sortable keys of byte windows (rows of equal length): big-endian uint64 up to 8 bytes (fast to
+    search), else void values of the bytes."""
+    length = windows.shape[1]
+    if length <= 8:
+        key = np.zeros(len(windows), dtype=np.uint64)
+        for k in range(length):
+            key = (key << np.uint64(8)) | windows[:, k].astype(np.uint64)
+        return key
+    return np.ascontiguousarray(windows).reshape(-1).view(f"V{length}")
 
 
 def _matrix(chunks: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -81,42 +96,72 @@ def forward_lengths(win: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 def shortest(index: VocabIndex, chunks: Sequence[bytes]) -> list[list[int]]:
     """The fewest-token segmentation of each chunk; ties go to the longest last token, recursively."""
-    if not chunks:
-        return []
-    rows, lengths = _matrix(chunks)
-    win = index.window_ids(rows, lengths)
-    dist = forward_lengths(win, lengths)
-    out = []
-    for c, end in enumerate(lengths.tolist()):
-        ids: list[int] = []
-        while end > 0:
-            for length in range(min(index.max_len, end), 0, -1):
-                tok = int(win[c, end - length, length - 1])
-                if tok >= 0 and dist[c, end - length] == dist[c, end] - 1:
-                    ids.append(tok)
-                    end -= length
-                    break
-        out.append(ids[::-1])
-    return out
+    return _as_lists(len(chunks), *shortest_tokens(index, chunks))
 
 
 def greedy(index: VocabIndex, chunks: Sequence[bytes]) -> list[list[int]]:
     """Left to right, the longest vocabulary token that prefixes the rest of each chunk (WordPiece's rule)."""
+    return _as_lists(len(chunks), *greedy_tokens(index, chunks))
+
+
+def _as_lists(n: int, owner: np.ndarray, tokens: np.ndarray, place: np.ndarray) -> list[list[int]]:
+    """Per chunk, its tokens in order, from (chunk, token, position) triples."""
+    out: list[list[int]] = [[] for _ in range(n)]
+    order = np.lexsort((place, owner))
+    for c, t in zip(owner[order].tolist(), tokens[order].tolist()):
+        out[c].append(t)
+    return out
+
+
+def shortest_tokens(index: VocabIndex, chunks: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """shortest() as arrays (chunk, token, start byte), one entry a token: the backtrack from each
+    chunk's end runs for all chunks at once, one token a step."""
     if not chunks:
-        return []
+        return _EMPTY
+    rows, lengths = _matrix(chunks)
+    win = index.window_ids(rows, lengths)
+    dist = forward_lengths(win, lengths)
+    active = np.flatnonzero(lengths > 0)
+    end = lengths[active].copy()
+    parts = []
+    while len(active):
+        chosen = np.zeros(len(active), dtype=np.int64)
+        need = dist[active, end] - 1
+        for length in range(min(index.max_len, int(end.max())), 0, -1):  # the longest that keeps the count
+            start = end - length
+            ok = (chosen == 0) & (start >= 0)
+            s = np.maximum(start, 0)
+            ok &= (win[active, s, length - 1] >= 0) & (dist[active, s] == need)
+            chosen[ok] = length
+        start = end - chosen
+        parts.append((active, win[active, start, chosen - 1], start))
+        end = start
+        keep = end > 0
+        active, end = active[keep], end[keep]
+    return tuple(np.concatenate(x) for x in zip(*parts)) if parts else _EMPTY  # type: ignore[return-value]
+
+
+def greedy_tokens(index: VocabIndex, chunks: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """greedy() as arrays (chunk, token, start byte): every chunk steps forward at once, a token a step."""
+    if not chunks:
+        return _EMPTY
     rows, lengths = _matrix(chunks)
     win = index.window_ids(rows, lengths)
     has = win >= 0
     longest = index.max_len - np.argmax(has[:, :, ::-1], axis=2)
-    out = []
-    for c, end in enumerate(lengths.tolist()):
-        ids, pos = [], 0
-        while pos < end:
-            length = int(longest[c, pos])
-            ids.append(int(win[c, pos, length - 1]))
-            pos += length
-        out.append(ids)
-    return out
+    active = np.flatnonzero(lengths > 0)
+    pos = np.zeros(len(active), dtype=np.int64)
+    parts = []
+    while len(active):
+        length = longest[active, pos]
+        parts.append((active, win[active, pos, length - 1], pos))
+        pos = pos + length
+        keep = pos < lengths[active]
+        active, pos = active[keep], pos[keep]
+    return tuple(np.concatenate(x) for x in zip(*parts)) if parts else _EMPTY  # type: ignore[return-value]
+
+
+_EMPTY = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
 
 
 def parse_hex_vocab(text: str, max_len: int = MAX_TOKEN_BYTES) -> list[bytes]:

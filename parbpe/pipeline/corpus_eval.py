@@ -1,0 +1,186 @@
+"""parbpe eval at corpus scale: the text is counted once by the counting stage (workers, the memory
+budget, any input train reads), then each unique chunk is segmented once per tokenizer and method and
+its tokens are weighted by the chunk's count.
+
+- merges: the chunk table is encoded with the tokenizer's merges by merge/encode.py (BPE's rank
+  order, merges applied a safe batch at a time, vectorized over chunks): every chunk gets the ids
+  Tokenizer.encode_ordinary gives it (tested), so the token count equals document-by-document
+  encoding of the same text. A tokenizer with a stop list (whole chunks as tokens) is encoded
+  chunk by chunk instead;
+- greedy and shortest: tokenizer/segment.py over padded batches of chunks of equal length.
+
+The work is cut into slices of the chunk table per (tokenizer, method) and spread over the workers
+(forked: they share the table); each returns per-token counts, which are added up. Special-token
+strings are text here, as in encode_ordinary. Chunk tables of tokenizers with another split pattern
+are counted separately.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..config import RunOptions, TrainConfig
+from ..io.plan import plan
+from ..merge.encode import encode_byte_table, rank_order_batches
+from ..merge.table import table_from_arrays
+from ..run.pool import default_start_method, get_context, parallel
+from ..tokenizer.evaluate import is_superword
+from ..tokenizer.inherit import inherit
+from ..tokenizer.model import Tokenizer
+from ..tokenizer.score import METHODS, renyi_efficiency
+from .context import run_context
+from .count import count_stage
+
+# The keys of every row (parbpe eval --json, parbpe.evaluate); superword_share and documents follow.
+ROW_KEYS = ("tokenizer", "method", "tokens", "bytes", "bytes_per_token", "tokens_per_word", "renyi_efficiency",
+            "vocab_unused_share")
+SLICE_BYTES = 4 << 20  # chunk bytes per task: a worker's segmentation temporaries stay small
+
+
+@dataclass
+class CountedText:
+    """The text as unique chunks (chunk k is data[offsets[k]:offsets[k + 1]], seen counts[k] times)."""
+
+    data: np.ndarray
+    offsets: np.ndarray
+    counts: np.ndarray
+    documents: int
+    words: int
+
+    @property
+    def bytes(self) -> int:
+        return int(np.dot(np.diff(self.offsets), self.counts))
+
+
+def count_text(inputs: Sequence[str], pattern: str, config: TrainConfig, options: RunOptions) -> CountedText:
+    """The chunk counts of inputs split by pattern (no special tokens: their strings are text), with
+    the documents and whitespace words read."""
+    config = dataclasses.replace(config, pattern=pattern, special_tokens=(), freq_cutoff=0, stop_list_size=0,
+                                 count_words=True, superbpe_transition=None, init=None)
+    units = [u for u in plan([str(p) for p in inputs], text_column=config.text_column)]
+    if any(u.kind.startswith("counts") for u in units):
+        raise ValueError("eval reads text (parquet, arrow, jsonl, txt), not counts files: their words are unknown")
+    with run_context(config, options) as ctx:
+        counted = count_stage(ctx, units)
+    chunks = counted.chunks
+    return CountedText(chunks.data, chunks.offsets, chunks.counts, counted.stats["documents"],
+                       counted.stats["words"])
+
+
+def token_counts(tok: Tokenizer, method: str, data: np.ndarray, offsets: np.ndarray,
+                 counts: np.ndarray) -> np.ndarray:
+    """Occurrences of each token id (index) when chunks offsets[k]:offsets[k + 1] of data, seen counts[k]
+    times, are segmented by method."""
+    size = max([*tok.vocab, *tok.special_tokens.values()]) + 1
+    if method == "merges" and not tok.stop_words:
+        return _merges_counts(tok, data, offsets, counts, size)
+    chunks = [data[a:b].tobytes() for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
+    if method != "merges":
+        owner, ids = tok.segment_arrays(chunks, method)
+        return np.bincount(ids, weights=counts[owner], minlength=size)
+    segments = [tok._encode_chunk(c.decode("utf-8")) for c in chunks]  # a stop list: chunk by chunk
+    lengths = np.fromiter(map(len, segments), dtype=np.int64, count=len(segments))
+    ids = np.fromiter((i for s in segments for i in s), dtype=np.int64, count=int(lengths.sum()))
+    return np.bincount(ids, weights=np.repeat(counts, lengths), minlength=size)
+
+
+def _merges_counts(tok: Tokenizer, data: np.ndarray, offsets: np.ndarray, counts: np.ndarray,
+                   size: int) -> np.ndarray:
+    """token_counts by the merges, the chunks encoded as a table in training's ids (merge/encode.py)."""
+    inherited = inherit(tok, "the tokenizer evaluated")
+    to_external = np.array([*tok.byte_ids, *(new for _, _, new in tok.merges)], dtype=np.int64)
+    lengths = np.diff(offsets)
+    single = lengths == 1  # one byte: its byte token (the table leaves these chunks out)
+    out = np.bincount(to_external[data[offsets[:-1][single]]], weights=counts[single], minlength=size)
+    base = int(offsets[0])
+    table = table_from_arrays(data[base:int(offsets[-1])], offsets - base, counts, 256 + len(inherited.merges))
+    if not table.n_chunks:
+        return out
+    encoded = encode_byte_table(table, inherited.merges, rank_order_batches(inherited.merges))
+    n = encoded.lengths
+    within = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+    ids = encoded.tokens[np.repeat(encoded.starts[:-1], n) + within].astype(np.int64)
+    return out + np.bincount(to_external[ids], weights=np.repeat(encoded.counts, n), minlength=size)
+
+
+_SHARED: dict[str, Any] = {}  # the text and the tokenizers, for forked workers (nothing is pickled)
+
+
+def _task(task: tuple[int, str, int, int]) -> np.ndarray:
+    t, method, c0, c1 = task
+    text = _SHARED["text"]
+    return token_counts(_SHARED["tokenizers"][t], method, text.data, text.offsets[c0:c1 + 1], text.counts[c0:c1])
+
+
+def _slices(offsets: np.ndarray, slice_bytes: int) -> list[tuple[int, int]]:
+    """Chunk ranges of about slice_bytes of chunk bytes each."""
+    cuts = np.searchsorted(offsets, np.arange(slice_bytes, int(offsets[-1]), slice_bytes))
+    bounds = sorted({0, *cuts.tolist(), len(offsets) - 1})
+    return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def score_text(text: CountedText, tokenizers: Sequence[Tokenizer], methods: Sequence[str], workers: int,
+               start_method: str | None = None, slice_bytes: int = SLICE_BYTES) -> dict[tuple[int, str], np.ndarray]:
+    """Per-token counts of the text for every (tokenizer index, method)."""
+    tasks = [(t, m, a, b) for t in range(len(tokenizers)) for m in methods for a, b in _slices(text.offsets,
+                                                                                              slice_bytes)]
+    totals: dict[tuple[int, str], np.ndarray] = {}
+    _SHARED.update(text=text, tokenizers=list(tokenizers))
+    try:
+        if workers > 1 and len(tasks) > 1:
+            results = parallel(_task, tasks, workers, get_context(start_method or default_start_method()),
+                               stage="eval", describe=lambda k, i: f"eval worker {k} (task {i})")
+        else:
+            results = map(_task, tasks)
+        for (t, m, _, _), counts in zip(tasks, results):
+            key = (t, m)
+            totals[key] = counts if key not in totals else totals[key] + counts
+    finally:
+        _SHARED.clear()
+    return totals
+
+
+def row(name: str, tok: Tokenizer, method: str, counts: np.ndarray, text: CountedText, alpha: float) -> dict:
+    """One row of the report: tokenizer x method over the counted text."""
+    counts = np.rint(counts).astype(np.int64)
+    special = set(tok.special_tokens.values())
+    regular = np.array(sorted(i for i in tok.vocab if i not in special), dtype=np.int64)
+    tokens = int(counts.sum())
+    superword = np.array([is_superword(tok.vocab[int(i)]) for i in regular], dtype=bool)
+    n_bytes = text.bytes
+    return {
+        "tokenizer": name, "method": method, "tokens": tokens, "bytes": n_bytes,
+        "bytes_per_token": n_bytes / tokens if tokens else 0.0,
+        "tokens_per_word": tokens / text.words if text.words else 0.0,
+        "renyi_efficiency": renyi_efficiency(counts[regular], len(regular), alpha),
+        "vocab_unused_share": float(np.mean(counts[regular] == 0)) if len(regular) else 0.0,
+        "superword_share": int(counts[regular][superword].sum()) / tokens if tokens else 0.0,
+        "superword_vocab": int(superword.sum()), "documents": text.documents, "words": text.words,
+        "vocab_size": tok.n_vocab,
+    }
+
+
+def evaluate_corpus(tokenizers: Sequence[Tokenizer], inputs: Sequence[str], *, names: Sequence[str] | None = None,
+                    methods: Sequence[str] = ("merges",), alpha: float = 2.5, config: TrainConfig | None = None,
+                    options: RunOptions | None = None) -> list[dict]:
+    """Rows tokenizer x method (ROW_KEYS and more) for the text of inputs, counted once per split
+    pattern. config: the counting's workers, memory budget and text column; options: its progress."""
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        raise ValueError(f"unknown segmentation method(s) {unknown}: use {', '.join(METHODS)}")
+    config, options = config or TrainConfig(), options or RunOptions()
+    names = list(names) if names is not None else [f"tokenizer {k + 1}" for k in range(len(tokenizers))]
+    rows: dict[tuple[int, str], dict] = {}
+    for pattern in dict.fromkeys(tok.pattern for tok in tokenizers):
+        mine = [k for k, tok in enumerate(tokenizers) if tok.pattern == pattern]
+        text = count_text(inputs, pattern, config, options)
+        totals = score_text(text, [tokenizers[k] for k in mine], methods, config.workers, options.start_method)
+        for (t, method), counts in totals.items():
+            k = mine[t]
+            rows[k, method] = row(names[k], tokenizers[k], method, counts, text, alpha)
+    return [rows[k, m] for k in range(len(tokenizers)) for m in methods]

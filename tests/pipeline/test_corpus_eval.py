@@ -1,0 +1,90 @@
+"""parbpe eval at corpus scale against the slow, obvious reference: every document encoded one by one
+(encode with each method), its tokens counted; the rows must match exactly, for any worker count."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+import parbpe
+from parbpe.cli import main
+from parbpe.io.plan import plan
+from parbpe.io.readers import ReadStats, iter_documents
+from parbpe.pipeline.corpus_eval import ROW_KEYS
+from parbpe.tokenizer.score import renyi_efficiency
+
+METHODS = ("merges", "greedy", "shortest")
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("eval")
+    rng = random.Random(3)
+    words = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(1, 7))) for _ in range(300)]
+    for k in range(3):
+        ends = ["", "\n", " 123.", "<|x|>"]
+        docs = [" ".join(rng.choice(words) for _ in range(rng.randint(5, 80))) + rng.choice(ends) for _ in range(150)]
+        (root / f"part{k}.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+    corpus = sorted(str(p) for p in root.glob("*.jsonl"))
+    plain = parbpe.train(corpus, vocab_size=400, special_tokens=["<|x|>"]).tokenizer
+    stop = parbpe.train(corpus, vocab_size=400, stop_list_size=5).tokenizer
+    superbpe = parbpe.train(corpus, vocab_size=450, superbpe_transition=0.8).tokenizer
+    return corpus, {"plain": plain, "stop list": stop, "superbpe": superbpe}
+
+
+def _reference(tok, corpus, method, alpha=2.5):
+    counts = np.zeros(max(tok.vocab) + 2, dtype=np.int64)
+    n_bytes = words = 0
+    stats = ReadStats()
+    for unit in plan(corpus):
+        for text in iter_documents(unit, "text", stats):
+            ids = tok.encode(text, method=method, disallowed_special=())
+            np.add.at(counts, np.asarray(ids, dtype=np.int64), 1)
+            n_bytes += len(text.encode())
+            words += len(text.split())
+    regular = sorted(i for i in tok.vocab if i not in tok.special_tokens.values())
+    return {"tokens": int(counts.sum()), "bytes": n_bytes, "words": words, "documents": stats.documents,
+            "renyi_efficiency": renyi_efficiency(counts[regular], len(regular), alpha),
+            "vocab_unused_share": float(np.mean(counts[regular] == 0))}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_rows_equal_document_by_document_encoding(setup, workers):
+    corpus, tokenizers = setup
+    names = sorted(tokenizers)
+    rows = parbpe.evaluate([tokenizers[n] for n in names], corpus, names=names, methods=METHODS, workers=workers)
+    assert [(r["tokenizer"], r["method"]) for r in rows] == [(n, m) for n in names for m in METHODS]
+    for r in rows:
+        expected = _reference(tokenizers[r["tokenizer"]], corpus, r["method"])
+        for key, value in expected.items():
+            assert r[key] == pytest.approx(value, rel=1e-12), (r["tokenizer"], r["method"], key)
+        assert set(ROW_KEYS) <= set(r)
+        assert r["bytes_per_token"] == r["bytes"] / r["tokens"] and r["tokens_per_word"] == r["tokens"] / r["words"]
+    shortest = {r["tokenizer"]: r["tokens"] for r in rows if r["method"] == "shortest"}
+    assert all(shortest[r["tokenizer"]] <= r["tokens"] for r in rows)  # the fewest tokens, always
+
+
+def test_the_command_prints_rows_and_json(setup, tmp_path, capsys):
+    corpus, tokenizers = setup
+    tokenizers["plain"].save(str(tmp_path / "tok"))
+    assert main(["eval", "--tokenizer", str(tmp_path / "tok"), *corpus, "--method", "merges,shortest",
+                 "--renyi-alpha", "3", "--workers", "2"]) == 0
+    table = capsys.readouterr().out
+    assert "Renyi(3)" in table and table.count(str(tmp_path / "tok")) == 2
+    assert main(["eval", "--tokenizer", str(tmp_path / "tok"), *corpus, "--json", "--method", "greedy"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["method"] for r in rows] == ["greedy"] and rows[0]["tokens"] == _reference(
+        tokenizers["plain"], corpus, "greedy")["tokens"]
+
+
+def test_bad_methods_and_counts_files_are_one_line_errors(setup, tmp_path, capsys):
+    corpus, tokenizers = setup
+    tokenizers["plain"].save(str(tmp_path / "tok"))
+    assert main(["eval", "--tokenizer", str(tmp_path / "tok"), *corpus, "--method", "merges,bpe"]) == 2
+    assert "unknown segmentation method(s) ['bpe']" in capsys.readouterr().err
+    parbpe.count_to_file(corpus, str(tmp_path / "c.parquet"), parbpe.TrainConfig())
+    assert main(["eval", "--tokenizer", str(tmp_path / "tok"), str(tmp_path / "c.parquet")]) == 2
+    assert "not counts files" in capsys.readouterr().err
