@@ -145,6 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="parquet/arrow column or jsonl field with the text (default: text)")
     encode.add_argument("--allow-special", action="store_true", help="encode special-token strings as specials")
     encode.add_argument("--show", action="store_true", help="print each token's bytes next to its id")
+    encode.add_argument("--method", default="merges", choices=("merges", "greedy", "shortest"),
+                        help="segmentation: the merges (BPE), greedy longest prefix, or the fewest tokens "
+                             "(default: merges)")
+    encode.add_argument("--dropout", type=float, default=0.0, metavar="P",
+                        help="BPE-dropout: skip each applicable merge with probability P (default: 0, off)")
+    encode.add_argument("--seed", type=int, default=None, help="seed of --dropout's choices (default: random)")
     _add_debug(encode)
 
     decode = sub.add_parser("decode", help="decode token ids into text")
@@ -340,11 +346,15 @@ def _encode(args: argparse.Namespace) -> int:
     if args.files:
         if args.text is not None:
             raise ValueError("give either TEXT or --files, not both")
+        if args.dropout or args.method != "merges":
+            raise ValueError("--files encodes by the merges, without dropout: drop --method/--dropout, or encode "
+                             "TEXT (or standard input)")
         for ids in encode_files(tok, args.files, args.text_column, args.workers, args.allow_special):
             sys.stdout.write(ids + "\n")
         return 0
     text = args.text if args.text is not None else sys.stdin.read()
-    ids = tok.encode(text, allowed_special="all" if args.allow_special else set())
+    ids = tok.encode(text, allowed_special="all" if args.allow_special else set(), method=args.method,
+                     dropout=args.dropout, seed=args.seed)
     if args.show:
         for i in ids:
             print(i, repr(tok.token_bytes(i)))

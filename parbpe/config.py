@@ -154,6 +154,11 @@ class TrainConfig:
         help="directory for spilled counts, removed at the end; train keeps them in its run directory instead "
              "(--run-dir)")
     # Roles of special tokens for transformers (tokenizer_config.json); eos defaults to the first special.
+    dropout: float | None = setting(
+        None, group="output", parse=float, metavar="P", shown="none",
+        help="BPE-dropout (Provilkov et al. 2020) recorded in tokenizer.json's BPE model: `tokenizers` and "
+             "transformers then skip each merge with probability P when they encode (for training a model; the "
+             "merges learned are the same)")
     eos_token: str | None = setting(
         None, group="vocabulary", metavar="TOKEN", shown="the first special token",
         help="the special token transformers uses as eos_token")
@@ -188,6 +193,8 @@ class TrainConfig:
             _check_roles(self)
         if isinstance(self.memory_budget, str):
             object.__setattr__(self, "memory_budget", parse_size(self.memory_budget))
+        if self.dropout is not None and not (isinstance(self.dropout, (int, float)) and 0 < self.dropout < 1):
+            raise ValueError(f"dropout must be a probability between 0 and 1 (exclusive), got {self.dropout!r}")
         for name in ("vocab_size", "freq_cutoff", "stop_list_size", "max_batch_size", "cap_divisor", "workers",
                      "max_chunk_bytes"):
             value = getattr(self, name)

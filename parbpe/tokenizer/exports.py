@@ -61,9 +61,10 @@ def export_problems(tok: Tokenizer) -> dict[str, str]:
     return problems
 
 
-def hf_json(tok: Tokenizer, vocab: Any = None, merges: Any = None) -> dict[str, Any]:
+def hf_json(tok: Tokenizer, vocab: Any = None, merges: Any = None, dropout: float | None = None) -> dict[str, Any]:
     """The `tokenizers` library's tokenizer.json (BPE model, Split + ByteLevel pre-tokenizer);
-    vocab and merges, if given, stand in for the model's vocabulary and merges (hf_json_pieces)."""
+    vocab and merges, if given, stand in for the model's vocabulary and merges (hf_json_pieces);
+    dropout: BPE-dropout's probability, which `tokenizers` applies when it encodes (None: off)."""
     specials = tok.special_tokens
     return {
         "version": "1.0",
@@ -85,7 +86,7 @@ def hf_json(tok: Tokenizer, vocab: Any = None, merges: Any = None) -> dict[str, 
         "post_processor": None,
         "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
         "model": {
-            "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+            "type": "BPE", "dropout": dropout or None, "unk_token": None, "continuing_subword_prefix": None,
             "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
             "vocab": unicode_vocab(tok) if vocab is None else vocab,
             "merges": merge_lines(tok) if merges is None else merges,
@@ -190,11 +191,11 @@ def merges_txt_pieces(tok: Tokenizer) -> Iterator[str | bytes]:
     yield from _merge_pieces(tok, quoted=False)
 
 
-def hf_json_pieces(tok: Tokenizer) -> Iterator[str | bytes]:
+def hf_json_pieces(tok: Tokenizer, dropout: float | None = None) -> Iterator[str | bytes]:
     """tokenizer.json: json.dumps(hf_json(tok), ensure_ascii=False), in pieces (the vocabulary and
     the merges are put in place of two markers of the rest)."""
     vocab_marker, merges_marker = "\0parbpe vocab\0", "\0parbpe merges\0"
-    skeleton = hf_json(tok, vocab=vocab_marker, merges=merges_marker)
+    skeleton = hf_json(tok, vocab=vocab_marker, merges=merges_marker, dropout=dropout)
     text = json.dumps(skeleton, ensure_ascii=False)
     before, rest = text.split(json.dumps(vocab_marker), 1)
     middle, after = rest.split(json.dumps(merges_marker), 1)
@@ -289,7 +290,7 @@ def file_makers(tok: Tokenizer, config: dict[str, Any] | None = None
     hf_texts = functools.cache(lambda: transformers_files(tok, special_token_roles(tok, config)))
     writers = {
         "parbpe.json": lambda: json.dumps(parbpe_json(tok, config), indent=1),
-        "tokenizer.json": lambda: hf_json_pieces(tok),
+        "tokenizer.json": lambda: hf_json_pieces(tok, (config or {}).get("dropout")),
         "vocab.json": lambda: vocab_json_pieces(tok),
         "merges.txt": lambda: merges_txt_pieces(tok),
         "tokenizer.tiktoken": lambda: tiktoken_pieces(tok),
