@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 LIMIT = 5.0
+STDIN_TEXT = Path(tempfile.gettempdir()) / "kill_loop_stdin.txt"  # the stream setup's text (made by main)
 
 
 def descendants(pid: int) -> list[int]:
@@ -48,10 +49,12 @@ def descendants(pid: int) -> list[int]:
 
 
 def command(corpus: Path, out: Path, workers: int, setup: str, vocab: int) -> list[str]:
-    """The `parbpe train` command line of one run."""
-    args = [sys.executable, "-m", "parbpe.cli", "train", str(corpus), "--vocab-size", str(vocab),
-            "--workers", str(workers), "--out", str(out), "--progress", "none"]
-    return args + {"plain": [], "spill": ["--data-limit", "2MB"], "superbpe": ["--superbpe-transition", "0.5"]}[setup]
+    """The `parbpe train` command line of one run (stream: the text comes on standard input, counted
+    by the stream path's workers, count/stream.py)."""
+    args = [sys.executable, "-m", "parbpe.cli", "train", "-" if setup == "stream" else str(corpus), "--vocab-size",
+            str(vocab), "--workers", str(workers), "--out", str(out), "--progress", "none"]
+    return args + {"plain": [], "stream": [], "spill": ["--data-limit", "2MB"],
+                   "superbpe": ["--superbpe-transition", "0.5"]}[setup]
 
 
 def worker_pids(pid: int) -> list[int]:
@@ -120,7 +123,10 @@ def one_kill(args: list[str], out: Path, reference: Path, duration: float,
     seconds to exit after the kill, seconds into the run of the kill)."""
     shutil.rmtree(out, ignore_errors=True)
     started = time.monotonic()
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    stdin = open(STDIN_TEXT, "rb") if "-" in args else subprocess.DEVNULL  # noqa: SIM115 (closed below)
+    proc = subprocess.Popen(args, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if stdin is not subprocess.DEVNULL:
+        stdin.close()
     time.sleep(rng.uniform(0.3, duration))
     workers = worker_pids(proc.pid)
     while not workers and proc.poll() is None:  # between pools: the next worker to start is killed
@@ -163,6 +169,8 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=1)
     parser.add_argument("--vocab-size", type=int, default=2048)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--kinds", default="plain,spill,superbpe,stream",
+                        help="which setups to draw from (plain, spill, superbpe, stream)")
     options = parser.parse_args()
     rng = random.Random(options.seed)
     work = Path(tempfile.mkdtemp(prefix="kill_loop_"))
@@ -174,13 +182,23 @@ def main() -> None:
     full.mkdir()
     for shard in sorted(options.data.glob("train-*.parquet")):
         os.symlink(shard, full / shard.name)
-    setups = [(w, kind) for w in (1, 2, 3) for kind in ("plain", "spill")] + [(2, "superbpe"), (3, "superbpe")]
+    kinds = options.kinds.split(",")
+    setups = [(w, kind) for w in (1, 2, 3) for kind in ("plain", "spill", "stream") if kind in kinds]
+    setups += [(w, "superbpe") for w in (2, 3) if "superbpe" in kinds]
+    if "stream" in kinds:
+        import pyarrow.parquet as pq
+
+        with open(STDIN_TEXT, "w", encoding="utf-8") as f:
+            for shard in sorted(corpus.iterdir()):
+                for text in pq.read_table(shard, columns=["text"]).column("text").to_pylist():
+                    f.write(text.replace("\n", " ") + "\n")
     references = {}
     for workers, kind in setups:
         ref = work / f"ref-{workers}-{kind}"
         started = time.monotonic()
-        subprocess.run(command(full if kind == "superbpe" else corpus, ref, workers, kind, options.vocab_size),
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(STDIN_TEXT if kind == "stream" else os.devnull, "rb") as stdin:
+            subprocess.run(command(full if kind == "superbpe" else corpus, ref, workers, kind, options.vocab_size),
+                           check=True, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         stats = json.loads((ref / "stats.json").read_text())
         references[workers, kind] = (ref, time.monotonic() - started, stats)
         print(f"reference workers={workers} {kind}: {references[workers, kind][1]:.1f} s", flush=True)

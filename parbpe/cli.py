@@ -181,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--progress", choices=("bar", "jsonl", "none"), default="none",
                     help="progress of the counting on stderr (default: none)")
     ev.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+    ev.add_argument("--plot", default=None, metavar="FILE.png",
+                    help="also draw bytes/token and Renyi efficiency per tokenizer and method (pip install "
+                         "'parbpe[plot]')")
     _add_debug(ev)
     return parser
 
@@ -383,6 +386,10 @@ def _eval(args: argparse.Namespace) -> int:
     config = TrainConfig(workers=args.workers, text_column=args.text_column, memory_budget=args.memory_budget)
     rows = evaluate_corpus(tokenizers, args.inputs, names=args.tokenizer, methods=methods, alpha=args.renyi_alpha,
                            config=config, options=RunOptions(progress=args.progress))
+    if args.plot:
+        from .pipeline.eval_plot import plot_rows
+
+        plot_rows(rows, args.plot, args.renyi_alpha)
     if args.json:
         print(json.dumps(rows, indent=1))
     else:

@@ -88,3 +88,14 @@ def test_bad_methods_and_counts_files_are_one_line_errors(setup, tmp_path, capsy
     parbpe.count_to_file(corpus, str(tmp_path / "c.parquet"), parbpe.TrainConfig())
     assert main(["eval", "--tokenizer", str(tmp_path / "tok"), str(tmp_path / "c.parquet")]) == 2
     assert "not counts files" in capsys.readouterr().err
+
+
+def test_plot_draws_a_png(setup, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    corpus, tokenizers = setup
+    tokenizers["plain"].save(str(tmp_path / "a"))
+    tokenizers["superbpe"].save(str(tmp_path / "b"))
+    png = tmp_path / "eval.png"
+    assert main(["eval", "--tokenizer", str(tmp_path / "a"), "--tokenizer", str(tmp_path / "b"), *corpus,
+                 "--method", "merges,shortest", "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
