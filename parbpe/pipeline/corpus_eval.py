@@ -33,7 +33,7 @@ from ..tokenizer.evaluate import is_superword
 from ..tokenizer.inherit import inherit
 from ..tokenizer.model import Tokenizer
 from ..tokenizer.score import METHODS, renyi_efficiency
-from .context import run_context
+from .context import RunContext, run_context
 from .count import count_stage
 
 # The keys of every row (parbpe eval --json, parbpe.evaluate); superword_share and documents follow.
@@ -59,14 +59,20 @@ class CountedText:
 
 def count_text(inputs: Sequence[str], pattern: str, config: TrainConfig, options: RunOptions) -> CountedText:
     """The chunk counts of inputs split by pattern (no special tokens: their strings are text), with
-    the documents and whitespace words read."""
-    config = dataclasses.replace(config, pattern=pattern, special_tokens=(), freq_cutoff=0, stop_list_size=0,
+    the documents and whitespace words read, in a run of their own."""
+    with run_context(config, options) as ctx:
+        return count_text_in(ctx, inputs, pattern, nested=False)
+
+
+def count_text_in(ctx: RunContext, inputs: Sequence[str], pattern: str, nested: bool = True) -> CountedText:
+    """count_text within a run (train's --heldout: nested in its evaluate stage)."""
+    config = dataclasses.replace(ctx.config, pattern=pattern, special_tokens=(), eos_token=None, bos_token=None,
+                                 pad_token=None, freq_cutoff=0, stop_list_size=0,
                                  count_words=True, superbpe_transition=None, init=None)
     units = [u for u in plan([str(p) for p in inputs], text_column=config.text_column)]
     if any(u.kind.startswith("counts") for u in units):
         raise ValueError("eval reads text (parquet, arrow, jsonl, txt), not counts files: their words are unknown")
-    with run_context(config, options) as ctx:
-        counted = count_stage(ctx, units)
+    counted = count_stage(ctx, units, config, nested=nested)
     chunks = counted.chunks
     return CountedText(chunks.data, chunks.offsets, chunks.counts, counted.stats["documents"],
                        counted.stats["words"])
