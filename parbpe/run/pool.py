@@ -150,10 +150,15 @@ def start_workers(context, target: Callable, args_of: Callable[[int], tuple], wo
 
 
 def _with_own_end_only(inherited: list, target: Callable, *args) -> None:
-    """In a forked worker: close the parent's ends of its own and the earlier workers' pipes, then run target."""
+    """In a worker: close the parent's ends of its own and the earlier workers' pipes (forked), then
+    run target. A pipe to the parent that breaks (the parent stopped listening: a sibling died and
+    the run is ending with that error) ends the worker quietly, with no traceback of its own."""
     for conn in inherited:
         conn.close()
-    target(*args)
+    try:
+        target(*args)
+    except (BrokenPipeError, ConnectionResetError, EOFError):
+        os._exit(0)
 
 
 def start_piped_workers(context, target: Callable, args_of: Callable[[int, object], tuple], workers: int,

@@ -69,3 +69,30 @@ def _held(pid: int) -> set[str]:
         with contextlib.suppress(OSError):
             held.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
     return held
+
+
+def test_a_worker_whose_parent_stopped_listening_ends_quietly(tmp_path):
+    """The kill loop's finding (2026-11-24): when a sibling died and the parent stopped the run, a
+    surviving worker sending its answer met a broken pipe and printed a traceback before the run's
+    one error line. It now ends quietly."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent('''
+        import time
+        from parbpe.run.pool import get_context, start_piped_workers
+
+        def answer_late(conn):
+            time.sleep(0.3)
+            conn.send(b"x" * 1_000_000)  # the parent's end is closed by then
+
+        if __name__ == "__main__":
+            procs, conns = start_piped_workers(get_context("fork"), answer_late, lambda k, end: (end,), 1)
+            for conn in conns:
+                conn.close()
+            procs[0].join(10)
+            print(procs[0].exitcode)
+    ''')
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "0" and done.stderr == "", done.stderr
