@@ -2,8 +2,9 @@
 times, and check that every run ends within 5 s of the kill: exit 2 with one line on stderr, or
 exit 0 with outputs identical to an undisturbed run. A hang is a run still alive 5 s after the kill.
 
-Setups: 2 and 3 workers (with 1, no worker process runs), with and without spills (--data-limit 2MB: every counting worker spills
-many times), text on standard input (the stream path's workers), on --shards shards of realmix; and SuperBPE on all eight shards (its stage-2 table is
+Setups: 2 and 3 workers (with 1, no worker process runs), with and without spills (--data-limit
+2MB: every counting worker spills many times), text on standard input (the stream path's
+workers), on --shards shards of realmix; and SuperBPE on all eight shards (its stage-2 table is
 large enough for merge workers, which encode it first). The moment is drawn over the undisturbed
 run's duration; if no worker is alive then, the first worker to appear is killed. The stage killed
 in is named from the undisturbed run's stage times (stats.json).
