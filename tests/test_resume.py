@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 # stats.json fields that differ between any two runs (times, peaks, what the free memory allowed).
-VOLATILE = {"seconds", "merge_seconds", "peak_rss_bytes", "memory_budget", "worker_data_limit", "spills",
+VOLATILE = {"seconds", "merge_seconds", "peak_rss_bytes", "memory_budget", "worker_data_limit", "spills", "caller_held_bytes",
             "peak_rss_by_stage", "merge_fit"}  # merge_fit: its estimate is from the RSS at the time
 SETTINGS = {
     "plain": [],
@@ -284,11 +284,11 @@ def test_a_run_refused_for_its_budget_keeps_only_the_counts_and_says_so(corpus, 
     """The merge stage's estimate refuses the budget after counting: OUT holds the run directory and
     nothing else, the message names it, and --resume with a larger budget (the default, as the
     reference run's) writes the files of an uninterrupted run."""
-    import parbpe.merge.coordinator as coordinator
+    import parbpe.merge.fit as fit
 
     out = tmp_path / "tok"
     with monkeypatch.context() as patched:  # an estimate no budget of this machine meets: refused
-        patched.setattr(coordinator, "MERGE_BYTES_PER_TOKEN", 10**6)
+        patched.setattr(fit, "MERGE_BYTES_PER_TOKEN", 10**6)
         refused = _in_process(_command(corpus, out, "plain", "--workers", "2", "--memory-budget", "2GB"))
     assert refused.returncode == 2, refused.stderr
     line = refused.stderr.strip()

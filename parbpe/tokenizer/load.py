@@ -102,14 +102,21 @@ def _read_cached(path: str, stamp: tuple) -> dict[str, Any]:
 
 def is_rank_file(path: str) -> bool:
     """Whether read_any reads path as a tiktoken rank file (the one format without a split pattern)."""
-    return not os.path.isdir(path) and not path.endswith(".json")
+    return not _is_directory(path) and not path.endswith(".json")
+
+
+def _is_directory(path: str) -> bool:
+    """A local directory, or a remote prefix holding a tokenizer's files (object stores have no folders)."""
+    if not is_remote(path):
+        return os.path.isdir(path)
+    return any(exists(os.path.join(path, name)) for name in ("parbpe.json", "vocab.json", "tokenizer.json"))
 
 
 def _read(path: str) -> dict[str, Any]:
     """read_any's work: which format path holds, read."""
-    if not exists(path):
+    if not exists(path) and not _is_directory(path):
         raise FileNotFoundError(f"no tokenizer at {path}")
-    if os.path.isdir(path):
+    if _is_directory(path):
         if not exists(os.path.join(path, "parbpe.json")) and not exists(os.path.join(path, "vocab.json")) \
                 and exists(os.path.join(path, "tokenizer.json")):
             found = read_tokenizer_json(os.path.join(path, "tokenizer.json"))

@@ -168,4 +168,5 @@ def test_train_reports_peaks_by_stage_and_the_merge_fit(tmp_path):
     assert max(stats["peak_rss_by_stage"].values()) == stats["peak_rss_bytes"]
     fit = stats["merge_fit"]
     assert fit["table_tokens"] == stats["table_tokens"] and not fit["auto_cutoff"] and fit["min_count"] == 1
-    assert fit["estimate_bytes"] > stats["peak_rss_by_stage"]["reduce"] // 2
+    # the estimate leaves out what this (test) process held when the run started: stats say how much
+    assert fit["estimate_bytes"] + stats["caller_held_bytes"] > stats["peak_rss_by_stage"]["reduce"] // 2
