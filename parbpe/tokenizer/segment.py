@@ -22,9 +22,10 @@ class VocabIndex:
     """Byte-string vocabulary indexed for window lookups: per token length a sorted void array and its ids."""
 
     def __init__(self, tokens: Sequence[bytes], max_len: int = MAX_TOKEN_BYTES) -> None:
-        if len(set(tokens)) != len(tokens):
+        distinct = set(tokens)
+        if len(distinct) != len(tokens):
             raise ValueError("vocabulary has repeated tokens; give each byte string once")
-        missing = [b for b in range(256) if bytes([b]) not in set(tokens)]
+        missing = [b for b in range(256) if bytes([b]) not in distinct]
         if missing:
             raise ValueError(f"vocabulary lacks single bytes {missing[:8]}...; every byte 0..255 must be a token")
         long = [t for t in tokens if len(t) > max_len or not t]
@@ -32,21 +33,26 @@ class VocabIndex:
             raise ValueError(f"token {long[0]!r} is empty or longer than {max_len} bytes; drop it or raise the limit")
         self.max_len = max(len(t) for t in tokens)
         self.tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        for length in range(1, self.max_len + 1):
-            ids = np.array([i for i, t in enumerate(tokens) if len(t) == length], dtype=np.int64)
-            if not len(ids):
-                continue
+        by_length: dict[int, list[int]] = {}
+        for i, t in enumerate(tokens):
+            by_length.setdefault(len(t), []).append(i)
+        for length in sorted(by_length):  # in increasing length: window_ids stops at the batch's width
+            ids = np.array(by_length[length], dtype=np.int64)
             keys = _keys(np.frombuffer(b"".join(tokens[i] for i in ids), dtype=np.uint8).reshape(-1, length))
             order = np.argsort(keys, kind="stable")
             self.tables[length] = (keys[order], ids[order])
 
     def window_ids(self, rows: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-        """ids[c, i, l-1]: the token of rows[c, i:i+l] if it is in the vocabulary and inside the chunk, else -1."""
+        """ids[c, i, l-1]: the token of rows[c, i:i+l] if it is in the vocabulary and inside the chunk, else -1
+        (l up to the vocabulary's longest token or the batch's longest chunk, whichever is shorter)."""
         n, width = rows.shape
-        out = np.full((n, width, self.max_len), -1, dtype=np.int64)
-        padded = np.concatenate([rows, np.zeros((n, self.max_len), dtype=np.uint8)], axis=1)
+        longest = min(self.max_len, width)  # no window is longer than the longest chunk of the batch
+        out = np.full((n, width, longest), -1, dtype=np.int64)
+        padded = np.concatenate([rows, np.zeros((n, longest), dtype=np.uint8)], axis=1)
         starts = np.arange(width)
         for length, (keys, ids) in self.tables.items():
+            if length > longest:
+                break
             inside = starts[None, :] + length <= lengths[:, None]  # only windows inside their chunk are looked up
             c, i = np.nonzero(inside)
             if not len(c):
@@ -72,11 +78,12 @@ def _keys(windows: np.ndarray) -> np.ndarray:
 
 def _matrix(chunks: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
     """Chunks as rows of a zero-padded uint8 matrix and their lengths."""
-    lengths = np.array([len(c) for c in chunks], dtype=np.int64)
+    lengths = np.fromiter(map(len, chunks), dtype=np.int64, count=len(chunks))
     width = int(lengths.max()) if len(chunks) else 0
     rows = np.zeros((len(chunks), width), dtype=np.uint8)
-    for r, chunk in enumerate(chunks):
-        rows[r, : len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
+    flat = np.frombuffer(b"".join(chunks), dtype=np.uint8)
+    within = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    rows[np.repeat(np.arange(len(chunks)), lengths), within] = flat
     return rows, lengths
 
 
@@ -127,7 +134,7 @@ def shortest_tokens(index: VocabIndex, chunks: Sequence[bytes]) -> tuple[np.ndar
     while len(active):
         chosen = np.zeros(len(active), dtype=np.int64)
         need = dist[active, end] - 1
-        for length in range(min(index.max_len, int(end.max())), 0, -1):  # the longest that keeps the count
+        for length in range(min(win.shape[2], int(end.max())), 0, -1):  # the longest that keeps the count
             start = end - length
             ok = (chosen == 0) & (start >= 0)
             s = np.maximum(start, 0)
@@ -148,7 +155,7 @@ def greedy_tokens(index: VocabIndex, chunks: Sequence[bytes]) -> tuple[np.ndarra
     rows, lengths = _matrix(chunks)
     win = index.window_ids(rows, lengths)
     has = win >= 0
-    longest = index.max_len - np.argmax(has[:, :, ::-1], axis=2)
+    longest = win.shape[2] - np.argmax(has[:, :, ::-1], axis=2)
     active = np.flatnonzero(lengths > 0)
     pos = np.zeros(len(active), dtype=np.int64)
     parts = []
