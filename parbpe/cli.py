@@ -145,9 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="parquet/arrow column or jsonl field with the text (default: text)")
     encode.add_argument("--allow-special", action="store_true", help="encode special-token strings as specials")
     encode.add_argument("--show", action="store_true", help="print each token's bytes next to its id")
-    encode.add_argument("--method", default="merges", choices=("merges", "greedy", "shortest"),
+    encode.add_argument("--method", default=None, choices=("merges", "greedy", "shortest"),
                         help="segmentation: the merges (BPE), greedy longest prefix, or the fewest tokens "
-                             "(default: merges)")
+                             "(default: the tokenizer's own)")
     encode.add_argument("--dropout", type=float, default=0.0, metavar="P",
                         help="BPE-dropout: skip each applicable merge with probability P (default: 0, off)")
     encode.add_argument("--seed", type=int, default=None, help="seed of --dropout's choices (default: random)")
@@ -167,9 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_rank_pattern(ev)
     ev.add_argument("inputs", nargs="+", metavar="INPUT",
                     help="files, globs or directories of text (anything train reads but counts files)")
-    ev.add_argument("--method", default="merges", metavar="METHOD[,METHOD]",
+    ev.add_argument("--method", default=None, metavar="METHOD[,METHOD]",
                     help="segmentation: merges (BPE's), greedy (longest prefix first), shortest (fewest tokens, "
-                         "PathPiece's), as a comma list (default: merges)")
+                         "PathPiece's), as a comma list (default: each tokenizer's own: merges, or shortest for a "
+                         "vocabulary without merges)")
     ev.add_argument("--renyi-alpha", type=float, default=2.5, metavar="A",
                     help="the order of the Renyi entropy in the efficiency (default: 2.5, as Zouhar et al.)")
     ev.add_argument("--text-column", default="text",
@@ -349,7 +350,7 @@ def _encode(args: argparse.Namespace) -> int:
     if args.files:
         if args.text is not None:
             raise ValueError("give either TEXT or --files, not both")
-        if args.dropout or args.method != "merges":
+        if args.dropout or args.method not in (None, "merges"):
             raise ValueError("--files encodes by the merges, without dropout: drop --method/--dropout, or encode "
                              "TEXT (or standard input)")
         for ids in encode_files(tok, args.files, args.text_column, args.workers, args.allow_special):
@@ -381,7 +382,7 @@ def _eval(args: argparse.Namespace) -> int:
     from .config import RunOptions, TrainConfig
     from .pipeline.corpus_eval import evaluate_corpus
 
-    methods = [m.strip() for m in args.method.split(",") if m.strip()]
+    methods = [m.strip() for m in args.method.split(",") if m.strip()] if args.method is not None else None
     tokenizers = [load_tokenizer(d, args.pattern) for d in args.tokenizer]  # all loaded before any is measured
     config = TrainConfig(workers=args.workers, text_column=args.text_column, memory_budget=args.memory_budget)
     rows = evaluate_corpus(tokenizers, args.inputs, names=args.tokenizer, methods=methods, alpha=args.renyi_alpha,

@@ -114,7 +114,7 @@ def count_to_file(inputs: Any, out_path: str, config: TrainConfig, *, freq_cutof
         return counts_file_stage(ctx, job, out_path, freq_cutoff)
 
 
-def evaluate(tokenizers: Any, inputs: Any, *, methods: Sequence[str] = ("merges",), renyi_alpha: float = 2.5,
+def evaluate(tokenizers: Any, inputs: Any, *, methods: Sequence[str] | None = None, renyi_alpha: float = 2.5,
              names: Sequence[str] | None = None, config: TrainConfig | None = None, options: RunOptions | None = None,
              **settings: Any) -> list[dict[str, Any]]:
     """Measure tokenizers on text at corpus scale: one row per tokenizer x segmentation method.
@@ -122,7 +122,8 @@ def evaluate(tokenizers: Any, inputs: Any, *, methods: Sequence[str] = ("merges"
     tokenizers: a Tokenizer or a path any format of it (see Tokenizer.load), or a list of them;
     inputs: what train reads (paths, globs, directories), but counts files. The text is counted once
     by the counting stage (settings: workers, memory_budget, text_column; options: progress), each
-    unique chunk segmented once per method ("merges", "greedy", "shortest"). Each row has tokenizer,
+    unique chunk segmented once per method ("merges", "greedy", "shortest"; None: each tokenizer's
+    own segmentation: merges, or shortest for a vocabulary without merges). Each row has tokenizer,
     method, tokens (the corpus token count), bytes, bytes_per_token, tokens_per_word,
     renyi_efficiency (of order renyi_alpha over the non-special vocabulary), vocab_unused_share,
     superword_share, documents, words and vocab_size. The merges rows equal document-by-document

@@ -130,11 +130,16 @@ def _slices(offsets: np.ndarray, slice_bytes: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
-def score_text(text: CountedText, tokenizers: Sequence[Tokenizer], methods: Sequence[str], workers: int,
-               start_method: str | None = None, slice_bytes: int = SLICE_BYTES) -> dict[tuple[int, str], np.ndarray]:
-    """Per-token counts of the text for every (tokenizer index, method)."""
-    tasks = [(t, m, a, b) for t in range(len(tokenizers)) for m in methods for a, b in _slices(text.offsets,
-                                                                                              slice_bytes)]
+def score_text(text: CountedText, tokenizers: Sequence[Tokenizer], methods: Sequence[str] | Sequence[Sequence[str]],
+               workers: int, start_method: str | None = None,
+               slice_bytes: int = SLICE_BYTES) -> dict[tuple[int, str], np.ndarray]:
+    """Per-token counts of the text for every (tokenizer index, method); methods: the same for every
+    tokenizer, or a list of them per tokenizer."""
+    per = [[methods] if isinstance(methods, str) else list(methods)] * len(tokenizers)
+    if methods and not isinstance(methods[0], str):
+        per = [list(m) for m in methods]
+    slices = _slices(text.offsets, slice_bytes)
+    tasks = [(t, m, a, b) for t in range(len(tokenizers)) for m in per[t] for a, b in slices]
     totals: dict[tuple[int, str], np.ndarray] = {}
     _SHARED.update(text=text, tokenizers=list(tokenizers))
     try:
@@ -172,21 +177,29 @@ def row(name: str, tok: Tokenizer, method: str, counts: np.ndarray, text: Counte
 
 
 def evaluate_corpus(tokenizers: Sequence[Tokenizer], inputs: Sequence[str], *, names: Sequence[str] | None = None,
-                    methods: Sequence[str] = ("merges",), alpha: float = 2.5, config: TrainConfig | None = None,
+                    methods: Sequence[str] | None = None, alpha: float = 2.5, config: TrainConfig | None = None,
                     options: RunOptions | None = None) -> list[dict]:
     """Rows tokenizer x method (ROW_KEYS and more) for the text of inputs, counted once per split
-    pattern. config: the counting's workers, memory budget and text column; options: its progress."""
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown or not methods:
+    pattern. methods: None gives each tokenizer its own segmentation (merges, or shortest for a
+    vocabulary without merges). config: the counting's workers, memory budget and text column;
+    options: its progress."""
+    unknown = [m for m in methods or () if m not in METHODS]
+    if unknown or (methods is not None and not methods):
         raise ValueError(f"unknown segmentation method(s) {unknown}: use {', '.join(METHODS)}")
+    per = [list(methods) if methods else [tok.segmentation] for tok in tokenizers]
+    for k, tok in enumerate(tokenizers):
+        if tok.tokens and "merges" in per[k]:
+            raise ValueError(f"{names[k] if names else f'tokenizer {k + 1}'} is a vocabulary without merges: "
+                             "evaluate it with --method greedy or shortest")
     config, options = config or TrainConfig(), options or RunOptions()
     names = list(names) if names is not None else [f"tokenizer {k + 1}" for k in range(len(tokenizers))]
     rows: dict[tuple[int, str], dict] = {}
     for pattern in dict.fromkeys(tok.pattern for tok in tokenizers):
         mine = [k for k, tok in enumerate(tokenizers) if tok.pattern == pattern]
         text = count_text(inputs, pattern, config, options)
-        totals = score_text(text, [tokenizers[k] for k in mine], methods, config.workers, options.start_method)
+        totals = score_text(text, [tokenizers[k] for k in mine], [per[k] for k in mine], config.workers,
+                            options.start_method)
         for (t, method), counts in totals.items():
             k = mine[t]
             rows[k, method] = row(names[k], tokenizers[k], method, counts, text, alpha)
-    return [rows[k, m] for k in range(len(tokenizers)) for m in methods]
+    return [rows[k, m] for k in range(len(tokenizers)) for m in per[k]]

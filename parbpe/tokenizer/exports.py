@@ -23,7 +23,7 @@ FORMAT_VERSION = 1
 # Every file name file_makers can write: an output directory's earlier files are recognized by them
 # (pipeline/out_dir.py), so a new run into the same --out leaves none of an earlier run behind.
 EXPORT_NAMES = ("parbpe.json", "tokenizer.json", "vocab.json", "merges.txt", "tokenizer.tiktoken",
-                "tokenizer_config.json", "special_tokens_map.json")
+                "tokenizer_config.json", "special_tokens_map.json", "vocab.hex")
 
 
 class Tokenizer(Protocol):
@@ -43,6 +43,12 @@ class Tokenizer(Protocol):
 def export_problems(tok: Tokenizer) -> dict[str, str]:
     """Formats this tokenizer cannot be written in, with the reason."""
     problems = {}
+    if tok.tokens:
+        reason = (f"a vocabulary without merges (segmented by {tok.segmentation}) has no merges for this format; "
+                  "use parbpe.json or vocab.hex")
+        problems.update(dict.fromkeys(("tokenizer.json", "vocab.json", "merges.txt", "tokenizer.tiktoken",
+                                       "tokenizer_config.json", "special_tokens_map.json"), reason))
+        return problems
     if tok.stop_words:
         reason = ("a stop list maps whole chunks to tokens, which merges-only formats cannot "
                   "express (they would encode differently); use parbpe.json")
@@ -221,6 +227,14 @@ def tiktoken_pieces(tok: Tokenizer) -> Iterator[str | bytes]:
             yield f" {i}\n"
 
 
+def hex_vocab_pieces(tok: Tokenizer) -> Iterator[str]:
+    """The vocabulary as hex bytes of each non-special token, one a line, in id order."""
+    specials = set(tok.special_tokens.values())
+    for i, t in sorted(tok.vocab.items()):
+        if i not in specials:
+            yield t.hex() + "\n"
+
+
 def joined(pieces: Iterator[str | bytes]) -> str:
     """Pieces of text (bytes pieces are UTF-8) as one text."""
     return "".join(p if isinstance(p, str) else p.decode("utf-8") for p in pieces)
@@ -243,6 +257,8 @@ def parbpe_json(tok: Tokenizer, config: dict[str, Any] | None = None) -> dict[st
                        for t, i in sorted(tok.stop_words.items(), key=lambda x: x[1])],
         "special_tokens": tok.special_tokens,
         "merges": [list(m) for m in tok.merges],
+        **({"tokens": [[base64.b64encode(t).decode(), i] for t, i in sorted(tok.tokens.items(), key=lambda x: x[1])],
+            "segmentation": tok.segmentation} if tok.tokens else {}),
         "vocab_size": tok.n_vocab,
         "config": config,
     }
@@ -297,6 +313,8 @@ def file_makers(tok: Tokenizer, config: dict[str, Any] | None = None
         "tokenizer_config.json": lambda: hf_texts()[0],
         "special_tokens_map.json": lambda: hf_texts()[1],
     }
+    if tok.tokens:  # PathPiece's format: hex bytes of each non-special token, one a line, by id
+        writers["vocab.hex"] = lambda: hex_vocab_pieces(tok)
     outcome = {name: f"not written: {problems[name]}" if name in problems else "written" for name in writers}
     return {name: make for name, make in writers.items() if name not in problems}, outcome
 

@@ -38,6 +38,9 @@ class Inherited:
 
 def inherit(tokenizer: Tokenizer, source: str) -> Inherited:
     """The merges of tokenizer in training's ids; a stop list (whole chunks as tokens) is refused."""
+    if tokenizer.tokens:
+        raise ValueError(f"{source} is a vocabulary without merges: parbpe continues only tokenizers made by "
+                         "merges")
     if tokenizer.stop_words:
         raise ValueError(f"{source} has a stop list (whole chunks as tokens): parbpe continues only tokenizers "
                          "made by merges alone")

@@ -46,6 +46,8 @@ def read_parbpe_json(path: str) -> dict[str, Any]:
         "byte_ids": data.get("byte_ids") or list(range(256)),
         "stop_words": {base64.b64decode(t): i for t, i in data.get("stop_words", [])},
         "special_tokens": data.get("special_tokens", {}),
+        **({"tokens": {base64.b64decode(t): i for t, i in data["tokens"]}, "segmentation": data.get("segmentation")}
+           if data.get("tokens") else {}),
     }
 
 
@@ -101,8 +103,25 @@ def _read_cached(path: str, stamp: tuple) -> dict[str, Any]:
 
 
 def is_rank_file(path: str) -> bool:
-    """Whether read_any reads path as a tiktoken rank file (the one format without a split pattern)."""
+    """Whether read_any reads path as a tiktoken rank file or a hex vocabulary (the formats without a
+    split pattern)."""
     return not _is_directory(path) and not path.endswith(".json")
+
+
+def read_hex_vocab(path: str, pattern: str = "gpt4") -> dict[str, Any]:
+    """A vocabulary file of hex tokens one a line (PathPiece's): a tokenizer without merges that
+    segments into the fewest tokens; ids in line order; every single byte must be there."""
+    from .segment import VocabIndex, parse_hex_vocab
+
+    with open_text(path) as f:
+        try:
+            tokens = parse_hex_vocab(f.read(), max_len=1 << 16)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+    VocabIndex(tokens, max(map(len, tokens)))
+    ids = {t: i for i, t in enumerate(tokens)}
+    return {"pattern": resolve_pattern(pattern), "byte_ids": [ids[bytes([b])] for b in range(256)],
+            "tokens": {t: i for t, i in ids.items() if len(t) > 1}, "segmentation": "shortest"}
 
 
 def _is_directory(path: str) -> bool:
@@ -129,6 +148,8 @@ def _read(path: str) -> dict[str, Any]:
         found = read_gpt2_files(path, merges)
     elif path.endswith(".json"):
         found = read_tokenizer_json(path)
+    elif path.endswith(".hex"):
+        found = read_hex_vocab(path)
     else:
         found = read_tiktoken(path)
     return found

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..io.readers import replace_surrogates
-from ..patterns import Splitter
+from ..patterns import Splitter, resolve_pattern
 from . import exports, load, segment
 from .dropout import dropout_merge
 
@@ -37,10 +37,12 @@ class Tokenizer:
         self,
         *,
         pattern: str,
-        merges: Sequence[tuple[int, int, int]],
+        merges: Sequence[tuple[int, int, int]] = (),
         byte_ids: Sequence[int] = tuple(range(256)),
         stop_words: dict[bytes, int] | None = None,
         special_tokens: dict[str, int] | None = None,
+        tokens: dict[bytes, int] | None = None,
+        segmentation: str | None = None,
     ) -> None:
         if len(byte_ids) != 256 or len(set(byte_ids)) != 256:
             raise ValueError("byte_ids must give 256 distinct ids, one per byte")
@@ -48,9 +50,19 @@ class Tokenizer:
         self.byte_ids = list(byte_ids)
         self.merges = [tuple(m) for m in merges]
         self.stop_words = dict(stop_words or {})
+        self.tokens = dict(tokens or {})  # a vocabulary without merges (PathPiece's kind): tokens beyond the bytes
+        if self.tokens and (self.merges or self.stop_words):
+            raise ValueError("a tokenizer has either merges (and a stop list) or vocabulary tokens, not both")
+        self.segmentation = segmentation or ("shortest" if self.tokens else "merges")
+        if self.segmentation not in ("merges", "greedy", "shortest"):
+            raise ValueError(f"unknown segmentation {self.segmentation!r}; use merges, greedy or shortest")
+        if self.segmentation == "merges" and self.tokens:
+            raise ValueError("a vocabulary without merges segments by greedy or shortest, not merges")
         self.special_tokens = dict(special_tokens or {})
         self.vocab: dict[int, bytes] = {i: bytes([b]) for b, i in enumerate(self.byte_ids)}
-        for token, i in self.stop_words.items():
+        for token, i in [*self.stop_words.items(), *self.tokens.items()]:
+            if i in self.vocab:
+                raise ValueError(f"token {token!r} reuses id {i}")
             self.vocab[i] = token
         for a, b, new in self.merges:
             if a not in self.vocab or b not in self.vocab:
@@ -60,7 +72,8 @@ class Tokenizer:
             if i in self.vocab:
                 raise ValueError(f"special token {s!r} reuses id {i}")
             self.vocab[i] = s.encode("utf-8")
-        if len(self.vocab) != len(self.byte_ids) + len(self.stop_words) + len(self.merges) + len(self.special_tokens):
+        if len(self.vocab) != (len(self.byte_ids) + len(self.stop_words) + len(self.tokens) + len(self.merges)
+                               + len(self.special_tokens)):
             raise ValueError("token ids overlap: every byte, stop word, merge and special token needs its own id")
         self._ranks = {(a, b): (r, new) for r, (a, b, new) in enumerate(self.merges)}
         self._stop_by_text = {t.decode("utf-8", errors="replace"): i for t, i in self.stop_words.items()}
@@ -162,9 +175,12 @@ class Tokenizer:
         return [t for t in tokens if t is not None]
 
     def encode_ordinary(self, text: str) -> list[int]:
-        """Encode text, treating special-token strings as ordinary text."""
+        """Encode text, treating special-token strings as ordinary text (by the tokenizer's segmentation)."""
+        chunks = self._splitter.chunks(replace_surrogates(text))
+        if self.segmentation != "merges":
+            return [t for ids in self.segment_other(list(chunks), self.segmentation) for t in ids]
         out: list[int] = []
-        for chunk in self._splitter.chunks(replace_surrogates(text)):
+        for chunk in chunks:
             out.extend(self._encode_chunk(chunk))
         return out
 
@@ -174,7 +190,7 @@ class Tokenizer:
         *,
         allowed_special: Literal["all"] | Collection[str] = frozenset(),
         disallowed_special: Literal["all"] | Collection[str] = "all",
-        method: str = "merges",
+        method: str | None = None,
         dropout: float = 0.0,
         seed: int | None = None,
     ) -> list[int]:
@@ -182,10 +198,11 @@ class Tokenizer:
 
         Specials in allowed_special become their ids. Any other special in disallowed_special
         ("all" = every special not allowed) raises ValueError; the rest are encoded as text.
-        method: merges (BPE), greedy (longest prefix) or shortest (fewest tokens, PathPiece);
+        method: merges (BPE), greedy (longest prefix) or shortest (fewest tokens, PathPiece); default: the
+        tokenizer's segmentation (merges, or shortest for a vocabulary without merges);
         dropout p skips each applicable merge with probability p (merges only; seed makes it repeatable).
         """
-        encode_chunks = self._chunk_encoder(method, dropout, seed)
+        encode_chunks = self._chunk_encoder(method or self.segmentation, dropout, seed)
         text = replace_surrogates(text)
         allowed = set(self.special_tokens) if allowed_special == "all" else set(allowed_special)
         unknown = allowed - set(self.special_tokens)
@@ -214,6 +231,8 @@ class Tokenizer:
             raise ValueError(f"dropout must be a probability in [0, 1], got {dropout}")
         if dropout > 0 and method != "merges":
             raise ValueError(f"dropout applies to merges only, not method {method!r}")
+        if method == "merges" and self.tokens:
+            raise ValueError("this tokenizer is a vocabulary without merges: segment it with greedy or shortest")
         if dropout > 0:
             rng = random.Random(seed)
             return lambda chunks: [
@@ -307,6 +326,21 @@ class Tokenizer:
         merges.txt, or a tokenizer.json), a tokenizer.json, a vocab.json beside its merges.txt, or a
         tiktoken rank file (pattern: its split pattern; it holds none)."""
         return cls(**load.read_any(os.fspath(path), pattern))
+
+    @classmethod
+    def from_vocabulary(cls, tokens: Sequence[bytes], *, pattern: str = "gpt4",
+                        special_tokens: Collection[str] = (), segmentation: str = "shortest") -> Tokenizer:
+        """A tokenizer of a vocabulary alone (no merges; PathPiece's vocabularies): tokens are byte
+        strings, every single byte among them, and take ids in the order given; the special tokens
+        follow. It segments by greedy or shortest (the default, the fewest tokens)."""
+        tokens = list(tokens)
+        segment.VocabIndex(tokens, max(map(len, tokens), default=1))  # every byte, no repeats, none empty
+        ids = {t: i for i, t in enumerate(tokens)}
+        byte_ids = [ids[bytes([b])] for b in range(256)]
+        rest = {t: i for t, i in ids.items() if len(t) > 1}
+        specials = {s: len(tokens) + k for k, s in enumerate(special_tokens)}
+        return cls(pattern=resolve_pattern(pattern), byte_ids=byte_ids, tokens=rest, special_tokens=specials,
+                   segmentation=segmentation)
 
     @classmethod
     def from_gpt2_files(cls, vocab_path: str, merges_path: str, pattern: str = "gpt2",
