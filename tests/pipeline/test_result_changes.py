@@ -5,6 +5,7 @@ category, the summary line, stats.json; --strict (strict=True) fails instead."""
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import pytest
@@ -63,11 +64,12 @@ def test_realmix_at_450MB_names_the_cutoff_and_strict_exits_2(shared_data, tmp_p
     assert main(["train", *files, "--memory-budget", "450MB", "--out", str(tmp_path / "o"), "--progress",
                  "none"]) == 0
     summary = capsys.readouterr().out.splitlines()[0]
-    assert "Automatic cutoff: 527,180 chunks seen fewer than 2 times left out" in summary
+    # 527,180 chunks seen fewer than 2 times on this machine (2026-11-24); the cutoff follows the RSS measured
+    assert re.search(r"Automatic cutoff: [\d,]+ chunks seen fewer than \d+ times left out", summary), summary
     assert main(["train", *files, "--memory-budget", "450MB", "--out", str(tmp_path / "s"), "--progress", "none",
                  "--strict"]) == 2
     assert "failing as --strict" in capsys.readouterr().err
-    with pytest.warns(AutoCutoffWarning, match="527,180 chunks"):
+    with pytest.warns(AutoCutoffWarning, match="only without the rarest chunks"):
         parbpe.train(files[:8], memory_budget="450MB", vocab_size=32768, workers=2)
 
 
