@@ -125,6 +125,10 @@ class TrainConfig:
         0, group="algorithm", metavar="N", shown="0: no limit", help="merges per round at most (1 = serial BPE)")
     cap_divisor: int = setting(
         2, group="algorithm", metavar="N", help="BatchBPE: rank at most remaining/N pairs a round")
+    min_pair_count: int = setting(
+        0, group="algorithm", parse=parse_count, metavar="N", shown="0: off",
+        help="stop merging when the most frequent pair is seen fewer than N times (like min_frequency in HF "
+             "tokenizers); the vocabulary may then be smaller than --vocab-size, which is said")
     pair_count: str = setting(
         "overlap", group="algorithm", choices=PAIR_COUNT_MODES,
         help="count overlapping pairs like 'aa' in 'aaa' twice (overlap, standard BPE) or once (nonoverlap, as "
@@ -196,7 +200,7 @@ class TrainConfig:
         if self.dropout is not None and not (isinstance(self.dropout, (int, float)) and 0 < self.dropout < 1):
             raise ValueError(f"dropout must be a probability between 0 and 1 (exclusive), got {self.dropout!r}")
         for name in ("vocab_size", "freq_cutoff", "stop_list_size", "max_batch_size", "cap_divisor", "workers",
-                     "max_chunk_bytes"):
+                     "max_chunk_bytes", "min_pair_count"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ValueError(f"{name} must be an integer, got {value!r}")

@@ -59,10 +59,12 @@ def reference_train(
     max_batch_size: int = 0,
     base_vocab: list[bytes] | None = None,
     allow=None,
+    min_pair_count: int = 1,
 ) -> list[tuple[int, int]]:
     """Plain BPE: recount every pair each round, rank by (count, first bytes, second bytes),
     highest first (ids after bytes, for tokens with equal bytes). Serial: merge the top pair.
-    Batched: BatchBPE's walk over the top pairs. allow(token bytes) False: that pair is never ranked."""
+    Batched: BatchBPE's walk over the top pairs. allow(token bytes) False: that pair is never ranked;
+    pairs seen fewer than min_pair_count times are never ranked either."""
     vocab = list(base_vocab or [bytes([i]) for i in range(256)])
     words = {tuple(chunk): c for chunk, c in counts.items() if len(chunk) > 1}
     merges: list[tuple[int, int]] = []
@@ -70,6 +72,7 @@ def reference_train(
         stats = pair_counts(words, nonoverlap)
         if allow is not None:
             stats = Counter({p: c for p, c in stats.items() if allow(vocab[p[0]] + vocab[p[1]])})
+        stats = Counter({p: c for p, c in stats.items() if c >= min_pair_count})
         if not stats:
             break
         # Equal bytes (two tokens can share them) fall back to the higher id.

@@ -71,8 +71,10 @@ def learn_merges(
     on_round: Callable[[list[tuple[int, int]], list[int], bool], None] | None = None,
     allow: Callable[[bytes], bool] | None = None,
     sliced: SlicedEngine | None = None,
+    min_pair_count: int = 1,
 ) -> MergeResult:
-    """Run merge rounds on the table until n_merges merges are made or no pair is left.
+    """Run merge rounds on the table until n_merges merges are made or no pair is left (none seen
+    min_pair_count times, when that is over 1).
 
     `vocab` holds the bytes of every token that exists before merging (the 256 bytes, then the
     stop-list tokens); it is extended in place with the new tokens. Each round ranks the top pairs,
@@ -127,13 +129,13 @@ def learn_merges(
         else:
             runner = ChunkEngine(table, nonoverlap=nonoverlap) if use_chunk else LinkedEngine(table)
         return _merge_rounds(runner, vocab, n_merges, max_batch_size, cap_divisor, exact, throttled, clock,
-                             replay, on_round, allow)
+                             replay, on_round, allow, min_pair_count)
     try:
         if sliced is None:
             sliced = SlicedEngine(table, workers, start_method=start_method)
         sliced.build(use_chunk=use_chunk, nonoverlap=nonoverlap)
         result = _merge_rounds(sliced, vocab, n_merges, max_batch_size, cap_divisor, exact, throttled, clock,
-                               replay, on_round, allow)
+                               replay, on_round, allow, min_pair_count)
         result.engine = sliced.finish()  # the compacted table: chunk_tokens(c) as with one engine
         result.workers = sliced.workers
         return result
@@ -155,8 +157,9 @@ def _uses_runs(table: ChunkTable, engine: str, nonoverlap: bool, batching: str) 
 
 def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int, cap_divisor: int,
                   exact: bool, progress: _Throttled | None, clock: float, replay=None, on_round=None,
-                  allow=None) -> MergeResult:
-    """The rounds of learn_merges on a ready engine."""
+                  allow=None, min_pair_count: int = 1) -> MergeResult:
+    """The rounds of learn_merges on a ready engine; merging stops early when no pair is seen
+    min_pair_count times (pairs rank by count: a round keeps the ranked pairs above it)."""
     queue = PairQueue(*runner.initial_pair_counts(), vocab)
     rule = _Rule(allow, vocab) if allow is not None else None
     seconds = {"counting": time.perf_counter() - clock, "selection": 0.0, "applying": 0.0, "updating": 0.0,
@@ -173,6 +176,9 @@ def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int
         ranked, counts = queue.ranked(width)
         while rule is not None and rule.remove_refused(queue, ranked, counts):
             ranked, counts = queue.ranked(width)
+        if min_pair_count > 1 and len(counts) and counts[-1] < min_pair_count:
+            frequent = int(np.count_nonzero(counts >= min_pair_count))  # counts descend: a prefix
+            ranked, counts = ranked[:frequent], counts[:frequent]
         if len(ranked) == 0:
             break
         safe = safe_batch(ranked)

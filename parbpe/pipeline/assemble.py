@@ -65,5 +65,7 @@ def warn_if_short(ctx: RunContext, built: Built, counted: Counted) -> None:
     if built.result.stopped_early:
         new = built.first_new + len(built.result.merges)
         made = 256 + len(counted.chunks.stop_words) + new + len(ctx.config.special_tokens)
-        ctx.result_changed(EarlyStopWarning, f"no pair left after {new} merges: the vocabulary has {made} tokens, "
+        why = (f"no pair seen {ctx.config.min_pair_count} times (--min-pair-count)" if ctx.config.min_pair_count > 1
+               else "no pair left")
+        ctx.result_changed(EarlyStopWarning, f"{why} after {new} merges: the vocabulary has {made} tokens, "
                            f"not {ctx.config.vocab_size}", vocab_size=made)
