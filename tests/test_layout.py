@@ -18,9 +18,12 @@ ALLOWED = {
     "count": {"config", "patterns", "run", "io"},
     "merge": {"run"},
     "tokenizer": {"patterns", "io"},
-    "pipeline": {"config", "patterns", "run", "io", "count", "merge", "tokenizer", "warnings", "__init__"},
-    "train": {"config", "patterns", "run", "io", "count", "merge", "tokenizer", "pipeline", "warnings", "__init__"},
-    "cli": {"config", "patterns", "run", "io", "count", "merge", "tokenizer", "pipeline", "train", "warnings"},
+    "pathpiece": {"tokenizer", "run"},  # PathPiece's vocabulary construction: segmentation kernels, workers
+    "pipeline": {"config", "patterns", "run", "io", "count", "merge", "tokenizer", "pathpiece", "warnings", "__init__"},
+    "train": {"config", "patterns", "run", "io", "count", "merge", "tokenizer", "pathpiece", "pipeline", "warnings",
+              "__init__"},
+    "cli": {"config", "patterns", "run", "io", "count", "merge", "tokenizer", "pathpiece", "pipeline", "train",
+            "warnings"},
     "__init__": {"config", "tokenizer", "train", "warnings"},
     "__main__": {"cli"},  # python -m parbpe
 }
