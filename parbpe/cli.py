@@ -284,6 +284,10 @@ def _train(args: argparse.Namespace) -> int:
           f"{source}, {s['unique_chunks']:,} unique chunks, "
           f"in {sum(s['seconds'].values()):.1f} s; peak RSS {format_size(s['peak_rss_bytes'])}."
           + "".join(f" {_changed(change)}." for change in s.get("result_changes", [])))
+    if s.get("sample"):
+        sample = s["sample"]
+        print(f"Sampled {100 * sample['share']:.2f}% of the documents (seed {sample['seed']}): "
+              f"{sample['documents']:,} documents, {sample['bytes'] / 1e6:.1f} MB.")
     if "heldout" in s:
         h = s["heldout"]
         print(f"Held-out ({h['documents']:,} documents, {h['bytes'] / 1e6:.1f} MB): "

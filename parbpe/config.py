@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from .patterns import PATTERNS, pattern_name, resolve_pattern
+from .patterns import DIGIT_GROUPS, NORMAL_FORMS, PATTERNS, pattern_name, resolve_pattern, with_digits
 from .run.memory import parse_size
 from .run.progress import MODES
 
@@ -113,6 +113,14 @@ class TrainConfig:
         None, group="input", commands=BOTH, shown="gpt4; with --init, that tokenizer's",
         help=f"split pattern: {', '.join(PATTERNS)} or tiktoken's names (cl100k_base, o200k_base), any case; "
              "or a regex")
+    digits: int | None = setting(
+        None, group="input", commands=BOTH, parse=int, choices=DIGIT_GROUPS, shown="as the pattern has it",
+        help="split digits one by one (1, as Llama does) or in groups of up to 3 (3, as GPT-4 does), with any named "
+             "pattern: the split regex changes, and the exported tokenizers with it")
+    normalize: str | None = setting(
+        None, group="input", commands=BOTH, parse=str.lower, choices=NORMAL_FORMS, shown="none",
+        help="Unicode normal form of the text before it is split (nfkc: sentencepiece's default), in training, "
+             "encode and eval; tokenizer.json gets the matching normalizer; with --init, that tokenizer's")
     special_tokens: tuple[str, ...] = setting(
         (), group="input", commands=BOTH, kind="list", parse=split_specials, metavar="TOKEN[,TOKEN]", shown="none",
         help="special tokens, e.g. '<|endoftext|>', as a comma list or one flag per token: they split the text "
@@ -129,6 +137,10 @@ class TrainConfig:
         0, group="algorithm", parse=parse_count, metavar="N", shown="0: off",
         help="stop merging when the most frequent pair is seen fewer than N times (like min_frequency in HF "
              "tokenizers); the vocabulary may then be smaller than --vocab-size, which is said")
+    max_token_bytes: int = setting(
+        0, group="algorithm", parse=parse_count, metavar="N", shown="0: no limit",
+        help="no merge makes a token longer than N bytes (like max_token_length in HF tokenizers): such pairs are "
+             "skipped, and stop-list chunks longer than N are passed over; special and --init tokens are kept")
     pair_count: str = setting(
         "overlap", group="algorithm", choices=PAIR_COUNT_MODES,
         help="count overlapping pairs like 'aa' in 'aaa' twice (overlap, standard BPE) or once (nonoverlap, as "
@@ -150,6 +162,20 @@ class TrainConfig:
         0, group="input", commands=BOTH, parse=parse_count, metavar="N", shown="0: off",
         help="cut chunks longer than N bytes into pieces of at most N bytes, on character boundaries, before they "
              "are counted (changes the result; like sentencepiece's max_sentence_length, for text with huge chunks)")
+    sample_docs: float | None = setting(
+        None, group="input", commands=BOTH, parse=float, metavar="SHARE", shown="all documents",
+        help="train on a deterministic sample of this share of the documents (0.1: one in ten), chosen by a hash "
+             "of each document and --seed: the same sample for any worker count or executor")
+    sample_bytes: int | None = setting(
+        None, group="input", commands=BOTH, parse=parse_size, metavar="SIZE", shown="all documents",
+        help="train on a deterministic sample of about SIZE of text (e.g. 2GB), as --sample-docs with the share "
+             "SIZE / the input's text bytes (like sentencepiece's input_sentence_size)")
+    seed: int = setting(
+        0, group="input", commands=BOTH, parse=int, metavar="N", help="the seed of --sample-docs/--sample-bytes")
+    sample_share: float | None = setting(
+        None, group="input", commands=(),
+        help="the share of documents counted: sample_docs, or sample_bytes made a share by the inputs stage "
+             "(no command's flag)")
     count_words: bool = setting(
         False, group="input", commands=(), result=False,
         help="counting also counts whitespace-separated words (parbpe eval's tokens/word; no command's flag)")
@@ -191,16 +217,26 @@ class TrainConfig:
             self._check_init()
         if self.pattern is not None or self.init is None:
             object.__setattr__(self, "pattern", resolve_pattern("gpt4" if self.pattern is None else self.pattern))
+        if self.digits is not None:
+            if self.init is not None or self.superbpe_transition is not None:
+                raise ValueError("digits cannot be combined with " + ("init: the tokenizer's pattern is kept"
+                                 if self.init is not None else "superbpe_transition: its superword split is fixed"))
+            object.__setattr__(self, "pattern", with_digits(self.pattern, self.digits))
         if self.init is None:
             if self.eos_token is None and self.special_tokens:
                 object.__setattr__(self, "eos_token", self.special_tokens[0])
             _check_roles(self)
         if isinstance(self.memory_budget, str):
             object.__setattr__(self, "memory_budget", parse_size(self.memory_budget))
+        self._check_sample()
+        if self.normalize is not None:
+            object.__setattr__(self, "normalize", str(self.normalize).lower())
+            if self.normalize not in NORMAL_FORMS:
+                raise ValueError(f"normalize must be one of {', '.join(NORMAL_FORMS)}, got {self.normalize!r}")
         if self.dropout is not None and not (isinstance(self.dropout, (int, float)) and 0 < self.dropout < 1):
             raise ValueError(f"dropout must be a probability between 0 and 1 (exclusive), got {self.dropout!r}")
         for name in ("vocab_size", "freq_cutoff", "stop_list_size", "max_batch_size", "cap_divisor", "workers",
-                     "max_chunk_bytes", "min_pair_count"):
+                     "max_chunk_bytes", "min_pair_count", "max_token_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ValueError(f"{name} must be an integer, got {value!r}")
@@ -215,6 +251,8 @@ class TrainConfig:
             raise ValueError(f"vocab_size={self.vocab_size} is too large (at most {2**31 - 1})")
         if self.freq_cutoff < 0:
             raise ValueError(f"freq_cutoff must be >= 0, got {self.freq_cutoff}")
+        if self.max_token_bytes < 0 or self.max_token_bytes == 1:
+            raise ValueError(f"max_token_bytes must be 0 (no limit) or at least 2, got {self.max_token_bytes}")
         if self.max_chunk_bytes < 0:
             raise ValueError(f"max_chunk_bytes must be >= 0 (0 = off), got {self.max_chunk_bytes}")
         if self.stop_list_size < 0:
@@ -235,6 +273,22 @@ class TrainConfig:
             raise ValueError("text_column must be a non-empty column name")
         if self.superbpe_transition is not None:
             self._check_transition()
+
+    def _check_sample(self) -> None:
+        """sample_docs or sample_bytes (not both), and the share counting applies."""
+        if self.sample_docs is not None and self.sample_bytes is not None:
+            raise ValueError("give sample_docs (a share of the documents) or sample_bytes (a size), not both")
+        if self.sample_docs is not None:
+            if isinstance(self.sample_docs, bool) or not isinstance(self.sample_docs, (int, float)) or not (
+                    0 < self.sample_docs <= 1):
+                raise ValueError(f"sample_docs must be a share of the documents in (0, 1], got {self.sample_docs!r}")
+            object.__setattr__(self, "sample_share", float(self.sample_docs))
+        if isinstance(self.sample_bytes, str):
+            object.__setattr__(self, "sample_bytes", parse_size(self.sample_bytes))
+        if self.sample_bytes is not None and self.sample_bytes <= 0:
+            raise ValueError(f"sample_bytes must be positive, got {self.sample_bytes}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not -2**63 <= self.seed < 2**63:
+            raise ValueError(f"seed must be a 64-bit integer, got {self.seed!r}")
 
     def _check_init(self) -> None:
         """What init cannot be combined with (the tokenizer itself is read by the inputs stage)."""
@@ -279,10 +333,12 @@ class TrainConfig:
         """How many merges the run makes: the vocabulary less bytes, stop list and specials."""
         return self.merges_for(self.vocab_size)
 
-    def merges_for(self, size: int, inherited: int = 0) -> int:
+    def merges_for(self, size: int, inherited: int = 0, stop_words: int | None = None) -> int:
         """The merges a tokenizer of `size` tokens makes after `inherited` ones (an --init tokenizer's):
-        the one place where vocabulary sizes become merge counts."""
-        return size - 256 - self.stop_list_size - len(self.special_tokens) - inherited
+        the one place where vocabulary sizes become merge counts. stop_words: the stop list's length
+        once counted (shorter than stop_list_size when the text has fewer candidates: merges fill in)."""
+        stop = self.stop_list_size if stop_words is None else stop_words
+        return size - 256 - stop - len(self.special_tokens) - inherited
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; the pattern is given by name when it is a built-in one."""
@@ -315,8 +371,12 @@ def continuing(config: TrainConfig, found: dict[str, Any]) -> TrainConfig:
     first special token unless given; checked: the roles name special tokens, something is left to learn."""
     inherited = sorted(found["special_tokens"], key=found["special_tokens"].get)
     specials = tuple(inherited) + tuple(s for s in config.special_tokens if s not in inherited)
+    normal = found.get("normalize")
+    if config.normalize is not None and config.normalize != normal:
+        raise ValueError(f"normalize={config.normalize!r} differs from {config.init}'s normalizer "
+                         f"({normal or 'none'}): a continued tokenizer keeps its own; drop --normalize")
     resolved = dataclasses.replace(config, pattern=found["pattern"] if config.pattern is None else config.pattern,
-                                   special_tokens=specials,
+                                   special_tokens=specials, normalize=normal,
                                    eos_token=config.eos_token or (specials[0] if specials else None))
     _check_roles(resolved)
     size = 256 + len(found["merges"]) + len(specials)

@@ -8,6 +8,7 @@ an unknown name (a regex that is one word can be written `(?:word)`).
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterator, Sequence
 
 import regex
@@ -91,6 +92,58 @@ def resolve_pattern(name_or_regex: str) -> str:
 _EMPTY_MATCH_PROBES = ("", "a", "ab cd", "12 345", "  \n\t", "x, y!", "\r\n", "é中 😀", "Ab1 .\n z'S")
 
 
+# The digit rule of each built-in pattern, and what --digits makes of it: digits one by one (1) or
+# in groups of up to three from the left (3). GPT-2 keeps its optional space before the first digit.
+_DIGIT_RULES = {"gpt2": (r" ?\p{N}+", {1: r" ?\p{N}{1}", 3: r" ?\p{N}{1,3}"}),
+                "gpt4": (r"\p{N}{1,3}", {1: r"\p{N}{1}", 3: r"\p{N}{1,3}"}),
+                "gpt4o": (r"\p{N}{1,3}", {1: r"\p{N}{1}", 3: r"\p{N}{1,3}"})}
+DIGIT_GROUPS = (1, 3)
+
+
+def _digit_variant(name: str, group: int | None) -> str:
+    """The built-in pattern `name` with its digit rule made `group` (None: as it is)."""
+    rule, variants = _DIGIT_RULES[name]
+    pattern = PATTERNS[name]
+    if group is None:
+        return pattern
+    parts = pattern.split("|")
+    assert parts.count(rule) == 1, (name, rule)
+    parts[parts.index(rule)] = variants[group]
+    return "|".join(parts)
+
+
+def digit_groups(pattern: str) -> tuple[str, int | None] | None:
+    """(built-in name, digit group) of a built-in pattern or one of its --digits variants (group None:
+    the pattern's own rule); None for any other pattern."""
+    for name in _DIGIT_RULES:
+        for group in (None, *DIGIT_GROUPS):
+            if _digit_variant(name, group) == pattern:
+                return name, group
+    return None
+
+
+def with_digits(pattern: str, group: int) -> str:
+    """The pattern with its digits split one by one (group 1) or in groups of up to three (3); for the
+    built-in patterns (and their variants) only: a custom regex says its own digit rule."""
+    if group not in DIGIT_GROUPS:
+        raise ValueError(f"digits must be one of {DIGIT_GROUPS} (one by one, or groups of up to 3), got {group!r}")
+    known = digit_groups(pattern)
+    if known is None:
+        raise ValueError("digits applies to the built-in patterns (gpt2, gpt4, gpt4o); a custom regex writes its "
+                         r"own digit rule (e.g. \p{N} for one digit a chunk)")
+    return _digit_variant(known[0], group)
+
+
+# Unicode normal forms (--normalize), applied to the text between special tokens before the split
+# pattern, as HF tokenizers' normalizers apply to the text around added tokens.
+NORMAL_FORMS = ("nfc", "nfkc", "nfd", "nfkd")
+
+
+def normalize_text(text: str, form: str | None) -> str:
+    """text in the Unicode normal form `form` (None: as it is)."""
+    return unicodedata.normalize(form.upper(), text) if form else text
+
+
 def pattern_name(pattern: str) -> str | None:
     """The built-in name of a pattern regex, or None for a custom one."""
     for name in ("gpt2", "gpt4", "gpt4o", "superword"):
@@ -100,11 +153,13 @@ def pattern_name(pattern: str) -> str | None:
 
 
 class Splitter:
-    """Cuts text into the chunks BPE trains on: special tokens first, then the split pattern."""
+    """Cuts text into the chunks BPE trains on: special tokens first, then (the text between them in
+    the normal form `normalize`, if given) the split pattern."""
 
-    def __init__(self, pattern: str, special_tokens: Sequence[str] = ()) -> None:
+    def __init__(self, pattern: str, special_tokens: Sequence[str] = (), normalize: str | None = None) -> None:
         self.pattern = pattern
         self.special_tokens = tuple(special_tokens)
+        self.normalize = normalize
         self._chunk_re = regex.compile(pattern)
         # Longest first, so that a special token that is a prefix of another never wins.
         specials = sorted(self.special_tokens, key=len, reverse=True)
@@ -112,18 +167,19 @@ class Splitter:
 
     def segments(self, text: str) -> Iterator[tuple[str, bool]]:
         """Yield (piece, is_special) in order: ordinary text between special tokens, and the specials."""
+        form = self.normalize
         if self._special_re is None:
             if text:
-                yield text, False
+                yield normalize_text(text, form), False
             return
         start = 0
         for match in self._special_re.finditer(text):
             if match.start() > start:
-                yield text[start : match.start()], False
+                yield normalize_text(text[start : match.start()], form), False
             yield match.group(), True
             start = match.end()
         if start < len(text):
-            yield text[start:], False
+            yield normalize_text(text[start:], form), False
 
     def chunks(self, text: str) -> list[str]:
         """The pattern's chunks of ordinary text (no special-token handling)."""

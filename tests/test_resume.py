@@ -217,6 +217,14 @@ def test_resume_with_other_settings_or_inputs_is_refused(corpus, tmp_path):
     pattern = _in_process(_command(corpus, out, "plain", "--pattern", "gpt2", "--resume"))
     assert pattern.returncode == 2 and "pattern was" in pattern.stderr and "pattern_name was 'gpt4'" in pattern.stderr
 
+    for flags, said in ((["--max-token-bytes", "8"], "max_token_bytes was 0, now 8"),
+                        (["--normalize", "nfc"], "normalize was None, now 'nfc'"),
+                        (["--digits", "1"], "digits was None, now 1"),
+                        (["--sample-docs", "0.5"], "sample_docs was None, now 0.5"),
+                        (["--sample-docs", "0.5", "--seed", "3"], "seed was 0, now 3")):
+        refused = _in_process(_command(corpus, out, "plain", *flags, "--resume"))
+        assert refused.returncode == 2 and said in refused.stderr, (flags, refused.stderr)
+
     touched = corpus / "part3.txt"
     st = touched.stat()
     os.utime(touched, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))

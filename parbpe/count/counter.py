@@ -9,6 +9,7 @@ Partial counts add up, so the order in which workers finish never matters. reduc
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -23,6 +24,7 @@ import pyarrow.compute as pc
 
 from ..config import TrainConfig
 from ..io.readers import ReadStats, count_words, iter_text_batches
+from ..io.sample import sample_documents, sample_lines
 from ..io.units import WorkUnit
 from ..patterns import SUPERWORD_LINES_PATTERN, SUPERWORD_PATTERN, Splitter, training_pattern
 from ..run.memory import format_size, system_pool, trim_heap, use_system_pool
@@ -37,8 +39,8 @@ _PLAIN_ENTRY_BYTES = 120  # estimated memory of one entry of a Counter[str] (obj
 
 
 @functools.lru_cache(maxsize=8)
-def _splitter(pattern: str, special_tokens: tuple[str, ...]) -> Splitter:
-    return Splitter(pattern, special_tokens)
+def _splitter(pattern: str, special_tokens: tuple[str, ...], normalize: str | None) -> Splitter:
+    return Splitter(pattern, special_tokens, normalize)
 
 
 def stop_label(config: TrainConfig) -> str:
@@ -68,7 +70,7 @@ class ShardCounter:
         self.name = name
         self.data_limit = data_limit
         # The superword split counts line by line, as SuperBPE's authors train (patterns.py).
-        self.splitter = _splitter(training_pattern(config.pattern), config.special_tokens)
+        self.splitter = _splitter(training_pattern(config.pattern), config.special_tokens, config.normalize)
         self.superword = self.splitter.pattern == SUPERWORD_LINES_PATTERN
         self.pieces: PieceCounter | SuperwordCounter | None = None
         if use_pieces and self.superword:
@@ -96,7 +98,9 @@ class ShardCounter:
             self.counted.append(counts_file_table(unit, self.config))
             self._check_limit()
         else:
-            for texts in iter_text_batches(unit, self.config.text_column, self.stats):
+            sample = sample_lines if unit.kind == "text" else sample_documents  # a text file: its lines
+            for texts in sample(iter_text_batches(unit, self.config.text_column, self.stats), self.config.sample_share,
+                                self.config.seed, self.stats):
                 if self.config.count_words:
                     self.stats.words += count_words(texts)
                 self.add_batch(texts)
@@ -129,6 +133,8 @@ class ShardCounter:
             if between:
                 self.pieces.add(pa.array(between, pa.string()))
         if len(texts):
+            if self.config.normalize:  # (the documents holding specials: their pieces, in segments())
+                texts = pc.utf8_normalize(texts, self.config.normalize.upper())
             self.pieces.add(texts)
 
     def _add_plain(self, documents: list[str]) -> None:
@@ -176,11 +182,12 @@ class ShardCounter:
         write_json(os.path.join(self.run_dir, f"{self.name}-commit{self.commits:05d}.json"), {
             "units": self._uncommitted_units, "runs": [os.path.basename(p) for p in self.runs[runs:]],
             "documents": self.stats.documents - stats.documents, "bytes": self.stats.bytes - stats.bytes,
-            "replaced_bytes": self.stats.replaced_bytes - stats.replaced_bytes, "spills": self.spills - spills})
+            "replaced_bytes": self.stats.replaced_bytes - stats.replaced_bytes, "spills": self.spills - spills,
+            "sampled_documents": self.stats.sampled_documents - stats.sampled_documents,
+            "sampled_bytes": self.stats.sampled_bytes - stats.sampled_bytes})
         self.commits += 1
         self._uncommitted_units = []
-        self._committed = (len(self.runs), ReadStats(self.stats.documents, self.stats.bytes,
-                                                     self.stats.replaced_bytes), self.spills)
+        self._committed = (len(self.runs), dataclasses.replace(self.stats), self.spills)
         self._last_commit = time.monotonic()
 
     def finish(self) -> list[str]:

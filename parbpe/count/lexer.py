@@ -85,48 +85,50 @@ def _is_glue(classes: np.ndarray) -> np.ndarray:
     return classes - SPACE < 2
 
 
-def gpt4_chunk_starts(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+def gpt4_chunk_starts(data: np.ndarray, offsets: np.ndarray, digit_group: int = 3) -> np.ndarray:
     """Where each chunk begins (sorted byte positions) in pieces data[offsets[i]:offsets[i + 1]].
 
     data holds only ASCII bytes; every piece is non-empty and is split as a string of its own.
-    A chunk ends where the next begins (or at len(data)).
+    A chunk ends where the next begins (or at len(data)). digit_group: digits a chunk at most (3, as
+    GPT-4's \\p{N}{1,3}; 1 for the --digits 1 variant).
     """
     if len(data) == 0:
         return np.zeros(0, np.int64)
     cls = BYTE_CLASS[data]
     if (cls == HIGH).any():
         raise ValueError("gpt4_chunk_starts takes ASCII text only (gpt4_chunk_starts_utf8 takes any)")
-    return _chunk_starts(cls, BYTE_CANON[data], offsets)
+    return _chunk_starts(cls, BYTE_CANON[data], offsets, digit_group)
 
 
-def gpt4_chunk_starts_utf8(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+def gpt4_chunk_starts_utf8(data: np.ndarray, offsets: np.ndarray, digit_group: int = 3) -> np.ndarray:
     """gpt4_chunk_starts for UTF-8 text (valid, as pyarrow strings are): byte positions again."""
     if len(data) == 0:
         return np.zeros(0, np.int64)
     leads, points = decode_utf8(data)
     classes, canon = code_point_tables()
-    starts = _chunk_starts(classes[points], canon[points], np.searchsorted(leads, offsets))
+    starts = _chunk_starts(classes[points], canon[points], np.searchsorted(leads, offsets), digit_group)
     return leads[starts]
 
 
-def gpt2_chunk_starts(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """gpt4_chunk_starts for the GPT-2 pattern (ASCII pieces)."""
+def gpt2_chunk_starts(data: np.ndarray, offsets: np.ndarray, digit_group: int | None = None) -> np.ndarray:
+    """gpt4_chunk_starts for the GPT-2 pattern (ASCII pieces); digit_group None: a run of digits is
+    one chunk (GPT-2's \\p{N}+), else at most that many digits a chunk (the --digits variants)."""
     if len(data) == 0:
         return np.zeros(0, np.int64)
     cls = BYTE_CLASS[data]
     if (cls == HIGH).any():
         raise ValueError("gpt2_chunk_starts takes ASCII text only (gpt2_chunk_starts_utf8 takes any)")
-    return _gpt2_chunk_starts(cls, data, offsets)
+    return _gpt2_chunk_starts(cls, data, offsets, digit_group)
 
 
-def gpt2_chunk_starts_utf8(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+def gpt2_chunk_starts_utf8(data: np.ndarray, offsets: np.ndarray, digit_group: int | None = None) -> np.ndarray:
     """gpt2_chunk_starts for UTF-8 text (valid, as pyarrow strings are): byte positions again."""
     if len(data) == 0:
         return np.zeros(0, np.int64)
     leads, points = decode_utf8(data)
     classes, _ = code_point_tables()
     ascii_points = np.where(points < 128, points, 0).astype(np.uint8)  # contractions are ASCII letters only
-    starts = _gpt2_chunk_starts(classes[points], ascii_points, np.searchsorted(leads, offsets))
+    starts = _gpt2_chunk_starts(classes[points], ascii_points, np.searchsorted(leads, offsets), digit_group)
     return leads[starts]
 
 
@@ -139,7 +141,8 @@ _GPT2_FIRST[[ord("l"), ord("v"), ord("r")]] = [ord("l"), ord("e"), ord("e")]
 _RUN_KIND = np.array([0, 0, 1, 1, 1, 2, 3, 5, 4], np.uint8)
 
 
-def _gpt2_chunk_starts(cls: np.ndarray, chars: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+def _gpt2_chunk_starts(cls: np.ndarray, chars: np.ndarray, offsets: np.ndarray,
+                       digit_group: int | None = None) -> np.ndarray:
     r"""Chunk starts (character positions) of GPT-2's '(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+
     | ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+, from each character's class and, for ASCII letters, the
     letter itself (chars: 0 for others). The rules: a run of letters, of digits or of symbols (the
@@ -147,7 +150,8 @@ def _gpt2_chunk_starts(cls: np.ndarray, chars: np.ndarray, offsets: np.ndarray) 
     one chunk, but for its last character when something follows (that one is a chunk of its own,
     or, a space, goes with what follows); an apostrophe that begins a match (at a piece's start,
     or after a letter, a digit, or whitespace other than a space) followed by s, d, m, t or ll,
-    ve, re is a chunk of its own.
+    ve, re is a chunk of its own. With a digit_group, a run of digits is cut every digit_group
+    digits after its first chunk (which keeps the space before it).
     """
     n = len(cls)
     firsts, lasts = offsets[:-1], offsets[1:] - 1
@@ -179,6 +183,8 @@ def _gpt2_chunk_starts(cls: np.ndarray, chars: np.ndarray, offsets: np.ndarray) 
             after = after[(after < n)]
             after = after[prev[after] != EDGE]  # still in the piece
             start[after] = True
+    if digit_group is not None:
+        mark_digit_groups(start, cls, prev, DIGIT, digit_group, first=False)
     return np.flatnonzero(start)
 
 
@@ -229,7 +235,7 @@ def _contractions(canon: np.ndarray, nxt: np.ndarray, at: np.ndarray) -> tuple[n
     return one, two
 
 
-def _chunk_starts(cls: np.ndarray, canon: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+def _chunk_starts(cls: np.ndarray, canon: np.ndarray, offsets: np.ndarray, digit_group: int = 3) -> np.ndarray:
     """Chunk starts (character positions) from each character's class and contraction letter."""
     n = len(cls)
     prev, nxt, prev2, start = _neighbours(cls, offsets)
@@ -250,7 +256,7 @@ def _chunk_starts(cls: np.ndarray, canon: np.ndarray, offsets: np.ndarray) -> np
             after = after[(cls[after] == LETTER) & (prev[after] == LETTER)]  # the letters go on in the piece
             start[after] = True
 
-    mark_digit_groups(start, cls, prev, DIGIT)  # digit runs: a chunk every three digits
+    mark_digit_groups(start, cls, prev, DIGIT, digit_group)  # digit runs: a chunk every three digits
     _whitespace_starts(start, cls, prev, nxt)
     return np.flatnonzero(start)
 
@@ -261,7 +267,7 @@ BYTE_UPPER[[c for c in range(128) if regex.fullmatch(r"[\p{Lu}\p{Lt}]", chr(c))]
 _SLASH = ord("/")
 
 
-def gpt4o_chunk_starts(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+def gpt4o_chunk_starts(data: np.ndarray, offsets: np.ndarray, digit_group: int = 3) -> np.ndarray:
     r"""gpt4_chunk_starts for the GPT-4o pattern, ASCII pieces holding no "/" right after a line
     break (which its symbol runs take, as [\r\n/]*; the caller leaves those to `regex`).
 
@@ -279,7 +285,7 @@ def gpt4o_chunk_starts(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     slash_after_break = np.flatnonzero((cls[:-1] == BREAK) & (data[1:] == _SLASH)) + 1
     if np.setdiff1d(slash_after_break, offsets).size:  # within a piece
         raise ValueError('gpt4o_chunk_starts takes no "/" right after a line break')
-    return _gpt4o_chunk_starts(cls, BYTE_CANON[data], BYTE_UPPER[data], offsets)
+    return _gpt4o_chunk_starts(cls, BYTE_CANON[data], BYTE_UPPER[data], offsets, digit_group)
 
 
 def _drop_chained(apostrophes: np.ndarray, one: np.ndarray, two: np.ndarray) -> None:
@@ -294,7 +300,8 @@ def _drop_chained(apostrophes: np.ndarray, one: np.ndarray, two: np.ndarray) -> 
             one[k] = two[k] = valid[k] = False
 
 
-def _gpt4o_chunk_starts(cls: np.ndarray, canon: np.ndarray, upper: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+def _gpt4o_chunk_starts(cls: np.ndarray, canon: np.ndarray, upper: np.ndarray, offsets: np.ndarray,
+                        digit_group: int = 3) -> np.ndarray:
     """Chunk starts (character positions) of ASCII pieces for GPT-4o (see gpt4o_chunk_starts)."""
     n = len(cls)
     prev, nxt, prev2, start = _neighbours(cls, offsets)
@@ -315,20 +322,25 @@ def _gpt4o_chunk_starts(cls: np.ndarray, canon: np.ndarray, upper: np.ndarray, o
             after = where + length + 1
             after = after[after < n]
             start[after[prev[after] != EDGE]] = True
-    mark_digit_groups(start, cls, prev, DIGIT)
+    mark_digit_groups(start, cls, prev, DIGIT, digit_group)
     _whitespace_starts(start, cls, prev, nxt)
     return np.flatnonzero(start)
 
 
-def mark_digit_groups(start: np.ndarray, cls: np.ndarray, prev: np.ndarray, digit: int) -> None:
-    """Mark a chunk start at every third digit of each run of digits (class `digit`), from the
-    run's first: the \\p{N}{1,3} of the GPT-4 and superword patterns."""
+def mark_digit_groups(start: np.ndarray, cls: np.ndarray, prev: np.ndarray, digit: int, group: int = 3,
+                      first: bool = True) -> None:
+    """Mark a chunk start at every `group`-th digit of each run of digits (class `digit`), from the
+    run's first: the \\p{N}{1,3} of the GPT-4 and superword patterns (group 1: \\p{N}{1}). first False
+    leaves the run's first digit as it is (GPT-2: a space before it begins its chunk)."""
     digits = np.flatnonzero(cls == digit)
     if len(digits):
         begins = prev[digits] != digit
         run = np.cumsum(begins) - 1
         into = digits - digits[begins][run]
-        start[digits[into % 3 == 0]] = True
+        at = into % group == 0
+        if not first:
+            at &= into > 0
+        start[digits[at]] = True
 
 
 def _whitespace_starts(start: np.ndarray, cls: np.ndarray, prev: np.ndarray, nxt: np.ndarray) -> None:

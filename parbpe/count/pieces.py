@@ -24,6 +24,7 @@ Documents holding a special token, and custom patterns, take the plain path.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections import Counter
 from collections.abc import Sequence
@@ -32,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..patterns import pattern_name
+from ..patterns import digit_groups
 from . import short_keys
 from .lexer import (
     gpt2_chunk_starts,
@@ -66,8 +67,19 @@ for _char in WHITESPACE:
 
 
 def supports(pattern: str) -> bool:
-    """True if the piece cuts are proven for this pattern (the built-in ones)."""
-    return pattern_name(pattern) in _LEXERS
+    """True if the piece cuts are proven for this pattern (the built-in ones and their --digits
+    variants: cutting a run of digits into groups moves no cut)."""
+    return digit_groups(pattern) is not None
+
+
+def _lexers(pattern: str) -> tuple:
+    """The lexers of a built-in pattern, told its digit group."""
+    name, group = digit_groups(pattern)
+    ascii_lexer, utf8_lexer, refused = _LEXERS[name]
+    if group is None:
+        return ascii_lexer, utf8_lexer, refused
+    return (functools.partial(ascii_lexer, digit_group=group),
+            utf8_lexer and functools.partial(utf8_lexer, digit_group=group), refused)
 
 
 def string_buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -350,10 +362,9 @@ class PieceCounter(BatchCounter):
 
     def __init__(self, pattern: str, findall) -> None:
         super().__init__()
-        name = pattern_name(pattern)
-        if name not in _LEXERS:
+        if not supports(pattern):
             raise ValueError("the piece shortcut is only proven for the built-in patterns")
-        self._lexer = _LEXERS[name]
+        self._lexer = _lexers(pattern)
         self._findall = findall
 
     def add(self, texts: pa.Array) -> None:

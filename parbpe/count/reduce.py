@@ -36,7 +36,10 @@ def select_partition(table: pa.Table, config: TrainConfig) -> Selection:
     counts = table.column("count")
     candidates = SCHEMA.empty_table()
     if config.stop_list_size:
-        long = table.filter(pc.greater(pc.utf8_length(table.column("chunk")), 1))
+        long = pc.greater(pc.utf8_length(table.column("chunk")), 1)
+        if config.max_token_bytes:  # a stop word is a token: no longer than the cap
+            long = pc.and_(long, pc.less_equal(pc.binary_length(table.column("chunk")), config.max_token_bytes))
+        long = table.filter(long)
         candidates = _top(long, config.stop_list_size)
     kept = table.filter(pc.greater_equal(counts, config.freq_cutoff)) if config.freq_cutoff > 1 else table
     return Selection(kept=kept, stop_candidates=candidates, unique_chunks=table.num_rows,
@@ -94,8 +97,9 @@ def chunk_arrays(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def combine_selections(selections: list[Selection], config: TrainConfig) -> TrainingChunks:
     """The stop list from every partition's candidates; the kept chunks minus stop words, sorted.
 
-    Stop list (BatchBPE): the stop_list_size most frequent chunks longer than one character get
-    whole-chunk tokens and leave training; ties go to the greater chunk bytes, as for pairs.
+    Stop list (BatchBPE): the stop_list_size most frequent chunks longer than one character (and of at
+    most max_token_bytes bytes, when set) get whole-chunk tokens and leave training; ties go to the
+    greater chunk bytes, as for pairs.
     """
     stop_words: list[bytes] = []
     kept = pa.concat_tables([s.kept for s in selections]) if selections else SCHEMA.empty_table()

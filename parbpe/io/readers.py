@@ -31,12 +31,16 @@ class ReadStats:
     bytes: int = 0
     replaced_bytes: int = 0  # invalid UTF-8 sequences replaced by U+FFFD
     words: int = 0  # whitespace-separated words, when counted (count_words: parbpe eval's tokens/word)
+    sampled_documents: int = 0  # documents and bytes in the sample (--sample-docs, --sample-bytes)
+    sampled_bytes: int = 0
 
     def __iadd__(self, other: ReadStats) -> ReadStats:
         self.documents += other.documents
         self.bytes += other.bytes
         self.replaced_bytes += other.replaced_bytes
         self.words += other.words
+        self.sampled_documents += other.sampled_documents
+        self.sampled_bytes += other.sampled_bytes
         return self
 
 

@@ -72,6 +72,7 @@ def learn_merges(
     allow: Callable[[bytes], bool] | None = None,
     sliced: SlicedEngine | None = None,
     min_pair_count: int = 1,
+    max_token_bytes: int = 0,
 ) -> MergeResult:
     """Run merge rounds on the table until n_merges merges are made or no pair is left (none seen
     min_pair_count times, when that is over 1).
@@ -97,6 +98,8 @@ def learn_merges(
     allow(token_bytes) -> False keeps a pair from ever being merged (SuperBPE's rules, merge/superword.py):
     the pair leaves the ranking for good, as in the SuperBPE authors' trainer, whose skipped pairs are
     not put back; replayed merges are not checked. MergeResult.skipped counts the pairs left out.
+    max_token_bytes > 0: a pair whose token would be longer is left out the same way (a length is a
+    sum of two numbers: checked with numpy, for the ranked pairs and every count change).
     sliced: merge workers started on this table already (SlicedEngine, e.g. having encoded it; its
     `table`): they merge it whatever `workers` says, unless the run engine is picked, which merges
     here; they are stopped in the end either way.
@@ -129,13 +132,13 @@ def learn_merges(
         else:
             runner = ChunkEngine(table, nonoverlap=nonoverlap) if use_chunk else LinkedEngine(table)
         return _merge_rounds(runner, vocab, n_merges, max_batch_size, cap_divisor, exact, throttled, clock,
-                             replay, on_round, allow, min_pair_count)
+                             replay, on_round, allow, min_pair_count, max_token_bytes)
     try:
         if sliced is None:
             sliced = SlicedEngine(table, workers, start_method=start_method)
         sliced.build(use_chunk=use_chunk, nonoverlap=nonoverlap)
         result = _merge_rounds(sliced, vocab, n_merges, max_batch_size, cap_divisor, exact, throttled, clock,
-                               replay, on_round, allow, min_pair_count)
+                               replay, on_round, allow, min_pair_count, max_token_bytes)
         result.engine = sliced.finish()  # the compacted table: chunk_tokens(c) as with one engine
         result.workers = sliced.workers
         return result
@@ -157,11 +160,12 @@ def _uses_runs(table: ChunkTable, engine: str, nonoverlap: bool, batching: str) 
 
 def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int, cap_divisor: int,
                   exact: bool, progress: _Throttled | None, clock: float, replay=None, on_round=None,
-                  allow=None, min_pair_count: int = 1) -> MergeResult:
+                  allow=None, min_pair_count: int = 1, max_token_bytes: int = 0) -> MergeResult:
     """The rounds of learn_merges on a ready engine; merging stops early when no pair is seen
     min_pair_count times (pairs rank by count: a round keeps the ranked pairs above it)."""
     queue = PairQueue(*runner.initial_pair_counts(), vocab)
     rule = _Rule(allow, vocab) if allow is not None else None
+    cap = _LengthCap(vocab, max_token_bytes) if max_token_bytes else None
     seconds = {"counting": time.perf_counter() - clock, "selection": 0.0, "applying": 0.0, "updating": 0.0,
                "replaying": 0.0}
     merges: list[tuple[int, int]] = []
@@ -174,7 +178,8 @@ def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int
         clock = time.perf_counter()
         width = search_width(n_merges - len(merges), len(vocab), cap_divisor, max_batch_size)
         ranked, counts = queue.ranked(width)
-        while rule is not None and rule.remove_refused(queue, ranked, counts):
+        while (cap is not None and cap.remove_long(queue, ranked, counts)) or (
+                rule is not None and rule.remove_refused(queue, ranked, counts)):
             ranked, counts = queue.ranked(width)
         if min_pair_count > 1 and len(counts) and counts[-1] < min_pair_count:
             frequent = int(np.count_nonzero(counts >= min_pair_count))  # counts descend: a prefix
@@ -203,6 +208,9 @@ def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int
             changes = runner.apply(first, second, np.arange(first_id, first_id + len(accepted), dtype=np.int64))
         seconds["applying"] += time.perf_counter() - clock  # exact: finding the prefix counts here
         clock = time.perf_counter()
+        if cap is not None:
+            cap.add_tokens(vocab)
+            changes = cap.without_long(*changes)
         queue.update(*(rule.without_refused(*changes) if rule is not None else changes))
         seconds["updating"] += time.perf_counter() - clock
         if progress is not None:
@@ -218,7 +226,7 @@ def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int
     seconds["applying"] -= seconds["communication"]
     return MergeResult(merges=merges, batch_sizes=batch_sizes, stopped_early=len(merges) < n_merges,
                        engine=runner, seconds={k: round(v, 3) for k, v in seconds.items()},
-                       skipped=len(rule.refused) if rule is not None else 0)
+                       skipped=(len(rule.refused) if rule is not None else 0) + (cap.skipped if cap is not None else 0))
 
 
 class _Throttled:
@@ -243,6 +251,42 @@ class _Throttled:
         if self.pending is not None:
             self.progress(*self.pending)
             self.pending = None
+
+
+class _LengthCap:
+    """Pairs whose token would be over max_bytes long: taken out of the queue when they reach the
+    top, and never let in by a count change (a pair's length is fixed by its two tokens)."""
+
+    def __init__(self, vocab: list[bytes], max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.lengths = np.zeros(0, dtype=np.int64)
+        self.skipped = 0
+        self.add_tokens(vocab)
+
+    def add_tokens(self, vocab: list[bytes]) -> None:
+        """Take the lengths of the tokens added to vocab since the last call."""
+        new = vocab[len(self.lengths):]
+        if new:
+            self.lengths = np.concatenate([self.lengths, np.fromiter(map(len, new), dtype=np.int64, count=len(new))])
+
+    def _long(self, keys: np.ndarray) -> np.ndarray:
+        return self.lengths[keys >> 32] + self.lengths[keys & 0xFFFFFFFF] > self.max_bytes
+
+    def remove_long(self, queue: PairQueue, ranked: np.ndarray, counts: np.ndarray) -> bool:
+        """Take the ranked pairs that are too long out of the queue (True if any)."""
+        long = self._long(ranked)
+        if not long.any():
+            return False
+        self.skipped += int(np.count_nonzero(long))
+        queue.update(ranked[long], -counts[long])
+        return True
+
+    def without_long(self, keys: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The count changes of pairs short enough to be merged."""
+        if not len(keys):
+            return keys, deltas
+        keep = ~self._long(keys)
+        return keys[keep], deltas[keep]
 
 
 class _Rule:

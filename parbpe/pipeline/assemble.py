@@ -6,6 +6,7 @@ import platform
 from typing import Any
 
 from .. import __version__
+from ..io.sample import sample_summary
 from ..tokenizer.model import Tokenizer
 from ..warnings import EarlyStopWarning
 from .context import RunContext
@@ -31,6 +32,8 @@ def assemble_stats(ctx: RunContext, job: Inputs, counted: Counted, built: Built,
         "documents": counted.stats["documents"],
         "bytes_read": counted.stats["bytes"],
         "replaced_utf8_sequences": counted.stats["replaced_bytes"],
+        "sample": sample_summary(ctx.config, counted.stats.get("sampled_documents", 0),
+                                 counted.stats.get("sampled_bytes", 0)),
         "memory_budget": counted.stats["budget"],
         "caller_held_bytes": ctx.caller_held,  # held by the calling process at the start: left out of the models
         "worker_data_limit": counted.stats["data_limit"],
@@ -69,3 +72,4 @@ def warn_if_short(ctx: RunContext, built: Built, counted: Counted) -> None:
                else "no pair left")
         ctx.result_changed(EarlyStopWarning, f"{why} after {new} merges: the vocabulary has {made} tokens, "
                            f"not {ctx.config.vocab_size}", vocab_size=made)
+

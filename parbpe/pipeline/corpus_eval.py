@@ -57,17 +57,21 @@ class CountedText:
         return int(np.dot(np.diff(self.offsets), self.counts))
 
 
-def count_text(inputs: Sequence[str], pattern: str, config: TrainConfig, options: RunOptions) -> CountedText:
-    """The chunk counts of inputs split by pattern (no special tokens: their strings are text), with
-    the documents and whitespace words read, in a run of their own."""
+def count_text(inputs: Sequence[str], pattern: str, normalize: str | None, config: TrainConfig,
+               options: RunOptions) -> CountedText:
+    """The chunk counts of inputs in the normal form `normalize`, split by pattern (no special tokens:
+    their strings are text), with the documents and whitespace words read, in a run of their own."""
     with run_context(config, options) as ctx:
-        return count_text_in(ctx, inputs, pattern, nested=False)
+        return count_text_in(ctx, inputs, pattern, normalize, nested=False)
 
 
-def count_text_in(ctx: RunContext, inputs: Sequence[str], pattern: str, nested: bool = True) -> CountedText:
-    """count_text within a run (train's --heldout: nested in its evaluate stage)."""
+def count_text_in(ctx: RunContext, inputs: Sequence[str], pattern: str, normalize: str | None,
+                  nested: bool = True) -> CountedText:
+    """count_text within a run (train's --heldout: nested in its evaluate stage): all of the text,
+    whatever sample the run trained on."""
     config = dataclasses.replace(ctx.config, pattern=pattern, special_tokens=(), eos_token=None, bos_token=None,
-                                 pad_token=None, freq_cutoff=0, stop_list_size=0,
+                                 pad_token=None, freq_cutoff=0, stop_list_size=0, digits=None, normalize=normalize,
+                                 sample_docs=None, sample_bytes=None, sample_share=None,
                                  count_words=True, superbpe_transition=None, init=None)
     units = [u for u in plan([str(p) for p in inputs], text_column=config.text_column)]
     if any(u.kind.startswith("counts") for u in units):
@@ -194,9 +198,9 @@ def evaluate_corpus(tokenizers: Sequence[Tokenizer], inputs: Sequence[str], *, n
     config, options = config or TrainConfig(), options or RunOptions()
     names = list(names) if names is not None else [f"tokenizer {k + 1}" for k in range(len(tokenizers))]
     rows: dict[tuple[int, str], dict] = {}
-    for pattern in dict.fromkeys(tok.pattern for tok in tokenizers):
-        mine = [k for k, tok in enumerate(tokenizers) if tok.pattern == pattern]
-        text = count_text(inputs, pattern, config, options)
+    for pattern, normalize in dict.fromkeys((tok.pattern, tok.normalize) for tok in tokenizers):
+        mine = [k for k, tok in enumerate(tokenizers) if (tok.pattern, tok.normalize) == (pattern, normalize)]
+        text = count_text(inputs, pattern, normalize, config, options)
         totals = score_text(text, [tokenizers[k] for k in mine], [per[k] for k in mine], config.workers,
                             options.start_method)
         for (t, method), counts in totals.items():

@@ -25,6 +25,7 @@ from ..count.stream import QUEUE_BATCHES_PER_WORKER, count_stream_to_runs
 from ..io.iterables import STREAM_BATCH_BYTES, TextStream, text_batches
 from ..io.plan import unit_text_bytes
 from ..io.readers import ReadStats
+from ..io.sample import sample_documents
 from ..io.units import WorkUnit
 from ..patterns import SUPERWORD_PATTERN, pattern_name
 from ..run.faults import test_stop
@@ -78,6 +79,8 @@ def count_stage(ctx: RunContext, units: list[WorkUnit] | TextStream, config: Tra
                                                              ("bytes", counted.stats.bytes),
                                                              ("replaced_bytes", counted.stats.replaced_bytes),
                                                              ("words", counted.stats.words),
+                                                             ("sampled_documents", counted.stats.sampled_documents),
+                                                             ("sampled_bytes", counted.stats.sampled_bytes),
                                                              ("spills", counted.spills))}
         stats.update(budget=counted.budget, data_limit=counted.data_limit)
         with _substage(ctx, "reduce", nested, report=False):
@@ -107,8 +110,7 @@ def _count(ctx: RunContext, units: list[WorkUnit] | TextStream, config: TrainCon
     store); returns the result and the stats of the units counted by earlier attempts."""
     if run is None or ctx.cluster is not None:
         runs_dir = stack.enter_context(temp_work_dir(config.tmp_dir))
-        done, runs, before = set(), [], {"documents": 0, "bytes": 0, "replaced_bytes": 0, "words": 0,
-                                      "spills": 0}
+        done, runs, before = set(), [], {}
     else:
         done, runs, before = run.committed_units()
         runs_dir = run.new_count_dir()
@@ -185,7 +187,8 @@ def count_stream(ctx: RunContext, stream: TextStream, config: TrainConfig, run_d
         ctx.reporter.update("count", items, stream.length, MB=stats.bytes / 1e6, MB_s=stats.bytes / 1e6 / elapsed,
                             rss_MB=ctx.rss_MB(), spills=spills)
 
-    batches = text_batches(stream.texts, stats, config.text_column, on_item=on_item)
+    batches = sample_documents(text_batches(stream.texts, stats, config.text_column, on_item=on_item),
+                               config.sample_share, config.seed, stats)
     counted = count_stream_to_runs(batches, config, run_dir, data_limit=data_limit, start_method=ctx.start_method,
                                    on_progress=on_progress)
     ctx.reporter.update("count", items, stream.length, force=True, MB=stats.bytes / 1e6, spills=counted.spills)

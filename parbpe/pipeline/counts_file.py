@@ -12,10 +12,11 @@ import pyarrow.compute as pc
 from ..count.counts_file import write_counts_file
 from ..io.iterables import TextStream
 from ..io.plan import plan
+from ..io.sample import sample_summary
 from ..run.temp_dirs import clean_stale_temp_dirs, temp_work_dir
 from .context import RunContext
 from .count import count_stream, count_units, nothing_counted, reduce_partitions
-from .inputs import Inputs, is_unit_list
+from .inputs import Inputs, is_unit_list, sample_stage
 
 
 def counts_file_stage(ctx: RunContext, job: Inputs, out_path: str, freq_cutoff: int) -> dict[str, Any]:
@@ -27,6 +28,8 @@ def counts_file_stage(ctx: RunContext, job: Inputs, out_path: str, freq_cutoff: 
         with ctx.stage("plan", report=False):
             source = job.source
             units = source if isinstance(source, TextStream) or is_unit_list(source) else plan(source)
+            sample_stage(ctx, units)
+            config = ctx.config
         with ctx.stage("count", report=False):
             if isinstance(units, TextStream):
                 counted = count_stream(ctx, units, config, run_dir)
@@ -48,6 +51,7 @@ def counts_file_stage(ctx: RunContext, job: Inputs, out_path: str, freq_cutoff: 
     summary = {"out": out_path, "unique_chunks": totals["unique"], "rows_written": rows,
                "chunks": totals["chunks"], "documents": counted.stats.documents, "bytes_read": counted.stats.bytes,
                "replaced_utf8_sequences": counted.stats.replaced_bytes, "work_units": len(units),
+               "sample": sample_summary(config, counted.stats.sampled_documents, counted.stats.sampled_bytes),
                "spills": counted.spills, "memory_budget": counted.budget, "worker_data_limit": counted.data_limit,
                "executor": ctx.options.executor, **({"ray": ctx.cluster_stats} if ctx.cluster_stats else {}),
                "seconds": {k: round(v, 3) for k, v in ctx.times.items()}, "peak_rss_bytes": ctx.sampler.peak}

@@ -43,7 +43,7 @@ def heldout_rows(ctx: RunContext, heldout: list[str], tokenizers: list[Tokenizer
     """The held-out text counted once (the counting stage, nested in this one) and each tokenizer's
     merges on it (pipeline/corpus_eval.py): what `parbpe eval` reports, and equal to encoding the
     documents one by one."""
-    text = count_text_in(ctx, heldout, tokenizers[0].pattern)
+    text = count_text_in(ctx, heldout, tokenizers[0].pattern, tokenizers[0].normalize)
     totals = score_text(text, tokenizers, ["merges"], ctx.config.workers, ctx.start_method)
     rows = [row("", tok, "merges", totals[k, "merges"], text, 2.5) for k, tok in enumerate(tokenizers)]
     return [{k: v for k, v in r.items() if k not in ("tokenizer", "method")} for r in rows]
@@ -54,7 +54,7 @@ def smaller_tokenizers(ctx: RunContext, job: Inputs, built: Built, tokenizer: To
     config = ctx.config
     smaller: Smaller = {}
     for size in job.also_save:
-        n_merges = config.merges_for(size, built.first_new)
+        n_merges = config.merges_for(size, built.first_new, len(built.stop_words))
         if n_merges > len(built.result.merges):
             ctx.warn(f"not saving vocab-{size}: the run stopped at {tokenizer.n_vocab} tokens")
             continue

@@ -27,6 +27,7 @@ from ..io.atomic import check_output_dir, check_output_file, check_work_dir
 from ..io.filesystems import file_info, is_remote, local_path
 from ..io.iterables import TextStream, dataset_source, is_datasets_object, is_text_source, stdin_source
 from ..io.plan import default_corpus_files, expand_inputs, plan
+from ..io.sample import share_for_bytes
 from ..io.units import WorkUnit
 from ..run.run_dir import RunDirectory
 from ..run.temp_dirs import clean_stale_temp_dirs
@@ -88,6 +89,9 @@ def check_job(inputs: Any, config: TrainConfig, options: RunOptions, *, out_dir:
     job = Inputs(source=source, described=described, config=config, out_dir=out_dir, inherited=inherited,
                  also_save=sizes, heldout=heldout)
     check_executor(source, options)
+    if isinstance(source, TextStream) and config.sample_bytes is not None:
+        raise ValueError(f"sample_bytes needs the input's size, which texts from {source.description} do not "
+                         "have: use sample_docs (a share of the documents)")
     if isinstance(source, TextStream) and (options.resume or options.run_dir is not None):
         raise ValueError(f"texts from {source.description} are consumed once: such a run cannot be resumed and "
                          "keeps no run directory")
@@ -154,10 +158,28 @@ def plan_stage(ctx: RunContext, job: Inputs) -> None:
         ctx.note(note)
     if ctx.config.superbpe_transition is not None:
         check_superbpe_inputs(job.units)
+    sample_stage(ctx, job.units)
     if not job.streamed and (where := ctx.options.run_dir or (default_run_dir(job.out_dir) if job.out_dir else None)):
         ctx.run, notes = open_run_dir(where, job.units, ctx.config, ctx.options.resume, job.inherited)
         for note in notes:
             ctx.note(note)
+
+
+def sample_stage(ctx: RunContext, units: list[WorkUnit] | TextStream) -> None:
+    """--sample-docs/--sample-bytes: refused for counts files (no documents left); --sample-bytes
+    made the share of documents that holds about that many bytes of the input's text (ctx.config's
+    sample_share, which the counting workers apply)."""
+    config = ctx.config
+    if config.sample_bytes is None and config.sample_share is None:
+        return
+    if not isinstance(units, TextStream):
+        counts = sorted({u.path for u in units if u.kind.startswith("counts")})
+        if counts:
+            raise ValueError(f"sampling takes documents, which a counts file no longer has ({counts[0]}): "
+                             "sample the text itself")
+    if config.sample_bytes is not None:
+        share = share_for_bytes(units, config.sample_bytes, config.text_column)
+        ctx.config = dataclasses.replace(config, sample_share=share)
 
 
 def check_superbpe_inputs(units: Any) -> None:

@@ -86,7 +86,7 @@ def merge_stage(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> Merge
             nonoverlap=config.pair_count == "nonoverlap", batching=config.batching, workers=fit.workers,
             start_method=ctx.start_method, progress=ctx.progress(merge_name, job.offset), replay=replay,
             on_round=run.merge_checkpointer() if run is not None else None, allow=job.allow, sliced=sliced,
-            min_pair_count=config.min_pair_count)
+            min_pair_count=config.min_pair_count, max_token_bytes=config.max_token_bytes)
         ctx.reporter.event("merged", merges=len(result.merges), rounds=len(result.batch_sizes),
                            merge_workers=result.workers)
         job.vocab = []  # the tokenizer makes its own: tokens can be megabytes each (hostile text), never hold both

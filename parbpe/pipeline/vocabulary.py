@@ -58,6 +58,7 @@ class Built:
             merges=[(a, b, first_merge_id + r) for r, (a, b) in enumerate(merges)],
             stop_words={w: 256 + k for k, w in enumerate(self.stop_words)},
             special_tokens={s: first_merge_id + len(merges) + k for k, s in enumerate(config.special_tokens)},
+            normalize=config.normalize,
         )
 
 
@@ -75,7 +76,8 @@ class Bpe:
         chunks = counted.chunks
         if inherited is None:
             merge_job = MergeJob(vocab=[bytes([b]) for b in range(256)] + list(chunks.stop_words),
-                                 n_merges=config.n_merges if n_merges is None else n_merges)
+                                 n_merges=(config.merges_for(config.vocab_size, stop_words=len(chunks.stop_words))
+                                           if n_merges is None else n_merges))
         else:
             merge_job = MergeJob(vocab=inherited.vocab(),
                                  n_merges=config.merges_for(config.vocab_size, len(inherited.merges)),
@@ -116,7 +118,8 @@ class SuperBpe(Bpe):
         done = len(first.merges)
         names = ("superbpe_table", "superbpe_encode", "superbpe_merge")
         merged = merge_stage(ctx, chunks, MergeJob(
-            vocab=vocab_of(first.merges), n_merges=ctx.config.merges_for(ctx.config.vocab_size, done),
+            vocab=vocab_of(first.merges),
+            n_merges=ctx.config.merges_for(ctx.config.vocab_size, done, len(stage1.stop_words)),
             encode=(first.merges, first.batch_sizes),
             sampled=True, allow=superword_allowed, names=names, offset=done, label="SuperBPE stage 2",
             run=self.stage2_run))

@@ -225,7 +225,8 @@ class RunDirectory:
         (documents, bytes, replaced_bytes, spills). Run files no record names are removed."""
         units: set[str] = set()
         runs: list[str] = []
-        stats = {"documents": 0, "bytes": 0, "replaced_bytes": 0, "spills": 0}
+        stats = {"documents": 0, "bytes": 0, "replaced_bytes": 0, "spills": 0, "sampled_documents": 0,
+                 "sampled_bytes": 0}
         root = self._file("count")
         if not os.path.isdir(root):
             return units, runs, stats
@@ -241,7 +242,7 @@ class RunDirectory:
                 runs += [os.path.join(directory, r) for r in record["runs"]]
                 named.update(record["runs"])
                 for key in stats:
-                    stats[key] += record[key]
+                    stats[key] += record.get(key, 0)  # (the sample's keys came later)
             for name in os.listdir(directory):  # half-written or uncommitted: never used
                 if name not in named and name not in records:
                     os.unlink(os.path.join(directory, name))

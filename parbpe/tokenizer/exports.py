@@ -81,7 +81,7 @@ def hf_json(tok: Tokenizer, vocab: Any = None, merges: Any = None, dropout: floa
              "normalized": False, "special": True}
             for s, i in sorted(specials.items(), key=lambda kv: kv[1])
         ],
-        "normalizer": None,
+        "normalizer": {"type": tok.normalize.upper()} if tok.normalize else None,
         "pre_tokenizer": {
             "type": "Sequence",
             "pretokenizers": [
@@ -259,6 +259,7 @@ def parbpe_json(tok: Tokenizer, config: dict[str, Any] | None = None) -> dict[st
         "merges": [list(m) for m in tok.merges],
         **({"tokens": [[base64.b64encode(t).decode(), i] for t, i in sorted(tok.tokens.items(), key=lambda x: x[1])],
             "segmentation": tok.segmentation} if tok.tokens else {}),
+        **({"normalize": tok.normalize} if tok.normalize else {}),
         "vocab_size": tok.n_vocab,
         "config": config,
     }
@@ -297,6 +298,9 @@ def transformers_files(tok: Tokenizer, roles: dict[str, str]) -> tuple[str, str]
     return json.dumps(config, indent=1, ensure_ascii=False), json.dumps(roles, indent=1, ensure_ascii=False)
 
 
+NO_NORMALIZER = ("vocab.json", "merges.txt", "tokenizer.tiktoken")
+
+
 def file_makers(tok: Tokenizer, config: dict[str, Any] | None = None
                 ) -> tuple[dict[str, Callable[[], str | Iterator[str]]], dict[str, str]]:
     """What save writes: ({file: a function making its text, or its text in pieces}, {file:
@@ -316,6 +320,11 @@ def file_makers(tok: Tokenizer, config: dict[str, Any] | None = None
     if tok.tokens:  # PathPiece's format: hex bytes of each non-special token, one a line, by id
         writers["vocab.hex"] = lambda: hex_vocab_pieces(tok)
     outcome = {name: f"not written: {problems[name]}" if name in problems else "written" for name in writers}
+    if tok.normalize:  # formats with no place for a normalizer: still useful, said aloud
+        for name in NO_NORMALIZER:
+            if outcome[name] == "written":
+                outcome[name] = (f"written, without the {tok.normalize.upper()} normalizer (the format has none): "
+                                 f"put text in {tok.normalize.upper()} before encoding with it")
     return {name: make for name, make in writers.items() if name not in problems}, outcome
 
 

@@ -73,4 +73,5 @@ def continued(inherited: Inherited, new_merges: list[tuple[int, int]], special_t
         to_external[first + k] = next_id
         merges.append((to_external[a], to_external[b], next_id))
         next_id += 1
-    return Tokenizer(pattern=pattern, merges=merges, byte_ids=old.byte_ids, special_tokens=specials)
+    return Tokenizer(pattern=pattern, merges=merges, byte_ids=old.byte_ids, special_tokens=specials,
+                     normalize=old.normalize)

@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
 from ..io.filesystems import exists, is_remote, open_text
-from ..patterns import GPT2_PATTERN, resolve_pattern
+from ..patterns import GPT2_PATTERN, NORMAL_FORMS, resolve_pattern
 from .byte_level import unicode_to_token
 from .exports import FORMAT_VERSION
 
@@ -48,6 +48,7 @@ def read_parbpe_json(path: str) -> dict[str, Any]:
         "special_tokens": data.get("special_tokens", {}),
         **({"tokens": {base64.b64decode(t): i for t, i in data["tokens"]}, "segmentation": data.get("segmentation")}
            if data.get("tokens") else {}),
+        **({"normalize": data["normalize"]} if data.get("normalize") else {}),
     }
 
 
@@ -178,7 +179,25 @@ def read_tokenizer_json(path: str) -> dict[str, Any]:
     pairs = ((f"{path}: merge {k}", m.split(" ") if isinstance(m, str) else m) for k, m in enumerate(model["merges"]))
     byte_ids, merges = _byte_level(model["vocab"], specials, pairs, path)
     return {"pattern": _split_pattern(data.get("pre_tokenizer"), path), "merges": merges, "byte_ids": byte_ids,
-            "special_tokens": specials}
+            "special_tokens": specials, **_normal_form(data.get("normalizer"), path)}
+
+
+def _normal_form(normalizer: Any, path: str) -> dict[str, str]:
+    """{"normalize": form} for a Unicode normalizer (NFC, NFD, NFKC, NFKD), {} for none; any other
+    normalizer is refused (parbpe would encode differently from the file)."""
+    if isinstance(normalizer, dict) and normalizer.get("type") == "Sequence":
+        inner = normalizer.get("normalizers") or []
+        if len(inner) > 1:
+            raise ValueError(f"{path}: its normalizer is a sequence of {len(inner)}; parbpe applies one Unicode "
+                             "normal form (NFC, NFD, NFKC, NFKD) or none")
+        normalizer = inner[0] if inner else None
+    if normalizer is None:
+        return {}
+    kind = normalizer.get("type") if isinstance(normalizer, dict) else None
+    if isinstance(kind, str) and kind.lower() in NORMAL_FORMS:
+        return {"normalize": kind.lower()}
+    raise ValueError(f"{path}: its normalizer ({kind or normalizer!r}) is not one parbpe applies: parbpe applies "
+                     f"the Unicode normal forms {', '.join(f.upper() for f in NORMAL_FORMS)} only")
 
 
 def _byte_level(vocab: dict[str, int], specials: dict[str, int], pairs: Iterable[tuple[str, list[str]]],

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..io.readers import replace_surrogates
-from ..patterns import Splitter, resolve_pattern
+from ..patterns import NORMAL_FORMS, Splitter, normalize_text, resolve_pattern
 from . import exports, load, segment
 from .dropout import dropout_merge
 
@@ -43,10 +43,14 @@ class Tokenizer:
         special_tokens: dict[str, int] | None = None,
         tokens: dict[bytes, int] | None = None,
         segmentation: str | None = None,
+        normalize: str | None = None,
     ) -> None:
         if len(byte_ids) != 256 or len(set(byte_ids)) != 256:
             raise ValueError("byte_ids must give 256 distinct ids, one per byte")
         self.pattern = pattern
+        if normalize is not None and normalize not in NORMAL_FORMS:
+            raise ValueError(f"unknown normal form {normalize!r}; use one of {', '.join(NORMAL_FORMS)}")
+        self.normalize = normalize  # the Unicode normal form text is put in before it is split (None: as it is)
         self.byte_ids = list(byte_ids)
         self.merges = [tuple(m) for m in merges]
         self.stop_words = dict(stop_words or {})
@@ -77,7 +81,7 @@ class Tokenizer:
             raise ValueError("token ids overlap: every byte, stop word, merge and special token needs its own id")
         self._ranks = {(a, b): (r, new) for r, (a, b, new) in enumerate(self.merges)}
         self._stop_by_text = {t.decode("utf-8", errors="replace"): i for t, i in self.stop_words.items()}
-        self._splitter = Splitter(pattern, tuple(self.special_tokens))
+        self._splitter = Splitter(pattern, tuple(self.special_tokens), normalize)
         self._cache: dict[str, list[int]] = {}
         self._vocab_index: tuple[segment.VocabIndex, np.ndarray] | None = None
 
@@ -176,7 +180,7 @@ class Tokenizer:
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode text, treating special-token strings as ordinary text (by the tokenizer's segmentation)."""
-        chunks = self._splitter.chunks(replace_surrogates(text))
+        chunks = self._splitter.chunks(normalize_text(replace_surrogates(text), self.normalize))
         if self.segmentation != "merges":
             return [t for ids in self.segment_other(list(chunks), self.segmentation) for t in ids]
         out: list[int] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 
 import numpy as np
@@ -21,12 +22,18 @@ from parbpe.count.lexer import (
     gpt4_chunk_starts_utf8,
     gpt4o_chunk_starts,
 )
-from parbpe.patterns import PATTERNS
+from parbpe.patterns import PATTERNS, with_digits
 
 # Each lexer: (its pattern, the ASCII lexer, the UTF-8 lexer or None).
 LEXERS = {"gpt2": (regex.compile(PATTERNS["gpt2"]), gpt2_chunk_starts, gpt2_chunk_starts_utf8),
           "gpt4": (regex.compile(PATTERNS["gpt4"]), gpt4_chunk_starts, gpt4_chunk_starts_utf8),
           "gpt4o": (regex.compile(PATTERNS["gpt4o"]), gpt4o_chunk_starts, None)}
+# The --digits variants: the same lexers told their digit group (gpt2-d3: GPT-2 with \p{N}{1,3}).
+for _name, _group in (("gpt2", 1), ("gpt2", 3), ("gpt4", 1), ("gpt4o", 1)):
+    _, _ascii, _utf8 = LEXERS[_name]
+    LEXERS[f"{_name}-d{_group}"] = (regex.compile(with_digits(PATTERNS[_name], _group)),
+                                    functools.partial(_ascii, digit_group=_group),
+                                    _utf8 and functools.partial(_utf8, digit_group=_group))
 NAMES = sorted(LEXERS)
 UTF8_NAMES = [name for name in NAMES if LEXERS[name][2] is not None]
 _REFUSED = regex.compile(r"[\r\n]/")  # what the GPT-4o lexer leaves to regex (its symbol runs take it)
@@ -34,7 +41,7 @@ _REFUSED = regex.compile(r"[\r\n]/")  # what the GPT-4o lexer leaves to regex (i
 
 def lexable(name: str, pieces: list[str]) -> list[str]:
     """The pieces the lexer takes (the GPT-4o one refuses "/" right after a line break)."""
-    return [p for p in pieces if not _REFUSED.search(p)] if name == "gpt4o" else pieces
+    return [p for p in pieces if not _REFUSED.search(p)] if name.startswith("gpt4o") else pieces
 
 # Every byte class, and the letters contractions are made of, in the combinations the rules look at.
 TRICKY = (list("aAsSdDmMtTlLvVeErRxZ0129 \t\n\r'.,-_/\x0b\x0c\x1c\x1f\x00\x7f!\"")
@@ -91,7 +98,7 @@ def test_random_pieces_equal_regex(seed, name):
 def test_long_random_text_equals_regex(name):
     pattern, ascii_lexer, _ = LEXERS[name]
     rng = random.Random(99)
-    alphabet = [c for c in TRICKY if "/" not in c] if name == "gpt4o" else TRICKY
+    alphabet = [c for c in TRICKY if "/" not in c] if name.startswith("gpt4o") else TRICKY
     pieces = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 2000))) for _ in range(200)]
     assert lex(pieces, ascii_lexer) == by_regex(pieces, pattern)
 

@@ -66,13 +66,14 @@ def test_cuts_equal_the_character_by_character_rule(seed, window, monkeypatch):
     assert cut_pieces(sliced).to_pylist() == [p for text in texts for p in _reference_pieces(text)]
 
 
-@pytest.mark.parametrize("pattern", ["gpt2", "gpt4", "gpt4o"])
+@pytest.mark.parametrize(("pattern", "digits"), [("gpt2", None), ("gpt4", None), ("gpt4o", None), ("gpt2", 1),
+                                                 ("gpt2", 3), ("gpt4", 1), ("gpt4o", 1)])
 @pytest.mark.parametrize("seed", range(12))
-def test_random_unicode_counts_equal_plain(pattern, seed, tmp_path):
+def test_random_unicode_counts_equal_plain(pattern, digits, seed, tmp_path):
     rng = random.Random(seed)
     texts = ["".join(rng.choice(CUT_ALPHABET) for _ in range(rng.randint(0, 400))) for _ in range(60)]
     texts += [random_text(rng, 300) for _ in range(20)]
-    config = TrainConfig(pattern=pattern, workers=1)
+    config = TrainConfig(pattern=pattern, digits=digits, workers=1)
     assert _fast(texts, config, tmp_path) == _plain(texts, config.pattern)
 
 

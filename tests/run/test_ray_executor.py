@@ -59,7 +59,9 @@ def corpus(tmp_path_factory) -> Path:
 
 def _count(inputs, out: Path, **kwargs) -> dict:
     """count_to_file; local runs get a fixed worker limit, since this process's tree holds the cluster."""
-    config = TrainConfig(workers=kwargs.pop("workers", 1), memory_budget="2GB")
+    sample = kwargs.pop("config_sample", None)
+    config = TrainConfig(workers=kwargs.pop("workers", 1), memory_budget="2GB", seed=4, sample_docs=sample,
+                         normalize="nfkd" if sample else None)
     if kwargs.get("executor") != "ray":
         kwargs["data_limit"] = 64 << 20
     return parbpe.count_to_file(inputs, str(out), config, **kwargs)
@@ -76,6 +78,16 @@ def test_counts_on_two_nodes_equal_local_counts(cluster, corpus, tmp_path, capsy
     assert stats["executor"] == "ray" and stats["ray"]["nodes"] == 2
     assert stats["ray"]["tasks"] == {"count": 8, "reduce": 32} and stats["ray"]["retries"] == {"count": 0, "reduce": 0}
     assert sum(stats["ray"]["tasks_per_node"].values()) == 40
+
+
+def test_a_sample_on_ray_is_the_local_sample(cluster, corpus, tmp_path):
+    """--sample-docs: the same documents whatever the executor (the rule looks at each document alone);
+    --normalize applied by the tasks as by local workers."""
+    texts = [str(corpus / f"part-{k}.parquet") for k in range(3)] + [str(corpus / "notes.txt")]
+    local = _count(texts, tmp_path / "local.parquet", workers=2, config_sample=0.3)
+    on_ray = _count(texts, tmp_path / "ray.parquet", executor="ray", config_sample=0.3)
+    assert (tmp_path / "ray.parquet").read_bytes() == (tmp_path / "local.parquet").read_bytes()
+    assert local["sample"] == on_ray["sample"] and 0 < local["sample"]["bytes"] < local["bytes_read"]
 
 
 def test_train_on_ray_writes_the_same_files(cluster, corpus, tmp_path):

@@ -1,0 +1,90 @@
+"""What a training option costs and changes: `parbpe train` with and without it, interleaved.
+
+    python bench/option_cost.py CORPUS... --heldout FILE [--vocab-size 32768] [--repeat 2] [--workers 2]
+        --variant plain= --variant capped="--max-token-bytes 16" [--json OUT]
+
+Each variant is `parbpe train CORPUS --vocab-size N --workers W --heldout FILE` plus its options, run in
+its own process, interleaved (A B A B ...). Per variant: wall time of each run (median), the merge and
+count stages' seconds (from stats.json), the peak RSS of the process tree, the held-out tokens (the
+first run's stats.json "heldout"), and the longest token in bytes. Ratios are against the first variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+from harness import save_results
+
+import parbpe
+
+
+def _run(args, extra: list[str], out: Path) -> dict:
+    cmd = [sys.executable, "-m", "parbpe", "train", *args.corpus, "--vocab-size", str(args.vocab_size),
+           "--workers", str(args.workers), "--heldout", args.heldout, "--out", str(out), "--progress", "none",
+           *extra]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = 0
+    ps = psutil.Process(proc.pid)
+    while proc.poll() is None:
+        try:
+            peak = max(peak, sum(p.memory_info().rss for p in [ps, *ps.children(recursive=True)]))
+        except psutil.Error:
+            pass
+        time.sleep(0.05)
+    err = proc.communicate()[1]
+    wall = time.perf_counter() - start
+    if proc.returncode:
+        raise SystemExit(f"{shlex.join(cmd)} failed (exit {proc.returncode}): {err.decode()[-500:]}")
+    stats = json.loads((out / "stats.json").read_text())
+    tok = parbpe.Tokenizer.load(out)
+    return {"wall": wall, "peak": peak, "seconds": stats["seconds"], "heldout_tokens": stats["heldout"]["tokens"],
+            "longest_token": max(len(t) for t in tok.vocab.values()), "vocab": tok.n_vocab}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("corpus", nargs="+")
+    parser.add_argument("--heldout", required=True)
+    parser.add_argument("--vocab-size", type=int, default=32768)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--variant", action="append", required=True, metavar="NAME=OPTIONS")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    variants = [(v.split("=", 1)[0], shlex.split(v.split("=", 1)[1])) for v in args.variant]
+    runs: dict[str, list[dict]] = {name: [] for name, _ in variants}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.repeat):
+            for name, extra in variants:
+                runs[name].append(_run(args, extra, Path(tmp) / f"{name}-{r}"))
+                print(f"{name} run {r + 1}: {runs[name][-1]['wall']:.1f} s", file=sys.stderr)
+    first = variants[0][0]
+    base_wall = statistics.median(x["wall"] for x in runs[first])
+    base_tokens = runs[first][0]["heldout_tokens"]
+    print(f"{'variant':<12}{'wall s (median)':>16}{'ratio':>7}{'merge s':>9}{'count s':>9}{'peak MB':>9}"
+          f"{'held-out tokens':>17}{'vs first':>10}{'longest':>9}")
+    for name, _ in variants:
+        xs = runs[name]
+        wall = statistics.median(x["wall"] for x in xs)
+        merge = statistics.median(x["seconds"].get("merge", 0) for x in xs)
+        count = statistics.median(x["seconds"].get("count", 0) for x in xs)
+        tokens = xs[0]["heldout_tokens"]
+        print(f"{name:<12}{wall:>16.1f}{wall / base_wall:>7.2f}{merge:>9.2f}{count:>9.2f}"
+              f"{max(x['peak'] for x in xs) / 2**20:>9.0f}{tokens:>17,}{(tokens / base_tokens - 1) * 100:>+9.2f}%"
+              f"{xs[0]['longest_token']:>9}")
+    if args.json:
+        save_results(args.json, variants=dict(variants), runs=runs)
+
+
+if __name__ == "__main__":
+    main()
