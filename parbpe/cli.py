@@ -392,9 +392,10 @@ def _eval(args: argparse.Namespace) -> int:
     rows = evaluate_corpus(tokenizers, args.inputs, names=args.tokenizer, methods=methods, alpha=args.renyi_alpha,
                            config=config, options=RunOptions(progress=args.progress))
     if args.plot:
-        from .pipeline.eval_plot import plot_rows
+        from .pipeline.eval_plot import plot_rows, size_curve
 
-        plot_rows(rows, args.plot, args.renyi_alpha)
+        curves = {d: size_curve(d) for d in args.tokenizer if os.path.isdir(d)}
+        plot_rows(rows, args.plot, args.renyi_alpha, curves)
     if args.json:
         print(json.dumps(rows, indent=1))
     else:

@@ -19,6 +19,8 @@ from .run.memory import parse_size
 from .run.progress import MODES
 
 BATCHING_MODES = ("batchbpe", "exact")
+ALGORITHMS = ("bpe", "pathpiece")
+PATHPIECE_MAX_TOKEN_BYTES = 16  # PathPiece's L: its segmentation looks at tokens of at most 16 bytes
 PAIR_COUNT_MODES = ("overlap", "nonoverlap")
 START_METHODS = ("fork", "spawn", "forkserver")
 EXECUTORS = ("local", "ray")
@@ -129,6 +131,17 @@ class TrainConfig:
         0, group="vocabulary", commands=BOTH, metavar="N", help="leave out chunks seen fewer times than this")
     stop_list_size: int = setting(
         0, group="vocabulary", metavar="N", help="whole-chunk tokens for the N most frequent chunks")
+    algorithm: str = setting(
+        "bpe", group="algorithm", choices=ALGORITHMS,
+        help="bpe: merges bottom-up (BatchBPE); pathpiece: PathPieceL, top-down from a BPE vocabulary of "
+             "--initial-vocab-size, segmenting into the fewest tokens (docs/USAGE.md, PathPiece)")
+    initial_vocab_size: int | None = setting(
+        None, group="algorithm", parse=parse_count, metavar="N", shown="8 x --vocab-size",
+        help="pathpiece: the BPE vocabulary it starts from (or --init's tokens)")
+    prune_share: float = setting(
+        0.2, group="algorithm", parse=float, metavar="SHARE",
+        help="pathpiece: each iteration drops at most this share of the multi-byte tokens (smaller: slower, "
+             "closer to one token at a time)")
     max_batch_size: int = setting(
         0, group="algorithm", metavar="N", shown="0: no limit", help="merges per round at most (1 = serial BPE)")
     cap_divisor: int = setting(
@@ -229,6 +242,8 @@ class TrainConfig:
         if isinstance(self.memory_budget, str):
             object.__setattr__(self, "memory_budget", parse_size(self.memory_budget))
         self._check_sample()
+        if self.algorithm != "bpe" or self.initial_vocab_size is not None:
+            self._check_pathpiece()
         if self.normalize is not None:
             object.__setattr__(self, "normalize", str(self.normalize).lower())
             if self.normalize not in NORMAL_FORMS:
@@ -300,6 +315,33 @@ class TrainConfig:
             raise ValueError("init cannot be combined with superbpe_transition; to extend a tokenizer with "
                              "superword tokens as the SuperBPE authors do, use --init with --pattern superword")
 
+    def _check_pathpiece(self) -> None:
+        """PathPiece's settings; its token cap (max_token_bytes) defaults to 16 bytes."""
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {self.algorithm!r}")
+        if self.algorithm != "pathpiece":
+            raise ValueError("initial_vocab_size is PathPiece's (algorithm='pathpiece', --algorithm pathpiece)")
+        for name, value in (("superbpe_transition", self.superbpe_transition), ("stop_list_size", self.stop_list_size)):
+            if value:
+                raise ValueError(f"{name} is BPE's: PathPiece builds its vocabulary top-down; drop it")
+        if not self.max_token_bytes:
+            object.__setattr__(self, "max_token_bytes", PATHPIECE_MAX_TOKEN_BYTES)
+        if self.max_token_bytes > PATHPIECE_MAX_TOKEN_BYTES:
+            raise ValueError(f"max_token_bytes={self.max_token_bytes}: PathPiece segments with tokens of at most "
+                             f"{PATHPIECE_MAX_TOKEN_BYTES} bytes")
+        if isinstance(self.prune_share, bool) or not isinstance(self.prune_share, (int, float)) or not (
+                0 < self.prune_share <= 0.5):
+            raise ValueError(f"prune_share must be in (0, 0.5], got {self.prune_share!r}")
+        initial = self.initial_vocab_size
+        if initial is not None and (isinstance(initial, bool) or not isinstance(initial, int)
+                                    or initial <= self.vocab_size):
+            raise ValueError(f"initial_vocab_size={initial!r} must be an integer above vocab_size={self.vocab_size}")
+
+    @property
+    def pathpiece_initial(self) -> int:
+        """PathPiece's starting vocabulary size (bytes and merges; specials come after pruning)."""
+        return self.initial_vocab_size or 8 * self.vocab_size
+
     def _check_transition(self) -> None:
         value = self.superbpe_transition
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -369,7 +411,8 @@ def continuing(config: TrainConfig, found: dict[str, Any]) -> TrainConfig:
     """config continuing the tokenizer `found` (tokenizer/load.py read_any's dict of config.init, read by
     the inputs stage): its pattern unless one is given, its special tokens before config's, eos the
     first special token unless given; checked: the roles name special tokens, something is left to learn."""
-    inherited = sorted(found["special_tokens"], key=found["special_tokens"].get)
+    found_specials = found.get("special_tokens", {})  # (a hex vocabulary file has none)
+    inherited = sorted(found_specials, key=found_specials.get)
     specials = tuple(inherited) + tuple(s for s in config.special_tokens if s not in inherited)
     normal = found.get("normalize")
     if config.normalize is not None and config.normalize != normal:
@@ -379,6 +422,12 @@ def continuing(config: TrainConfig, found: dict[str, Any]) -> TrainConfig:
                                    special_tokens=specials, normalize=normal,
                                    eos_token=config.eos_token or (specials[0] if specials else None))
     _check_roles(resolved)
+    if config.algorithm == "pathpiece":  # a vocabulary to prune: larger than the one asked for
+        have = 256 + len(found.get("merges", ())) + len(found.get("tokens") or ())
+        if config.vocab_size - len(specials) >= have:
+            raise ValueError(f"vocab_size={config.vocab_size} leaves nothing to prune: {config.init} has {have:,} "
+                             "tokens besides special ones; give a smaller --vocab-size")
+        return resolved
     size = 256 + len(found["merges"]) + len(specials)
     if config.vocab_size <= size:
         raise ValueError(f"vocab_size={config.vocab_size} leaves nothing to learn: {config.init} has "

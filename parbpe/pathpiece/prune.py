@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from parbpe.pathpiece.score import drop_schedule, prune_step, token_scores
-from parbpe.pathpiece.workers import ScoringPool, chunk_arrays
-from parbpe.tokenizer.segment import VocabIndex
+from ..tokenizer.segment import VocabIndex
+from .score import drop_schedule, prune_step, token_scores
+from .workers import ScoringPool, chunk_arrays
 
 SINGLE_BYTES = [bytes([b]) for b in range(256)]
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from parbpe.tokenizer.segment import VocabIndex, _matrix, forward_lengths, shortest_tokens
+from ..tokenizer.segment import VocabIndex, _matrix, forward_lengths, shortest_backtrack
 
 _INF = np.iinfo(np.int32).max // 2  # no path (segment.forward_lengths uses the same bound)
 IRREPLACEABLE = np.iinfo(np.int64).max
@@ -59,15 +59,6 @@ def chunk_batches(lengths: np.ndarray, max_len: int, cells: int = DEFAULT_CELLS)
     return batches
 
 
-def _token_lengths(index: VocabIndex) -> np.ndarray:
-    """Byte length of each token id of the index."""
-    size = 1 + max(int(ids.max()) for _, ids in index.tables.values())
-    out = np.zeros(size, dtype=np.int64)
-    for length, (_, ids) in index.tables.items():
-        out[ids] = length
-    return out
-
-
 def _best_inside(f: np.ndarray, b: np.ndarray, c: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
     """Per occurrence [i, j) of chunk c: the fewest tokens of a path stopping strictly inside it."""
     through = f + b
@@ -106,13 +97,14 @@ def occurrence_increases(index: VocabIndex, chunks: Sequence[bytes]) -> tuple[np
     """(chunk, token, start, end, increase), one entry per token of each chunk's fewest-token
     segmentation: increase is how many more tokens the chunk needs if that one occurrence (the edge
     start -> end) cannot be used, IRREPLACEABLE when no path avoids it. All chunks are one batch."""
-    owner, token, start = shortest_tokens(index, chunks)
-    end = start + _token_lengths(index)[token]
-    if not len(owner):
-        return owner, token, start, end, np.zeros(0, dtype=np.int64)
+    if not chunks or not any(chunks):
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty, empty, empty
     rows, lengths = _matrix(chunks)
     win = index.window_ids(rows, lengths)
     f = forward_lengths(win, lengths)
+    owner, token, start = shortest_backtrack(win, f, lengths)
+    end = start + index.token_lengths[token]
     b = backward_lengths(win, lengths)
     best = np.minimum(_best_inside(f, b, owner, start, end), _best_over(win, f, b, owner, start, end))
     increase = np.where(best >= _INF, IRREPLACEABLE, best - f[owner, lengths[owner]])

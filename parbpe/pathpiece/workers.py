@@ -24,8 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from parbpe.pathpiece.score import IRREPLACEABLE, token_scores
-from parbpe.run.pool import (
+from ..run.pool import (
     WorkerDied,
     death_reason,
     fault_point,
@@ -34,8 +33,9 @@ from parbpe.run.pool import (
     start_piped_workers,
     stop_workers,
 )
-from parbpe.run.shared_arrays import BlockHandle, SharedBlock, attach
-from parbpe.tokenizer.segment import VocabIndex
+from ..run.shared_arrays import BlockHandle, SharedBlock, attach
+from ..tokenizer.segment import VocabIndex
+from .score import IRREPLACEABLE, token_scores
 
 DEFAULT_START_METHOD = "spawn"  # see the module's docstring; an explicit start_method is followed
 FAULT_STAGE = "pathpiece"

@@ -40,12 +40,12 @@ def assemble_stats(ctx: RunContext, job: Inputs, counted: Counted, built: Built,
         "spills": counted.stats["spills"],
         "chunks": chunks.total_chunks,
         "unique_chunks": chunks.unique_chunks,
-        "training_chunks": merged.training_chunks,
+        "training_chunks": merged.training_chunks if merged else None,  # None: PathPiece resumed past BPE
         "dropped_by_freq_cutoff": chunks.dropped_by_cutoff,
         "merge_workers": result.workers,  # the processes that merged (merge_fit.workers: what the budget allowed)
-        "merge_fit": merged.fit.to_dict(),  # the merge stage's estimate and the automatic cutoff, if one was needed
+        "merge_fit": merged.fit.to_dict() if merged else None,  # the merge stage's estimate, its automatic cutoff
         "stop_words": len(chunks.stop_words),
-        "table_tokens": merged.table_tokens,
+        "table_tokens": merged.table_tokens if merged else None,
         "vocab_size": tokenizer.n_vocab,
         "merges": len(result.merges),
         "rounds": len(result.batch_sizes),

@@ -44,8 +44,9 @@ def heldout_rows(ctx: RunContext, heldout: list[str], tokenizers: list[Tokenizer
     merges on it (pipeline/corpus_eval.py): what `parbpe eval` reports, and equal to encoding the
     documents one by one."""
     text = count_text_in(ctx, heldout, tokenizers[0].pattern, tokenizers[0].normalize)
-    totals = score_text(text, tokenizers, ["merges"], ctx.config.workers, ctx.start_method)
-    rows = [row("", tok, "merges", totals[k, "merges"], text, 2.5) for k, tok in enumerate(tokenizers)]
+    methods = [[tok.segmentation] for tok in tokenizers]  # each its own: merges, or shortest (PathPiece)
+    totals = score_text(text, tokenizers, methods, ctx.config.workers, ctx.start_method)
+    rows = [row("", tok, tok.segmentation, totals[k, tok.segmentation], text, 2.5) for k, tok in enumerate(tokenizers)]
     return [{k: v for k, v in r.items() if k not in ("tokenizer", "method")} for r in rows]
 
 

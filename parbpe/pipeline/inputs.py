@@ -76,6 +76,9 @@ def check_job(inputs: Any, config: TrainConfig, options: RunOptions, *, out_dir:
     if options.run_dir is not None:
         check_output_dir(options.run_dir, "--run-dir")
     config, inherited = init_stage(config)
+    if also_save and config.algorithm == "pathpiece":
+        raise ValueError("also_save (--also-save) takes the first merges of a BPE run; PathPiece's vocabularies "
+                         "are pruned, not grown: train each size with its own run")
     sizes = check_also_save(also_save, config, inherited, out_dir)
     if sizes and options.strict and prefixes_differ(config):
         raise ValueError(f"{prefix_message(sizes)}; failing as --strict (strict=True) asks")
@@ -139,6 +142,8 @@ def init_stage(config: TrainConfig) -> tuple[TrainConfig, Inherited | None]:
     if config.init is None:
         return config, None
     found = read_any(config.init)
+    if config.algorithm == "pathpiece":  # its tokens are pruned, not continued: any vocabulary will do
+        return continuing(config, found), Inherited(tokenizer=Tokenizer(**found), source=config.init, merges=[])
     return continuing(config, found), inherit(Tokenizer(**found), config.init)
 
 

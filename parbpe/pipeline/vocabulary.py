@@ -12,6 +12,7 @@ registered in algorithm_for.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,10 +25,12 @@ from ..patterns import SUPERWORD_PATTERN
 from ..run.run_dir import RunDirectory
 from ..tokenizer.inherit import Inherited, continued
 from ..tokenizer.model import Tokenizer
+from ..warnings import EarlyStopWarning
 from .context import RunContext
 from .count import Counted, count_stage, superword_count_stage
 from .inputs import Inputs
 from .merge import Merged, MergeJob, merge_stage, vocab_of
+from .prune import prune_stage
 
 
 @dataclass
@@ -36,7 +39,7 @@ class Built:
     tokenizer of any prefix of them; merged is the (first) merge stage's report for stats.json."""
 
     result: MergeResult
-    merged: Merged
+    merged: Merged | None  # None: PathPiece resumed after its BPE start
     pattern: str
     stop_words: list[bytes]
     inherited: Inherited | None = None
@@ -137,6 +140,73 @@ class SuperBpe(Bpe):
                      stats={"superbpe": stats})
 
 
+@dataclass
+class PathPieceBuilt(Built):
+    """PathPiece's vocabulary: its tokens (single bytes first), segmented into the fewest tokens."""
+
+    tokens: list[bytes] = field(default_factory=list)
+
+    def tokenizer(self, config: TrainConfig, n_merges: int | None = None) -> Tokenizer:
+        return Tokenizer.from_vocabulary(self.tokens, pattern=self.pattern, special_tokens=config.special_tokens,
+                                         segmentation="shortest", normalize=config.normalize)
+
+
+class PathPiece(Bpe):
+    """PathPieceL (Schmidt et al. 2024): a BPE vocabulary of --initial-vocab-size tokens of at most
+    max_token_bytes (or --init's tokens), pruned top-down to vocab_size: each iteration segments the
+    chunk table into the fewest tokens, scores every token by the least increase in the corpus token
+    count if an occurrence could not use it, and drops the lowest (pipeline/prune.py)."""
+
+    def build(self, ctx: RunContext, job: Inputs, counted: Counted, n_merges: int | None = None) -> Built:
+        config, chunks = ctx.config, counted.chunks
+        data, offsets, counts = chunks.data, chunks.offsets, chunks.counts  # the merge stage lets go of them
+        saved = ctx.run.load_pruned() if ctx.run is not None else None
+        if saved is not None:
+            iteration, vocab, facts = saved
+            ctx.note(f"resuming PathPiece after iteration {iteration}: {len(vocab):,} tokens")
+            merged = None
+        else:
+            iteration, (vocab, facts, merged) = 0, self._initial(ctx, job, counted)
+        target = config.vocab_size - len(config.special_tokens)
+        if len(vocab) <= target:
+            ctx.result_changed(EarlyStopWarning, f"PathPiece's initial vocabulary has {len(vocab):,} tokens, not more "
+                               f"than the {target:,} asked for: nothing is pruned", vocab_size=len(vocab))
+        with ctx.stage("prune"):
+            vocab, iteration = prune_stage(ctx, data, offsets, counts, vocab, target, iteration, facts)
+        facts["iterations"] = iteration
+        result = MergeResult(merges=[], batch_sizes=[], stopped_early=False, engine=None)
+        return PathPieceBuilt(result=result, merged=merged, pattern=config.pattern, stop_words=[],
+                              stats={"pathpiece": facts}, tokens=vocab)
+
+    def _initial(self, ctx: RunContext, job: Inputs, counted: Counted) -> tuple[list[bytes], dict[str, Any], Any]:
+        """The vocabulary to prune (bytes first) and its facts: --init's tokens of at most max_token_bytes,
+        or a BPE run of this corpus to initial_vocab_size under the same cap."""
+        config = ctx.config
+        cap = config.max_token_bytes
+        if job.inherited is not None:
+            old = job.inherited.tokenizer
+            specials = set(old.special_tokens.values())
+            tokens = [old.vocab[i] for i in sorted(old.vocab) if i not in specials]
+            kept = [bytes([b]) for b in range(256)] + [t for t in tokens if 1 < len(t) <= cap]
+            facts = {"initial": "init", "source": config.init, "initial_tokens": len(kept),
+                     "dropped_over_cap": sum(len(t) > cap for t in tokens)}
+            return list(dict.fromkeys(kept)), facts, None
+        initial = config.pathpiece_initial
+        given = ctx.config
+        ctx.config = dataclasses.replace(given, algorithm="bpe", initial_vocab_size=None, vocab_size=initial,
+                                         special_tokens=(), eos_token=None, bos_token=None, pad_token=None)
+        try:
+            built = super().build(ctx, job, counted, n_merges=initial - 256)
+        finally:
+            ctx.config = given
+        vocab = list(dict.fromkeys(vocab_of(built.result.merges)))  # two merges can make the same bytes
+        facts = {"initial": "bpe", "initial_tokens": len(vocab), "initial_merges": len(built.result.merges),
+                 "initial_rounds": len(built.result.batch_sizes), "initial_stopped_early": built.result.stopped_early}
+        return vocab, facts, built.merged
+
+
 def algorithm_for(config: TrainConfig) -> Bpe:
     """The vocabulary algorithm the settings ask for."""
+    if config.algorithm == "pathpiece":
+        return PathPiece()
     return SuperBpe() if config.superbpe_transition is not None else Bpe()

@@ -3,9 +3,11 @@ lookup when unset, and is named PARBPE_TEST_*.
 
 - PARBPE_TEST_STOP=stage:N:SIGNAL (test_stop): the whole process group gets SIGNAL once `done`
   reaches N in stage (count units, reduce partitions, merge rounds; SuperBPE's stage 2:
-  superword_count units, superword_merge rounds), as a user's kill would;
+  superword_count units, superword_merge rounds; PathPiece's pathpiece iterations), as a user's
+  kill would;
 - PARBPE_TEST_KILL=stage:n (fault_point): a worker of that stage (count, reduce, merge; encode:
-  merge workers that encode first) SIGKILLs itself at its n-th unit, task or round;
+  merge workers that encode first; pathpiece: scoring workers) SIGKILLs itself at its n-th unit,
+  task, round or scoring;
 - PARBPE_TEST_FAIL_ONCE=raise:PATH,kill:PATH (inject_failure): the first Ray task attempt to create
   PATH fails after doing its work, by raising or by killing its own worker.
 """

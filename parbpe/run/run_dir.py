@@ -304,6 +304,21 @@ class RunDirectory:
 
         return on_round
 
+    def save_pruned(self, iteration: int, tokens: list[bytes], facts: dict[str, Any]) -> None:
+        """PathPiece's checkpoint after an iteration: the vocabulary left (hex) and the run's facts so far;
+        then the test hook "pathpiece" (a kill between iterations)."""
+        write_json(self._file("pathpiece.json"), {"iteration": iteration, "tokens": [t.hex() for t in tokens],
+                                                   "facts": facts})
+        test_stop("pathpiece", iteration)
+
+    def load_pruned(self) -> tuple[int, list[bytes], dict[str, Any]] | None:
+        """PathPiece's last checkpoint (iteration, tokens, facts), if any."""
+        try:
+            data = read_json(self._file("pathpiece.json"))
+        except FileNotFoundError:
+            return None
+        return data["iteration"], [bytes.fromhex(t) for t in data["tokens"]], data["facts"]
+
     def discard_unless_resumable(self, error: type[BaseException] | None) -> None:
         """After counting or reducing stopped on `error` (None: no error, nothing to do): remove the
         directory when nothing was committed, or when the error was bad input (ValueError), since

@@ -46,8 +46,10 @@ def export_problems(tok: Tokenizer) -> dict[str, str]:
     if tok.tokens:
         reason = (f"a vocabulary without merges (segmented by {tok.segmentation}) has no merges for this format; "
                   "use parbpe.json or vocab.hex")
-        problems.update(dict.fromkeys(("tokenizer.json", "vocab.json", "merges.txt", "tokenizer.tiktoken",
-                                       "tokenizer_config.json", "special_tokens_map.json"), reason))
+        needs_merges = ("vocab.json", "merges.txt", "tokenizer.tiktoken")
+        if tok.segmentation != "shortest":  # the fewest tokens is a Unigram model of equal scores; greedy is not
+            needs_merges += ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+        problems.update(dict.fromkeys(needs_merges, reason))
         return problems
     if tok.stop_words:
         reason = ("a stop list maps whole chunks to tokens, which merges-only formats cannot "
@@ -197,6 +199,24 @@ def merges_txt_pieces(tok: Tokenizer) -> Iterator[str | bytes]:
     yield from _merge_pieces(tok, quoted=False)
 
 
+def hf_unigram_json(tok: Tokenizer) -> dict[str, Any]:
+    """tokenizer.json of a vocabulary segmented into the fewest tokens: a Unigram model whose tokens all
+    score the same, so that its best path (the greatest sum of scores) is the one of fewest tokens, over
+    the same Split + ByteLevel pre-tokenization (a token is its bytes in GPT-2's byte-to-unicode form).
+    Among segmentations of equal count `tokenizers` may choose another than parbpe's longest-last rule:
+    the count is the same (tests/pathpiece/test_pipeline.py)."""
+    ids = sorted(tok.vocab)
+    if ids != list(range(len(ids))):
+        raise ValueError("a Unigram tokenizer.json needs the ids 0..n-1 without gaps")
+    specials = {i: s for s, i in tok.special_tokens.items()}
+    skeleton = hf_json(tok, vocab={}, merges=[])
+    skeleton["model"] = {
+        "type": "Unigram", "unk_id": None, "byte_fallback": False,
+        "vocab": [[specials[i], 0.0] if i in specials else [token_to_unicode(tok.vocab[i]), -1.0] for i in ids],
+    }
+    return skeleton
+
+
 def hf_json_pieces(tok: Tokenizer, dropout: float | None = None) -> Iterator[str | bytes]:
     """tokenizer.json: json.dumps(hf_json(tok), ensure_ascii=False), in pieces (the vocabulary and
     the merges are put in place of two markers of the rest)."""
@@ -310,7 +330,8 @@ def file_makers(tok: Tokenizer, config: dict[str, Any] | None = None
     hf_texts = functools.cache(lambda: transformers_files(tok, special_token_roles(tok, config)))
     writers = {
         "parbpe.json": lambda: json.dumps(parbpe_json(tok, config), indent=1),
-        "tokenizer.json": lambda: hf_json_pieces(tok, (config or {}).get("dropout")),
+        "tokenizer.json": (lambda: json.dumps(hf_unigram_json(tok), ensure_ascii=False)) if tok.tokens else (
+            lambda: hf_json_pieces(tok, (config or {}).get("dropout"))),
         "vocab.json": lambda: vocab_json_pieces(tok),
         "merges.txt": lambda: merges_txt_pieces(tok),
         "tokenizer.tiktoken": lambda: tiktoken_pieces(tok),

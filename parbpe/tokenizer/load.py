@@ -166,6 +166,8 @@ def read_tokenizer_json(path: str) -> dict[str, Any]:
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
     model = data.get("model") if isinstance(data, dict) else None
+    if isinstance(model, dict) and model.get("type") == "Unigram" and _is_byte_level(data):
+        return _fewest_tokens_unigram(data, model, path)
     if not isinstance(model, dict) or model.get("type", "BPE") != "BPE" or "merges" not in model:
         raise ValueError(f"{path}: not a BPE tokenizer.json (no BPE model with merges)")
     for option in ("continuing_subword_prefix", "end_of_word_suffix"):
@@ -180,6 +182,21 @@ def read_tokenizer_json(path: str) -> dict[str, Any]:
     byte_ids, merges = _byte_level(model["vocab"], specials, pairs, path)
     return {"pattern": _split_pattern(data.get("pre_tokenizer"), path), "merges": merges, "byte_ids": byte_ids,
             "special_tokens": specials, **_normal_form(data.get("normalizer"), path)}
+
+
+def _fewest_tokens_unigram(data: dict[str, Any], model: dict[str, Any], path: str) -> dict[str, Any]:
+    """A byte-level Unigram model whose tokens all score the same (parbpe's export of a vocabulary
+    segmented into the fewest tokens): its vocabulary, segmented by shortest."""
+    specials = {t["content"]: int(t["id"]) for t in data.get("added_tokens", []) if t.get("special", True)}
+    scores = {score for piece, score in model["vocab"] if piece not in specials}
+    if len(scores) > 1:
+        raise ValueError(f"{path}: a Unigram model with different token scores segments by likelihood, which "
+                         "parbpe does not; it reads the fewest-token Unigram models it writes (equal scores)")
+    tokens = {unicode_to_token(piece): i for i, (piece, _) in enumerate(model["vocab"]) if piece not in specials}
+    byte_ids = [tokens[bytes([b])] for b in range(256)]
+    return {"pattern": _split_pattern(data.get("pre_tokenizer"), path), "byte_ids": byte_ids,
+            "tokens": {t: i for t, i in tokens.items() if len(t) > 1}, "special_tokens": specials,
+            "segmentation": "shortest", **_normal_form(data.get("normalizer"), path)}
 
 
 def _normal_form(normalizer: Any, path: str) -> dict[str, str]:

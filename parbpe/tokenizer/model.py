@@ -333,7 +333,8 @@ class Tokenizer:
 
     @classmethod
     def from_vocabulary(cls, tokens: Sequence[bytes], *, pattern: str = "gpt4",
-                        special_tokens: Collection[str] = (), segmentation: str = "shortest") -> Tokenizer:
+                        special_tokens: Collection[str] = (), segmentation: str = "shortest",
+                        normalize: str | None = None) -> Tokenizer:
         """A tokenizer of a vocabulary alone (no merges; PathPiece's vocabularies): tokens are byte
         strings, every single byte among them, and take ids in the order given; the special tokens
         follow. It segments by greedy or shortest (the default, the fewest tokens)."""
@@ -344,7 +345,7 @@ class Tokenizer:
         rest = {t: i for t, i in ids.items() if len(t) > 1}
         specials = {s: len(tokens) + k for k, s in enumerate(special_tokens)}
         return cls(pattern=resolve_pattern(pattern), byte_ids=byte_ids, tokens=rest, special_tokens=specials,
-                   segmentation=segmentation)
+                   segmentation=segmentation, normalize=normalize)
 
     @classmethod
     def from_gpt2_files(cls, vocab_path: str, merges_path: str, pattern: str = "gpt2",

@@ -19,7 +19,10 @@ _INF = np.iinfo(np.int32).max // 2
 
 
 class VocabIndex:
-    """Byte-string vocabulary indexed for window lookups: per token length a sorted void array and its ids."""
+    """Byte-string vocabulary indexed for window lookups as a trie by levels: per length l, the sorted
+    keys of every l-byte prefix of a token and the token id of each (-1: a prefix only). A window is
+    looked up at length l only where its (l-1)-byte prefix was found, so the lookups thin out quickly
+    with the length instead of costing every position times every length."""
 
     def __init__(self, tokens: Sequence[bytes], max_len: int = MAX_TOKEN_BYTES) -> None:
         distinct = set(tokens)
@@ -32,36 +35,60 @@ class VocabIndex:
         if long:
             raise ValueError(f"token {long[0]!r} is empty or longer than {max_len} bytes; drop it or raise the limit")
         self.max_len = max(len(t) for t in tokens)
-        self.tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        by_length: dict[int, list[int]] = {}
-        for i, t in enumerate(tokens):
-            by_length.setdefault(len(t), []).append(i)
-        for length in sorted(by_length):  # in increasing length: window_ids stops at the batch's width
-            ids = np.array(by_length[length], dtype=np.int64)
-            keys = _keys(np.frombuffer(b"".join(tokens[i] for i in ids), dtype=np.uint8).reshape(-1, length))
+        self.token_lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))  # by id
+        rows, lengths = _matrix(tokens)
+        self.levels: list[tuple[np.ndarray, np.ndarray]] = []  # [l - 1]: (sorted prefix keys, token id or -1)
+        for length in range(1, self.max_len + 1):
+            has = np.flatnonzero(lengths >= length)  # the tokens that have an l-byte prefix
+            keys = _keys(rows[has, :length])
             order = np.argsort(keys, kind="stable")
-            self.tables[length] = (keys[order], ids[order])
+            keys = keys[order]
+            ids = np.where(lengths[has] == length, has, -1)[order].astype(np.int32)  # the prefix is a token
+            starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))  # one entry per prefix
+            self.levels.append((keys[starts], np.maximum.reduceat(ids, starts)))  # (tokens are distinct)
 
     def window_ids(self, rows: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """ids[c, i, l-1]: the token of rows[c, i:i+l] if it is in the vocabulary and inside the chunk, else -1
         (l up to the vocabulary's longest token or the batch's longest chunk, whichever is shorter)."""
         n, width = rows.shape
         longest = min(self.max_len, width)  # no window is longer than the longest chunk of the batch
-        out = np.full((n, width, longest), -1, dtype=np.int64)
-        padded = np.concatenate([rows, np.zeros((n, longest), dtype=np.uint8)], axis=1)
-        starts = np.arange(width)
-        for length, (keys, ids) in self.tables.items():
-            if length > longest:
-                break
-            inside = starts[None, :] + length <= lengths[:, None]  # only windows inside their chunk are looked up
-            c, i = np.nonzero(inside)
+        out = np.full((n, width, longest), -1, dtype=np.int32)
+        c, i = np.nonzero(np.arange(width)[None, :] < lengths[:, None])  # every position: its 1-byte window
+        flat = rows.reshape(-1)
+        at = c * width + i  # the window's first byte in flat
+        end = lengths[c] + c * width  # one past its chunk's last byte
+        head = np.zeros(len(c), dtype=np.uint64)  # the window's first 8 bytes, big-endian
+        tail = np.zeros(len(c), dtype=np.uint64)  # bytes 9.. (up to 16), big-endian, left-aligned in order
+        for length in range(1, longest + 1):
+            if length > 1:
+                inside = at + length <= end
+                c, i, at, end, head, tail = c[inside], i[inside], at[inside], end[inside], head[inside], tail[inside]
             if not len(c):
-                continue
-            flat = _keys(np.lib.stride_tricks.sliding_window_view(padded, length, axis=1)[c, i])
-            pos = np.minimum(np.searchsorted(keys, flat), len(keys) - 1)
-            hit = keys[pos] == flat
-            out[c[hit], i[hit], length - 1] = ids[pos[hit]]
+                break
+            byte = flat[at + length - 1].astype(np.uint64)
+            if length <= 8:
+                head = (head << np.uint64(8)) | byte
+                key = head
+            elif length <= 16:
+                tail = tail | (byte << np.uint64(8 * (16 - length)))
+                key = _pair_keys(head, tail, length)
+            else:  # few windows are alive this deep: their bytes gathered
+                key = _keys(flat[at[:, None] + np.arange(length)])
+            keys, ids = self.levels[length - 1]
+            pos = np.minimum(np.searchsorted(keys, key), len(keys) - 1)
+            found = keys[pos] == key
+            c, i, at, end, pos = c[found], i[found], at[found], end[found], pos[found]
+            head, tail = head[found], tail[found]
+            out[c, i, length - 1] = ids[pos]
         return out
+
+
+def _pair_keys(head: np.ndarray, tail: np.ndarray, length: int) -> np.ndarray:
+    """Sortable keys of windows of 9-16 bytes from their first 8 bytes and the rest (left-aligned):
+    void values of `length` big-endian bytes, as _keys makes them for the vocabulary."""
+    both = np.empty((len(head), 2), dtype=">u8")
+    both[:, 0], both[:, 1] = head, tail
+    return np.ascontiguousarray(both.view(np.uint8)[:, :length]).reshape(-1).view(f"V{length}")
 
 
 def _keys(windows: np.ndarray) -> np.ndarray:
@@ -127,7 +154,12 @@ def shortest_tokens(index: VocabIndex, chunks: Sequence[bytes]) -> tuple[np.ndar
         return _EMPTY
     rows, lengths = _matrix(chunks)
     win = index.window_ids(rows, lengths)
-    dist = forward_lengths(win, lengths)
+    return shortest_backtrack(win, forward_lengths(win, lengths), lengths)
+
+
+def shortest_backtrack(win: np.ndarray, dist: np.ndarray, lengths: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """shortest_tokens from a batch's window ids and forward lengths (PathPiece's scoring has them)."""
     active = np.flatnonzero(lengths > 0)
     end = lengths[active].copy()
     parts = []

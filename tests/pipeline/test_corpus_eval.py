@@ -99,3 +99,23 @@ def test_plot_draws_a_png(setup, tmp_path, capsys):
     assert main(["eval", "--tokenizer", str(tmp_path / "a"), "--tokenizer", str(tmp_path / "b"), *corpus,
                  "--method", "merges,shortest", "--plot", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_plot_of_a_run_with_also_save_draws_its_size_curve(setup, tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from parbpe.pipeline import eval_plot
+
+    corpus, _ = setup
+    out = tmp_path / "run"
+    parbpe.train(corpus, vocab_size=420, also_save=[300, 350], heldout=corpus, out_dir=str(out), workers=1)
+    curve = eval_plot.size_curve(str(out))
+    stats = json.loads((out / "stats.json").read_text())
+    assert [size for size, _ in curve] == [300, 350, 420]
+    assert curve[-1][1] == stats["heldout"]["bytes_per_token"]
+    assert curve[0][1] == json.loads((out / "vocab-300" / "stats.json").read_text())["heldout"]["bytes_per_token"]
+    assert eval_plot.size_curve(str(tmp_path)) == []  # not a run's directory
+    drawn = {}
+    monkeypatch.setattr(eval_plot, "size_curve", lambda d: drawn.setdefault(d, curve))
+    png = tmp_path / "e.png"
+    assert main(["eval", "--tokenizer", str(out), *corpus, "--plot", str(png)]) == 0
+    assert list(drawn) == [str(out)] and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

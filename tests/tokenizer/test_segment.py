@@ -68,3 +68,32 @@ def test_hex_vocab_and_bad_ones() -> None:
         parse_hex_vocab(text + "\n" + (b"x" * 17).hex())
     with pytest.raises(ValueError, match="repeated"):
         parse_hex_vocab(text + "\n" + b"hello".hex())
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_window_ids_equal_a_dictionary_lookup_for_tokens_of_every_length(seed: int) -> None:
+    """The trie walk (a window looked up at length l only where its l-1 prefix is a token's prefix)
+    finds exactly the windows a dictionary finds, for tokens of 1 to 30 bytes (three key kinds: up to
+    8 bytes, 9-16, longer), inside their chunks only."""
+    import numpy as np
+
+    from parbpe.tokenizer.segment import _matrix
+
+    rng = random.Random(seed)
+    alphabet = bytes([0, 1, 97, 98, 255])
+    extra = {bytes(rng.choice(alphabet) for _ in range(rng.randint(2, 16))) for _ in range(300)}
+    long = sorted({bytes(rng.choice(alphabet[:2]) for _ in range(rng.randint(17, 30))) for _ in range(40)})
+    tokens = BYTES + sorted(extra | set(long))  # with BPE's long ones
+    ids = {t: i for i, t in enumerate(tokens)}
+    chunks = [bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(60)]
+    chunks += [bytes([97]) + rng.choice(long) + rng.choice(long)[:rng.randint(0, 20)] for _ in range(20)]
+    rows, lengths = _matrix(chunks)
+    win = VocabIndex(tokens, max_len=30).window_ids(rows, lengths)
+    expected = np.full(win.shape, -1)
+    for c, chunk in enumerate(chunks):
+        for i in range(len(chunk)):
+            for length in range(1, win.shape[2] + 1):
+                expected[c, i, length - 1] = ids.get(chunk[i:i + length], -1) if i + length <= len(chunk) else -1
+    assert (win == expected).all()
+    assert (win >= 0).sum() > len(b"".join(chunks))  # multi-byte windows were found too
+    assert (win[:, :, 16:] >= 0).any()  # and windows over 16 bytes

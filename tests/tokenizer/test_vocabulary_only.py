@@ -43,7 +43,11 @@ def test_saved_as_parbpe_json_and_vocab_hex_and_loaded_back(bpe, tmp_path, capsy
     vocab_only = parbpe.Tokenizer.from_vocabulary(tokens)
     files = vocab_only.save(str(tmp_path / "v"))
     assert files["parbpe.json"] == files["vocab.hex"] == "written"
-    assert files["tokenizer.json"].startswith("not written: a vocabulary without merges")
+    assert files["tokenizer.json"] == "written"  # a Unigram model of equal scores: the fewest tokens
+    assert files["merges.txt"].startswith("not written: a vocabulary without merges")
+    assert parbpe.Tokenizer.load(str(tmp_path / "v" / "tokenizer.json")).encode(TEXT) == vocab_only.encode(TEXT)
+    greedy = parbpe.Tokenizer.from_vocabulary(tokens, segmentation="greedy").save(str(tmp_path / "g"))
+    assert greedy["tokenizer.json"].startswith("not written: a vocabulary without merges (segmented by greedy)")
     assert (tmp_path / "v" / "vocab.hex").read_text().splitlines() == [t.hex() for t in tokens]
     for path in (tmp_path / "v", tmp_path / "v" / "vocab.hex"):
         loaded = parbpe.Tokenizer.load(str(path))

@@ -1,0 +1,92 @@
+"""PathPieceL against BPE at the same vocabulary size, interleaved in one run: time and peak RSS of
+each `parbpe train`, the prune stage alone, and held-out tokens with each segmentation method.
+
+    python bench/pathpiece.py realmix/train-*.parquet --heldout realmix/heldout.parquet \\
+        [--vocab-size 32768] [--initial-vocab-size 262144] [--workers 1,2] [--prune-share 0.2] [--repeat 1]
+
+Per round: `parbpe train --algorithm bpe` (2 workers), then `--algorithm pathpiece` with each worker
+count. Each run in its own process; peak RSS of the process tree sampled every 50 ms. Then `parbpe
+eval` of the first round's tokenizers on the held-out text with merges (BPE), greedy and shortest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+
+def _run(cmd: list[str]) -> tuple[float, int]:
+    """Wall seconds and sampled peak RSS (bytes) of the process tree of cmd."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    ps, peak = psutil.Process(proc.pid), 0
+    while proc.poll() is None:
+        try:
+            peak = max(peak, sum(p.memory_info().rss for p in [ps, *ps.children(recursive=True)]))
+        except psutil.Error:
+            pass
+        time.sleep(0.05)
+    err = proc.communicate()[1]
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd[:6])} ... failed: {err.decode()[-800:]}")
+    return time.perf_counter() - started, peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("corpus", nargs="+")
+    parser.add_argument("--heldout", required=True)
+    parser.add_argument("--vocab-size", type=int, default=32768)
+    parser.add_argument("--initial-vocab-size", type=int, default=None)
+    parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--prune-share", default=None)
+    parser.add_argument("--repeat", type=int, default=1)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="pathpiece_bench_"))
+    base = [sys.executable, "-m", "parbpe", "train", *args.corpus, "--vocab-size", str(args.vocab_size),
+            "--progress", "none"]
+    pp_extra = ["--algorithm", "pathpiece"]
+    if args.initial_vocab_size:
+        pp_extra += ["--initial-vocab-size", str(args.initial_vocab_size)]
+    if args.prune_share:
+        pp_extra += ["--prune-share", args.prune_share]
+    variants = [("bpe-w2", ["--workers", "2"])] + [
+        (f"pathpiece-w{w}", [*pp_extra, "--workers", w]) for w in args.workers.split(",")]
+    results: dict[str, list[dict]] = {name: [] for name, _ in variants}
+    for r in range(args.repeat):
+        for name, extra in variants:
+            out = work / f"{name}-{r}"
+            wall, peak = _run([*base, *extra, "--out", str(out)])
+            stats = json.loads((out / "stats.json").read_text())
+            results[name].append({"wall": wall, "peak": peak, "prune": stats["seconds"].get("prune"),
+                                  "merge": stats["seconds"].get("merge"), "pathpiece": stats.get("pathpiece")})
+            print(f"{name} round {r + 1}: {wall:.1f} s, peak {peak / 2**20:.0f} MB", file=sys.stderr)
+    bpe_wall = statistics.median(x["wall"] for x in results["bpe-w2"])
+    print(f"{'run':<14}{'wall s':>9}{'vs BPE':>8}{'merge s':>9}{'prune s':>9}{'iterations':>11}{'peak MB':>9}")
+    for name, _ in variants:
+        xs = results[name]
+        wall = statistics.median(x["wall"] for x in xs)
+        pp = xs[0]["pathpiece"] or {}
+        print(f"{name:<14}{wall:>9.1f}{wall / bpe_wall:>8.2f}{statistics.median(x['merge'] or 0 for x in xs):>9.1f}"
+              f"{statistics.median(x['prune'] or 0 for x in xs):>9.1f}{pp.get('iterations', ''):>11}"
+              f"{max(x['peak'] for x in xs) / 2**20:>9.0f}")
+    print("\nheld-out tokens (parbpe eval):")
+    for name, methods in (("bpe-w2", "merges,greedy,shortest"), (variants[1][0], "greedy,shortest")):
+        done = subprocess.run([sys.executable, "-m", "parbpe", "eval", "--tokenizer", str(work / f"{name}-0"),
+                               args.heldout, "--method", methods, "--json", "--progress", "none"],
+                              check=True, capture_output=True, text=True)
+        for row in json.loads(done.stdout):
+            print(f"  {name:<14}{row['method']:<10}{row['tokens']:>12,}{row['bytes_per_token']:>9.4f} bytes/token"
+                  f"{row['renyi_efficiency']:>8.4f} Renyi")
+
+
+if __name__ == "__main__":
+    main()
