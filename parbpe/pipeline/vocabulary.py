@@ -30,7 +30,7 @@ from .context import RunContext
 from .count import Counted, count_stage, superword_count_stage
 from .inputs import Inputs
 from .merge import Merged, MergeJob, merge_stage, vocab_of
-from .prune import prune_stage
+from .prune import prune_stage, scoring_workers
 
 
 @dataclass
@@ -166,6 +166,7 @@ class PathPiece(Bpe):
             ctx.note(f"resuming PathPiece after iteration {iteration}: {len(vocab):,} tokens")
             merged = None
         else:
+            scoring_workers(ctx, data, offsets, config.pathpiece_initial)  # fails now, not after the BPE start
             iteration, (vocab, facts, merged) = 0, self._initial(ctx, job, counted)
         target = config.vocab_size - len(config.special_tokens)
         if len(vocab) <= target:

@@ -130,3 +130,20 @@ def test_init_from_a_hex_vocabulary_and_the_refusals(trained, corpus, tmp_path, 
                         (["--init", str(trained / "vocab.hex"), "--vocab-size", "800"], "leaves nothing to prune")):
         assert main(_train(corpus, tmp_path / "x", *extra)[3:]) == 2, extra
         assert said in capsys.readouterr().err, extra
+
+
+def test_the_budget_decides_the_scoring_workers(trained, corpus, tmp_path, monkeypatch):
+    """Two scoring workers that would not fit the budget become one (the same vocabulary); if one does
+    not fit, the run stops before its BPE start with what it would need."""
+    import parbpe.pipeline.prune as prune
+
+    settings = dict(algorithm="pathpiece", vocab_size=700, initial_vocab_size=2000, special_tokens=["<|endoftext|>"],
+                    workers=2, memory_budget="3GB")
+    monkeypatch.setattr(prune, "WORKER_FIXED", 1600 << 20)  # 2 x 1.6 GB > 3 GB > 1 x 1.6 GB + this process
+    one = parbpe.train(str(corpus / "train.jsonl"), **settings)
+    assert one.stats["pathpiece"]["workers"] == 1
+    assert [one.tokenizer.vocab[i] for i in sorted(one.tokenizer.vocab)] == [
+        t for _, t in sorted(parbpe.Tokenizer.load(str(trained)).vocab.items())]
+    monkeypatch.setattr(prune, "WORKER_FIXED", 4 << 30)
+    with pytest.raises(ValueError, match=r"PathPiece's prune stage needs about .* over the memory budget of 3.0 GB"):
+        parbpe.train(str(corpus / "train.jsonl"), **settings)
