@@ -6,7 +6,8 @@ kill that does not end as the undisturbed run would have.
 
 Setups: 2 and 3 workers (with 1, no worker process runs), with and without spills (--data-limit
 2MB: every counting worker spills many times), text on standard input (the stream path's
-workers), on --shards shards of realmix; and SuperBPE on all eight shards (its stage-2 table is
+workers), PathPiece (from a 4x BPE start: its scoring workers), on --shards shards of realmix; and
+SuperBPE on all eight shards (its stage-2 table is
 large enough for merge workers, which encode it first). The moment is drawn over the undisturbed
 run's duration; if no worker is alive then, the first worker to appear is killed. The stage killed
 in is named from the undisturbed run's stage times (stats.json).
@@ -57,7 +58,8 @@ def command(corpus: Path, out: Path, workers: int, setup: str, vocab: int) -> li
     args = [sys.executable, "-m", "parbpe.cli", "train", "-" if setup == "stream" else str(corpus), "--vocab-size",
             str(vocab), "--workers", str(workers), "--out", str(out), "--progress", "none"]
     return args + {"plain": [], "stream": [], "spill": ["--data-limit", "2MB"],
-                   "superbpe": ["--superbpe-transition", "0.5"]}[setup]
+                   "superbpe": ["--superbpe-transition", "0.5"],
+                   "pathpiece": ["--algorithm", "pathpiece", "--initial-vocab-size", str(4 * vocab)]}[setup]
 
 
 def worker_pids(pid: int) -> list[int]:
@@ -180,8 +182,8 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=1)
     parser.add_argument("--vocab-size", type=int, default=2048)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--kinds", default="plain,spill,superbpe,stream",
-                        help="which setups to draw from (plain, spill, superbpe, stream)")
+    parser.add_argument("--kinds", default="plain,spill,superbpe,stream,pathpiece",
+                        help="which setups to draw from (plain, spill, superbpe, stream, pathpiece)")
     options = parser.parse_args()
     rng = random.Random(options.seed)
     work = Path(tempfile.mkdtemp(prefix="kill_loop_"))
@@ -197,6 +199,7 @@ def main() -> None:
     # --workers 1 starts no worker process (count, reduce and merge run in the parent): nothing to kill
     setups = [(w, kind) for w in (2, 3) for kind in ("plain", "spill", "stream") if kind in kinds]
     setups += [(w, "superbpe") for w in (2, 3) if "superbpe" in kinds]
+    setups += [(w, "pathpiece") for w in (2, 3) if "pathpiece" in kinds]  # its scoring workers too
     if "stream" in kinds:
         import pyarrow.parquet as pq
 

@@ -29,7 +29,7 @@ GROUPS = {
     "input": "input: what is read, and how it is split",
     "output": "output: what is written",
     "vocabulary": "vocabulary: what the tokenizer holds",
-    "algorithm": "algorithm: how merges are chosen",
+    "algorithm": "algorithm: how the vocabulary is built (BPE's merges, PathPiece's pruning)",
     "resources": "resources: processes, memory, progress (never change the result)",
     "run": "run directory: checkpoints and resuming",
     "cluster": "cluster: counting on Ray",
@@ -151,7 +151,7 @@ class TrainConfig:
         help="stop merging when the most frequent pair is seen fewer than N times (like min_frequency in HF "
              "tokenizers); the vocabulary may then be smaller than --vocab-size, which is said")
     max_token_bytes: int = setting(
-        0, group="algorithm", parse=parse_count, metavar="N", shown="0: no limit",
+        0, group="algorithm", parse=parse_count, metavar="N", shown="0: no limit; pathpiece: 16",
         help="no merge makes a token longer than N bytes (like max_token_length in HF tokenizers): such pairs are "
              "skipped, and stop-list chunks longer than N are passed over; special and --init tokens are kept")
     pair_count: str = setting(
