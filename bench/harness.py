@@ -51,6 +51,26 @@ def run_sampled(cmd: list[str], rusage_path: str, interval: float = 0.05) -> dic
             "peak_kernel_process": max(rusage["self_maxrss"], rusage["children_maxrss"])}
 
 
+def run_tree(cmd: list[str], interval: float = 0.05) -> tuple[float, int]:
+    """Run cmd (any program: no rusage file); its wall seconds and the sampled peak RSS of its process
+    tree in bytes. A failure ends the benchmark with the command's last stderr."""
+    import psutil
+
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    ps, peak = psutil.Process(proc.pid), 0
+    while proc.poll() is None:
+        try:
+            peak = max(peak, sum(p.memory_info().rss for p in [ps, *ps.children(recursive=True)]))
+        except psutil.Error:
+            pass
+        time.sleep(interval)
+    err = proc.communicate()[1]
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd[:6])} ... failed (exit {proc.returncode}): {err.decode()[-800:]}")
+    return time.perf_counter() - started, peak
+
+
 def save_results(path: str, **fields) -> None:
     """Write a benchmark's results as JSON, with the Python version and core count of the machine."""
     with open(path, "w") as f:

@@ -15,14 +15,11 @@ import argparse
 import json
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import psutil
-from harness import save_results
+from harness import run_tree, save_results
 
 import parbpe
 
@@ -31,20 +28,7 @@ def _run(args, extra: list[str], out: Path) -> dict:
     cmd = [sys.executable, "-m", "parbpe", "train", *args.corpus, "--vocab-size", str(args.vocab_size),
            "--workers", str(args.workers), "--heldout", args.heldout, "--out", str(out), "--progress", "none",
            *extra]
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak = 0
-    ps = psutil.Process(proc.pid)
-    while proc.poll() is None:
-        try:
-            peak = max(peak, sum(p.memory_info().rss for p in [ps, *ps.children(recursive=True)]))
-        except psutil.Error:
-            pass
-        time.sleep(0.05)
-    err = proc.communicate()[1]
-    wall = time.perf_counter() - start
-    if proc.returncode:
-        raise SystemExit(f"{shlex.join(cmd)} failed (exit {proc.returncode}): {err.decode()[-500:]}")
+    wall, peak = run_tree(cmd)
     stats = json.loads((out / "stats.json").read_text())
     tok = parbpe.Tokenizer.load(out)
     return {"wall": wall, "peak": peak, "seconds": stats["seconds"], "heldout_tokens": stats["heldout"]["tokens"],

@@ -17,27 +17,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import psutil
-
-
-def _run(cmd: list[str]) -> tuple[float, int]:
-    """Wall seconds and sampled peak RSS (bytes) of the process tree of cmd."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    ps, peak = psutil.Process(proc.pid), 0
-    while proc.poll() is None:
-        try:
-            peak = max(peak, sum(p.memory_info().rss for p in [ps, *ps.children(recursive=True)]))
-        except psutil.Error:
-            pass
-        time.sleep(0.05)
-    err = proc.communicate()[1]
-    if proc.returncode:
-        raise SystemExit(f"{' '.join(cmd[:6])} ... failed: {err.decode()[-800:]}")
-    return time.perf_counter() - started, peak
+from harness import run_tree
 
 
 def main() -> None:
@@ -64,7 +46,7 @@ def main() -> None:
     for r in range(args.repeat):
         for name, extra in variants:
             out = work / f"{name}-{r}"
-            wall, peak = _run([*base, *extra, "--out", str(out)])
+            wall, peak = run_tree([*base, *extra, "--out", str(out)])
             stats = json.loads((out / "stats.json").read_text())
             results[name].append({"wall": wall, "peak": peak, "prune": stats["seconds"].get("prune"),
                                   "merge": stats["seconds"].get("merge"), "pathpiece": stats.get("pathpiece")})

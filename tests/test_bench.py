@@ -244,3 +244,27 @@ def test_grow_bench_continues_a_rank_file_and_checks_it(tmp_path):
     ranks = len(rank_file.read_text().splitlines())
     assert result["checks"]["grown"]["vocab_size"] == ranks + 1 + 20
     assert result["checks"]["grown"]["tokens"] < result["checks"]["gpt2"]["tokens"]
+
+
+def test_option_cost_bench_compares_variants_interleaved(tmp_path):
+    _corpus(tmp_path / "train.parquet", 0)
+    _corpus(tmp_path / "heldout.parquet", 1, n_docs=10)
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "option_cost.py"), str(tmp_path / "train.parquet"), "--heldout",
+         str(tmp_path / "heldout.parquet"), "--vocab-size", "400", "--repeat", "1", "--workers", "1",
+         "--variant", "plain=", "--variant", "cap4=--max-token-bytes 4"],
+        capture_output=True, text=True, timeout=600, check=True).stdout
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
+    assert rows["plain"][2] == "1.00" and rows["plain"][-1] != "4" and rows["cap4"][-1] == "4"
+
+
+def test_pathpiece_bench_runs_bpe_and_pathpiece_and_evaluates_both(tmp_path):
+    _corpus(tmp_path / "train.parquet", 0)
+    _corpus(tmp_path / "heldout.parquet", 1, n_docs=10)
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "pathpiece.py"), str(tmp_path / "train.parquet"), "--heldout",
+         str(tmp_path / "heldout.parquet"), "--vocab-size", "300", "--initial-vocab-size", "600", "--workers", "2"],
+        capture_output=True, text=True, timeout=600, check=True).stdout
+    assert "pathpiece-w2" in out and "bpe-w2" in out
+    methods = [line.split()[:2] for line in out.splitlines() if line.startswith("  ")]
+    assert ["bpe-w2", "merges"] in methods and ["pathpiece-w2", "shortest"] in methods

@@ -38,6 +38,7 @@ from ..run.pool import (
     WorkerDied,
     death_reason,
     fault_point,
+    gather_answers,
     get_context,
     ignore_sigint,
     start_piped_workers,
@@ -223,25 +224,9 @@ class SlicedEngine:
         worker it is. Adds to `communication` the time since the message went out beyond the
         slowest worker's work.
         """
-        from multiprocess.connection import wait
-
-        answers: dict[int, object] = {}
-        busy = 0.0
-        while len(answers) < len(self._conns):
-            waiting = {self._conns[k]: k for k in range(len(self._conns)) if k not in answers}
-            waiting |= {self._procs[k].sentinel: k for k in waiting.values()}
-            for ready in wait(list(waiting), timeout=_POLL):
-                k = waiting[ready]
-                if k in answers:
-                    continue
-                if not self._conns[k].poll():
-                    raise self._died(k)
-                try:
-                    status, payload, seconds = self._conns[k].recv()
-                except (EOFError, OSError):  # the pipe broke: the worker is gone
-                    raise self._died(k) from None
-                answers[k] = (status, payload)
-                busy = max(busy, seconds)
+        received = gather_answers(self._conns, self._procs, self._died, _POLL)
+        answers = {k: (status, payload) for k, (status, payload, _) in received.items()}
+        busy = max(seconds for _, _, seconds in received.values())
         for k, (status, payload) in sorted(answers.items()):  # the first failed worker, whichever answered first
             if status != "ok":
                 raise RuntimeError(f"{self._describe(k)} failed:\n{payload}")

@@ -28,6 +28,7 @@ from ..run.pool import (
     WorkerDied,
     death_reason,
     fault_point,
+    gather_answers,
     get_context,
     ignore_sigint,
     start_piped_workers,
@@ -177,22 +178,7 @@ class ScoringPool:
         """One answer from every worker. Waits on every pipe and every worker's exit at once, so a
         death is seen at once whichever worker it is (WorkerDied); a worker's exception becomes a
         one-line RuntimeError (the lowest-numbered worker's, when several fail)."""
-        from multiprocess.connection import wait
-
-        answers: dict[int, tuple] = {}
-        while len(answers) < len(self._conns):
-            waiting = {self._conns[k]: k for k in range(len(self._conns)) if k not in answers}
-            waiting |= {self._procs[k].sentinel: k for k in waiting.values()}
-            for ready in wait(list(waiting), timeout=_POLL):
-                k = waiting[ready]
-                if k in answers:
-                    continue
-                if not self._conns[k].poll():
-                    raise self._died(k)
-                try:
-                    answers[k] = self._conns[k].recv()
-                except (EOFError, OSError):  # the pipe broke: the worker is gone
-                    raise self._died(k) from None
+        answers = gather_answers(self._conns, self._procs, self._died, _POLL)
         for k, (status, *payload) in sorted(answers.items()):
             if status != "ok":
                 error = RuntimeError(f"{self._describe(k)} failed: {payload[0]}")

@@ -15,7 +15,8 @@ import os
 import signal
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from .faults import KILL_HOOK, fault_point  # noqa: F401 (the test hook of dying workers: see run/faults.py)
 
@@ -297,3 +298,27 @@ def parallel(func: Callable, tasks: list, workers: int, context, tick: Callable[
         for conn in conns:
             conn.close()
         stop_workers(procs)
+
+
+def gather_answers(conns: Sequence, procs: Sequence, died: Callable[[int], BaseException], poll: float = 0.2
+                   ) -> dict[int, Any]:
+    """One message from each worker's pipe (conns[k] of procs[k]), by worker. Waits on every pipe and
+    every worker's exit at once, so a death is seen at once whichever worker it is: died(k) is raised
+    for a worker gone without its answer."""
+    from multiprocess.connection import wait
+
+    answers: dict[int, Any] = {}
+    while len(answers) < len(conns):
+        waiting = {conns[k]: k for k in range(len(conns)) if k not in answers}
+        waiting |= {procs[k].sentinel: k for k in waiting.values()}
+        for ready in wait(list(waiting), timeout=poll):
+            k = waiting[ready]
+            if k in answers:
+                continue
+            if not conns[k].poll():
+                raise died(k)
+            try:
+                answers[k] = conns[k].recv()
+            except (EOFError, OSError):  # the pipe broke: the worker is gone
+                raise died(k) from None
+    return answers
