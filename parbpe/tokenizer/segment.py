@@ -52,18 +52,18 @@ class VocabIndex:
         (l up to the vocabulary's longest token or the batch's longest chunk, whichever is shorter)."""
         n, width = rows.shape
         longest = min(self.max_len, width)  # no window is longer than the longest chunk of the batch
-        out = np.full((n, width, longest), -1, dtype=np.int32)
+        out = np.full((n * width, longest), -1, dtype=np.int32)  # row c * width + i: position i of chunk c
         c, i = np.nonzero(np.arange(width)[None, :] < lengths[:, None])  # every position: its 1-byte window
         flat = rows.reshape(-1)
-        at = c * width + i  # the window's first byte in flat
+        at = c * width + i  # the window's first byte in flat (and its row of out)
         end = lengths[c] + c * width  # one past its chunk's last byte
         head = np.zeros(len(c), dtype=np.uint64)  # the window's first 8 bytes, big-endian
         tail = np.zeros(len(c), dtype=np.uint64)  # bytes 9.. (up to 16), big-endian, left-aligned in order
         for length in range(1, longest + 1):
             if length > 1:
                 inside = at + length <= end
-                c, i, at, end, head, tail = c[inside], i[inside], at[inside], end[inside], head[inside], tail[inside]
-            if not len(c):
+                at, end, head, tail = at[inside], end[inside], head[inside], tail[inside]
+            if not len(at):
                 break
             byte = flat[at + length - 1].astype(np.uint64)
             if length <= 8:
@@ -77,9 +77,9 @@ class VocabIndex:
             keys, ids = self.levels[length - 1]
             pos = np.minimum(np.searchsorted(keys, key), len(keys) - 1)
             found = keys[pos] == key
-            c, i, at, end, pos = c[found], i[found], at[found], end[found], pos[found]
-            head, tail = head[found], tail[found]
-            out[c, i, length - 1] = ids[pos]
+            at, end, pos, head, tail = at[found], end[found], pos[found], head[found], tail[found]
+            out[at, length - 1] = ids[pos]
+        out = out.reshape(n, width, longest)
         return out
 
 
@@ -119,13 +119,20 @@ def forward_lengths(win: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     n, width, max_len = win.shape
     dist = np.full((n, width + 1), _INF, dtype=np.int64)
     dist[:, 0] = 0
+    present = window_lengths(win)
     for end in range(1, width + 1):
         best = dist[:, end]
-        for length in range(1, min(max_len, end) + 1):
+        for length in present[present <= end].tolist():
             ok = win[:, end - length, length - 1] >= 0
             best = np.where(ok, np.minimum(best, dist[:, end - length] + 1), best)
         dist[:, end] = best
     return dist
+
+
+def window_lengths(win: np.ndarray) -> np.ndarray:
+    """The token lengths some window of the batch has (a BPE vocabulary's long tokens are rare: the
+    passes over positions skip the lengths no window has)."""
+    return np.flatnonzero((win >= 0).any(axis=(0, 1))) + 1
 
 
 def shortest(index: VocabIndex, chunks: Sequence[bytes]) -> list[list[int]]:
@@ -163,10 +170,11 @@ def shortest_backtrack(win: np.ndarray, dist: np.ndarray, lengths: np.ndarray
     active = np.flatnonzero(lengths > 0)
     end = lengths[active].copy()
     parts = []
+    present = window_lengths(win)[::-1]
     while len(active):
         chosen = np.zeros(len(active), dtype=np.int64)
         need = dist[active, end] - 1
-        for length in range(min(win.shape[2], int(end.max())), 0, -1):  # the longest that keeps the count
+        for length in present[present <= int(end.max())].tolist():  # the longest that keeps the count
             start = end - length
             ok = (chosen == 0) & (start >= 0)
             s = np.maximum(start, 0)
