@@ -51,13 +51,13 @@ def run_sampled(cmd: list[str], rusage_path: str, interval: float = 0.05) -> dic
             "peak_kernel_process": max(rusage["self_maxrss"], rusage["children_maxrss"])}
 
 
-def run_tree(cmd: list[str], interval: float = 0.05) -> tuple[float, int]:
+def run_tree(cmd: list[str], interval: float = 0.05, cwd: str | None = None) -> tuple[float, int]:
     """Run cmd (any program: no rusage file); its wall seconds and the sampled peak RSS of its process
     tree in bytes. A failure ends the benchmark with the command's last stderr."""
     import psutil
 
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd)
     ps, peak = psutil.Process(proc.pid), 0
     while proc.poll() is None:
         try:
