@@ -254,8 +254,11 @@ def test_option_cost_bench_compares_variants_interleaved(tmp_path):
          str(tmp_path / "heldout.parquet"), "--vocab-size", "400", "--repeat", "1", "--workers", "1",
          "--variant", "plain=", "--variant", "cap4=--max-token-bytes 4"],
         capture_output=True, text=True, timeout=600, check=True).stdout
-    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
+    table, stages = out.split("\n\n")
+    rows = {line.split()[0]: line.split() for line in table.splitlines()[1:]}
     assert rows["plain"][2] == "1.00" and rows["plain"][-1] != "4" and rows["cap4"][-1] == "4"
+    assert "merge" in stages.splitlines()[0] and [line.split()[0] for line in stages.splitlines()[1:]] == [
+        "plain", "cap4"]
 
 
 def test_pathpiece_bench_runs_bpe_and_pathpiece_and_evaluates_both(tmp_path):
