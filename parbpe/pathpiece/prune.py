@@ -3,7 +3,7 @@ in this process, or on worker processes that each hold a slice of the chunk tabl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -69,12 +69,19 @@ def _prune_with(
     on_iteration: Callable[[int, int], None] | None,
 ) -> list[bytes]:
     """prune's loop over a valid vocabulary (single bytes first), scored by scorer."""
-    iteration = 0
+    for iteration, vocab in prune_rounds(scorer, vocab, target, share):
+        if on_iteration is not None:
+            on_iteration(iteration, len(vocab))
+    return vocab
+
+
+def prune_rounds(scorer: Scorer, vocab: list[bytes], target: int, share: float, iteration: int = 0
+                 ) -> Iterator[tuple[int, list[bytes]]]:
+    """The iterations of PathPieceL from vocab (single bytes first) down to target tokens: each yields
+    its number (counting on from `iteration`, those made before) and the vocabulary it leaves."""
     while len(vocab) > target:
         scores, usage = scorer(vocab)
         drop = set(prune_step(vocab, scores, usage, drop_schedule(len(vocab), target, share)))
         vocab = [t for k, t in enumerate(vocab) if k not in drop]
         iteration += 1
-        if on_iteration is not None:
-            on_iteration(iteration, len(vocab))
-    return vocab
+        yield iteration, vocab

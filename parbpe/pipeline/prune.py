@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..pathpiece.score import drop_schedule, prune_step
+from ..pathpiece.prune import prune_rounds
 from ..pathpiece.workers import ScoringPool
 from ..run.memory import format_size
 from .context import RunContext
@@ -52,15 +52,12 @@ def prune_stage(ctx: RunContext, data: np.ndarray, offsets: np.ndarray, counts: 
     workers = scoring_workers(ctx, data, offsets, len(vocab))
     with ScoringPool(data, offsets, counts, workers, ctx.start_method) as pool:
         facts["workers"] = max(pool.workers, 1)
-        while len(vocab) > target:
-            clock = time.perf_counter()
-            scores, usage = pool.scores(vocab)
-            drop = set(prune_step(vocab, scores, usage, drop_schedule(len(vocab), target, config.prune_share)))
-            vocab = [t for k, t in enumerate(vocab) if k not in drop]
-            iteration += 1
+        clock = time.perf_counter()
+        for iteration, vocab in prune_rounds(pool.scores, vocab, target, config.prune_share, iteration):
             facts["sizes"].append(len(vocab))
             facts["seconds"].append(round(time.perf_counter() - clock, 3))
             report(started - len(vocab), started - target)
             if ctx.run is not None:
                 ctx.run.save_pruned(iteration, vocab, facts)
+            clock = time.perf_counter()
     return vocab, iteration
