@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,fast]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -24,7 +24,7 @@ test: $(STAMP)
 
 # Two interleaved repetitions keep it under 15 minutes on 2 cores; docs/BENCHMARKS.md used --repeat 3.
 bench: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[test,fast,bench]'
 	$(BIN)/python bench/compare.py --vocab-size 32768 --repeat 2
 
 clean:

@@ -13,16 +13,18 @@ ALLOWED = {
     "run": {"io"},  # the run directory writes through io/atomic
     "patterns": set(),
     "warnings": set(),  # parbpe's warning categories: any part may warn
+    "jit": set(),  # the optional numba JIT: any numeric part may declare kernels
     "io": set(),
-    "config": {"run", "patterns"},  # an --init tokenizer is read by the inputs stage, not by the settings
-    "count": {"config", "patterns", "run", "io"},
-    "merge": {"run"},
-    "tokenizer": {"patterns", "io"},
-    "pathpiece": {"tokenizer", "run"},  # PathPiece's vocabulary construction: segmentation kernels, workers
-    "pipeline": {"config", "patterns", "run", "io", "count", "merge", "tokenizer", "pathpiece", "warnings", "__init__"},
-    "train": {"config", "patterns", "run", "io", "count", "merge", "tokenizer", "pathpiece", "pipeline", "warnings",
-              "__init__"},
-    "cli": {"config", "patterns", "run", "io", "count", "merge", "tokenizer", "pathpiece", "pipeline", "train",
+    "config": {"jit", "run", "patterns"},  # an --init tokenizer is read by the inputs stage, not by the settings
+    "count": {"jit", "config", "patterns", "run", "io"},
+    "merge": {"jit", "run"},
+    "tokenizer": {"jit", "patterns", "io"},
+    "pathpiece": {"jit", "tokenizer", "run"},  # PathPiece's vocabulary construction: segmentation kernels, workers
+    "pipeline": {"jit", "config", "patterns", "run", "io", "count", "merge", "tokenizer", "pathpiece", "warnings",
+                 "__init__"},
+    "train": {"jit", "config", "patterns", "run", "io", "count", "merge", "tokenizer", "pathpiece", "pipeline",
+              "warnings", "__init__"},
+    "cli": {"jit", "config", "patterns", "run", "io", "count", "merge", "tokenizer", "pathpiece", "pipeline", "train",
             "warnings"},
     "__init__": {"config", "tokenizer", "train", "warnings"},
     "__main__": {"cli"},  # python -m parbpe

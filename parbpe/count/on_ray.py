@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from .. import jit
 from ..config import TrainConfig
 from ..io.readers import ReadStats
 from ..io.units import WorkUnit
@@ -36,6 +37,7 @@ def count_task(units: Sequence[WorkUnit], config: TrainConfig, data_limit: int |
     directory there; removed when the attempt ends), so a failed attempt leaves nothing another
     attempt reads.
     """
+    jit.set_mode(config.jit)  # a Ray worker does not inherit the driver's environment
     with tempfile.TemporaryDirectory(prefix="parbpe-task-") as run_dir:
         shard = ShardCounter(config, run_dir, "t", data_limit)
         for unit in units:

@@ -85,7 +85,7 @@ def test_bad_values_are_one_line_errors(tmp_path, capsys):
 
 
 def test_the_settings_that_never_change_the_result_are_declared_so():
-    assert free_settings() == ("workers", "memory_budget", "count_words", "tmp_dir")
+    assert free_settings() == ("workers", "memory_budget", "jit", "count_words", "tmp_dir")
     assert set(TrainConfig().result_settings()) & set(free_settings()) == set()
     with pytest.raises(ValueError, match="--ray-address needs --executor ray"):
         RunOptions(ray_address="auto")

@@ -1,0 +1,98 @@
+"""The optional JIT: numba kernels, from the `fast` extra (pip install 'parbpe[fast]').
+
+numpy stays the reference: every kernel declared here has a numpy twin in its module, the tests
+compare the two, and the numpy path runs wherever numba is absent or the JIT is off. The mode is one
+per process, read from PARBPE_JIT (auto, on, off; auto by default) and set by `set_mode` (a run sets
+it from TrainConfig.jit; it is written back to the environment, so spawned workers inherit it):
+- auto: numba when it imports, else numpy;
+- on: numba, and a one-line error naming the extra when it is missing;
+- off: numpy.
+
+A module declares a kernel with `@kernel` on a plain Python function written in numba's subset; it is
+compiled on its first call (cached on disk, so a later process loads it) and never when the JIT is off.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+MODES = ("auto", "on", "off")
+ENV = "PARBPE_JIT"
+EXTRA_HINT = "the numba JIT needs the fast extra: pip install 'parbpe[fast]'"
+
+_numba: Any = None
+_numba_checked = False
+
+
+def _check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"{ENV}/--jit must be one of {', '.join(MODES)}, not {mode!r}")
+    return mode
+
+
+def mode() -> str:
+    """The process's JIT mode (auto, on, off), from PARBPE_JIT."""
+    return _check_mode(os.environ.get(ENV, "auto").strip().lower() or "auto")
+
+
+def set_mode(new_mode: str) -> None:
+    """Set the JIT mode of this process and of the workers it starts (through the environment)."""
+    os.environ[ENV] = _check_mode(new_mode)
+    if new_mode == "on":
+        require()
+
+
+def numba_module() -> Any:
+    """numba, or None when it is not installed (imported once, on first use)."""
+    global _numba, _numba_checked
+    if not _numba_checked:
+        _numba_checked = True
+        try:
+            import numba
+        except ImportError:
+            numba = None
+        _numba = numba
+    return _numba
+
+
+def require() -> None:
+    """Raise ImportError naming the extra when numba is missing."""
+    if numba_module() is None:
+        raise ImportError(EXTRA_HINT)
+
+
+def enabled() -> bool:
+    """Whether the numba kernels run in this process now."""
+    current = mode()
+    if current == "off":
+        return False
+    if current == "on":
+        require()
+        return True
+    return numba_module() is not None
+
+
+class Kernel:
+    """A numba kernel compiled on first call (njit, nogil, cached on disk); `python` is the plain function."""
+
+    def __init__(self, python: Callable, options: dict) -> None:
+        self.python = python
+        self.options = options
+        self._compiled: Callable | None = None
+        self.__name__ = python.__name__
+        self.__doc__ = python.__doc__
+
+    def __call__(self, *args: Any) -> Any:
+        if self._compiled is None:
+            require()
+            self._compiled = numba_module().njit(cache=True, nogil=True, **self.options)(self.python)
+        return self._compiled(*args)
+
+
+def kernel(python: Callable | None = None, **options: Any) -> Any:
+    """Declare a numba kernel: `@kernel` or `@kernel(fastmath=False, ...)` on a function in numba's subset."""
+    if python is None:
+        return lambda fn: Kernel(fn, options)
+    return Kernel(python, options)

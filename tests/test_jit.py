@@ -1,0 +1,66 @@
+"""The JIT's mode: PARBPE_JIT and --jit, numba missing, and a kernel against its plain function."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from parbpe import jit
+from parbpe.config import TrainConfig
+
+
+@jit.kernel
+def _total(values):
+    total = 0
+    for v in values:
+        total += v
+    return total
+
+
+@pytest.fixture
+def no_numba(monkeypatch):
+    """This process as if numba were not installed."""
+    monkeypatch.setattr(jit, "_numba", None)
+    monkeypatch.setattr(jit, "_numba_checked", True)
+
+
+def test_modes_from_the_environment(monkeypatch):
+    monkeypatch.setenv(jit.ENV, "off")
+    assert jit.mode() == "off" and not jit.enabled()
+    monkeypatch.setenv(jit.ENV, "bogus")
+    with pytest.raises(ValueError, match="PARBPE_JIT/--jit must be one of auto, on, off"):
+        jit.mode()
+
+
+def test_auto_without_numba_runs_numpy(monkeypatch, no_numba):
+    monkeypatch.setenv(jit.ENV, "auto")
+    assert not jit.enabled()
+
+
+def test_on_without_numba_names_the_extra(monkeypatch, no_numba):
+    monkeypatch.setenv(jit.ENV, "on")
+    with pytest.raises(ImportError, match=r"pip install 'parbpe\[fast\]'"):
+        jit.enabled()
+    with pytest.raises(ImportError, match=r"parbpe\[fast\]"):
+        TrainConfig(vocab_size=300, jit="on")
+    with pytest.raises(ValueError, match="jit must be one of"):
+        TrainConfig(vocab_size=300, jit="fast")
+
+
+def test_kernel_equals_its_python_function():
+    pytest.importorskip("numba")
+    values = np.arange(1000, dtype=np.int64)
+    assert _total(values) == _total.python(values) == values.sum()
+
+
+def test_run_context_sets_and_restores_the_mode(monkeypatch):
+    from parbpe.pipeline.context import jit_mode
+
+    monkeypatch.setenv(jit.ENV, "auto")
+    with jit_mode("off"):
+        assert jit.mode() == "off"
+    assert jit.mode() == "auto"
+    monkeypatch.delenv(jit.ENV)
+    with jit_mode("off"):
+        assert not jit.enabled()
+    assert jit.ENV not in __import__("os").environ
