@@ -14,6 +14,7 @@ compiled on its first call (cached on disk, so a later process loads it) and nev
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Callable
 from typing import Any
@@ -63,15 +64,22 @@ def require() -> None:
         raise ImportError(EXTRA_HINT)
 
 
+def installed() -> bool:
+    """Whether numba can be imported, without importing it (its import costs about 0.5 s)."""
+    if _numba_checked:
+        return _numba is not None
+    return importlib.util.find_spec("numba") is not None
+
+
 def enabled() -> bool:
-    """Whether the numba kernels run in this process now."""
+    """Whether the numba kernels run in this process now (numba itself is imported by the first kernel)."""
     current = mode()
     if current == "off":
         return False
     if current == "on":
         require()
         return True
-    return numba_module() is not None
+    return installed()
 
 
 class Kernel:
