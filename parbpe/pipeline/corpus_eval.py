@@ -24,11 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from .. import jit
 from ..config import RunOptions, TrainConfig
 from ..io.plan import plan
 from ..merge.encode import encode_byte_table, rank_order_batches
 from ..merge.table import table_from_arrays
 from ..run.pool import default_start_method, get_context, parallel
+from ..tokenizer import kernels
 from ..tokenizer.evaluate import is_superword
 from ..tokenizer.inherit import inherit
 from ..tokenizer.model import Tokenizer
@@ -87,6 +89,8 @@ def token_counts(tok: Tokenizer, method: str, data: np.ndarray, offsets: np.ndar
     """Occurrences of each token id (index) when chunks offsets[k]:offsets[k + 1] of data, seen counts[k]
     times, are segmented by method."""
     size = max([*tok.vocab, *tok.special_tokens.values()]) + 1
+    if jit.enabled() and not (method == "merges" and tok.stop_words):
+        return kernels.token_totals(tok.kernel_tables(), method, data, offsets, counts, size)
     if method == "merges" and not tok.stop_words:
         return _merges_counts(tok, data, offsets, counts, size)
     chunks = [data[a:b].tobytes() for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
@@ -142,6 +146,9 @@ def score_text(text: CountedText, tokenizers: Sequence[Tokenizer], methods: Sequ
     per = [[methods] if isinstance(methods, str) else list(methods)] * len(tokenizers)
     if methods and not isinstance(methods[0], str):
         per = [list(m) for m in methods]
+    if jit.enabled():  # the tables and kernels made here, before the workers fork: they share them
+        for tok, mine in zip(tokenizers, per):
+            kernels.load(tok.kernel_tables(), [m for m in mine if m != "merges" or not tok.stop_words])
     slices = _slices(text.offsets, slice_bytes)
     tasks = [(t, m, a, b) for t in range(len(tokenizers)) for m in per[t] for a, b in slices]
     totals: dict[tuple[int, str], np.ndarray] = {}
