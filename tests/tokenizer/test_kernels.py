@@ -92,6 +92,11 @@ def test_greedy_and_shortest_equal_numpy_and_the_references(seed, monkeypatch):
                 assert [tok.vocab[i] for i in ids] == _greedy_ref(chunk, vocab, longest=30)
             else:
                 assert len(ids) == (_fewest(chunk, vocab) if chunk else 0)
+    weights = np.arange(1, len(chunks) + 1)
+    both = kernels.token_totals(tok.kernel_tables(), ["greedy", "shortest"], *_flat(chunks), weights)
+    for method, totals in both.items():  # one pass for both methods: each as when alone
+        owner, ids = kernels.chunk_tokens(tok.kernel_tables(), method, *_flat(chunks))
+        assert totals.tolist() == np.bincount(ids, weights=weights[owner], minlength=len(totals)).tolist()
 
 
 def test_shortest_ties_go_to_the_longest_last_token():
@@ -103,8 +108,10 @@ def test_shortest_ties_go_to_the_longest_last_token():
 def test_token_totals_weigh_chunks_by_their_counts():
     tok = Tokenizer(pattern="gpt4", merges=[(97, 98, 256)])
     data, offsets = _flat([b"ab", b"abab", b"c"])
-    totals = kernels.token_totals(tok.kernel_tables(), "merges", data, offsets, np.array([3, 2, 5]), 300)
-    assert totals[256] == 3 + 2 * 2 and totals[99] == 5 and totals.sum() == 12
+    found = kernels.token_totals(tok.kernel_tables(), ["merges", "greedy", "shortest"], data, offsets,
+                                 np.array([3, 2, 5]))
+    for totals in found.values():
+        assert totals[256] == 3 + 2 * 2 and totals[99] == 5 and totals.sum() == 12 and len(totals) == 257
 
 
 def test_realmix_tokenizer_on_heldout_text_is_the_same_with_the_jit_on_and_off(realmix_run, shared_data,
