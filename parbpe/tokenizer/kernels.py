@@ -2,16 +2,18 @@
 
 They give exactly what the numpy and Python paths give (tests compare them): `merges` is
 Tokenizer._merge_long (a heap of (rank, position) over a linked list: the lowest rank first, its
-occurrences left to right), `greedy` and `shortest` are segment.py's rules walked over a trie of the
-vocabulary from every position (shortest: the forward pass keeps, for every end, the first start
-reaching it with the fewest tokens, which is the longest last token; the backtrack follows them).
-A chunk at a time, with scratch arrays the size of the longest chunk: no padded batches. Each kernel
-adds every token's chunk count to `totals` and, when `out` is not empty, writes the tokens of chunk c
-to out[offsets[c]:] (a chunk has at most as many tokens as bytes) and their number to `n_out[c]`.
+occurrences left to right); `greedy` and `shortest` are segment.py's rules, the tokens at a start
+found by walking a trie of the vocabulary from it (shortest walks from every start and keeps, for
+every end, the first start reaching it with the fewest tokens, which is the longest last token; the
+backtrack follows them; greedy jumps from token to token, or reads the same walks when both run).
+A chunk at a time, with scratch arrays the size of the longest chunk: no padded batches. The kernels
+add every token's chunk count to totals and, when `out` is not empty, write the tokens of chunk c
+to out[offsets[c]:] (a chunk has at most as many tokens as bytes) and their number to n_out[c].
 
-Lookups are open-addressing hash tables of int64 keys (-1: empty slot): trie edges keyed
-node * 256 + byte, merge pairs keyed a * 2^32 + b; the slot is the top bits of key * a Fibonacci
-constant.
+Lookups: the trie's first two levels and the pairs of two bytes are dense arrays; the rest are
+open-addressing hash tables of int64 keys (-1: empty slot), trie edges keyed node * 256 + byte and
+merge pairs a * 2^32 + b, the slot the top bits of key * a Fibonacci constant. The probe loop is
+written out in each kernel: a `@kernel` cannot call another.
 """
 
 from __future__ import annotations
