@@ -6,7 +6,7 @@ occurrences left to right); `greedy` and `shortest` are segment.py's rules, the 
 found by walking a trie of the vocabulary from it (shortest walks from every start and keeps, for
 every end, the first start reaching it with the fewest tokens, which is the longest last token; the
 backtrack follows them; greedy jumps from token to token, or reads the same walks when both run).
-A chunk at a time, with scratch arrays the size of the longest chunk: no padded batches. The kernels
+A chunk at a time, with scratch arrays the size of the longest chunk (`longest`): no padded batches. The kernels
 add every token's chunk count to totals and, when `out` is not empty, write the tokens of chunk c
 to out[offsets[c]:] (a chunk has at most as many tokens as bytes) and their number to n_out[c].
 
@@ -129,7 +129,7 @@ class MergeTable:
 def segment_kernel(data: np.ndarray, offsets: np.ndarray, weights: np.ndarray, first: np.ndarray,
                    second: np.ndarray, edges: np.ndarray, bits: int, node_token: np.ndarray,
                    greedy_totals: np.ndarray, shortest_totals: np.ndarray, out: np.ndarray,
-                   n_out: np.ndarray) -> None:
+                   n_out: np.ndarray, longest: int) -> None:
     """Chunks segmented greedily (longest token prefixing the rest) and/or into the fewest tokens (ties:
     the longest last token, recursively): a method runs when its totals are not empty (`out`: one
     method only). The trie is walked from every start (shortest) or from each greedy token's start."""
@@ -137,9 +137,6 @@ def segment_kernel(data: np.ndarray, offsets: np.ndarray, weights: np.ndarray, f
     greedy = len(greedy_totals) > 0
     shortest = len(shortest_totals) > 0
     emit = len(out) > 0
-    longest = 0
-    for c in range(len(offsets) - 1):
-        longest = max(longest, offsets[c + 1] - offsets[c])
     reach = np.empty(longest + 1, dtype=np.int64)  # the end of the longest token from each start
     reach_id = np.empty(longest + 1, dtype=np.int64)
     dist = np.empty(longest + 1, dtype=np.int64)  # shortest: fewest tokens to reach each end
@@ -206,16 +203,13 @@ def segment_kernel(data: np.ndarray, offsets: np.ndarray, weights: np.ndarray, f
 @kernel
 def merges_kernel(data: np.ndarray, offsets: np.ndarray, weights: np.ndarray, byte_ids: np.ndarray,
                   byte_pairs: np.ndarray, pairs: np.ndarray, bits: int, merges: np.ndarray,
-                  totals: np.ndarray, out: np.ndarray, n_out: np.ndarray) -> None:
+                  totals: np.ndarray, out: np.ndarray, n_out: np.ndarray, longest: int) -> None:
     """Chunks encoded by merges in rank order: a min-heap of rank * 2^32 + position (the lowest rank
     first, its positions left to right) over a linked list of the chunk's tokens. An entry whose pair
     changed since it was pushed is skipped; a merge's new pairs (at its position and the one before)
     hold its new token, so they rank later. merges[r] = (a, b, new)."""
     mask = (1 << bits) - 1
     emit = len(out) > 0
-    longest = 0
-    for c in range(len(offsets) - 1):
-        longest = max(longest, offsets[c + 1] - offsets[c])
     tokens = np.empty(longest + 1, dtype=np.int64)
     nxt = np.empty(longest + 1, dtype=np.int64)
     prv = np.empty(longest + 1, dtype=np.int64)
@@ -317,7 +311,7 @@ def token_totals(tables: KernelTables, methods: Sequence[str], data: np.ndarray,
     if "greedy" in totals or "shortest" in totals:
         t = tables.trie
         segment_kernel(data, offsets, weights, t.first, t.second, t.edges.slots, t.edges.bits, t.token,
-                       totals.get("greedy", _NONE), totals.get("shortest", _NONE), _NONE, _NONE)
+                       totals.get("greedy", _NONE), totals.get("shortest", _NONE), _NONE, _NONE, _longest(offsets))
     return totals
 
 
@@ -336,7 +330,7 @@ def chunk_tokens(tables: KernelTables, method: str, data: np.ndarray, offsets: n
         t = tables.trie
         segment_kernel(data, offsets, weights, t.first, t.second, t.edges.slots, t.edges.bits, t.token,
                        totals if method == "greedy" else _NONE, totals if method == "shortest" else _NONE, out,
-                       n_out)
+                       n_out, _longest(offsets))
     within = np.arange(int(n_out.sum())) - np.repeat(np.cumsum(n_out) - n_out, n_out)
     return np.repeat(np.arange(n), n_out), out[np.repeat(offsets[:-1], n_out) + within]
 
@@ -356,4 +350,9 @@ def _merges(tables: KernelTables, data: np.ndarray, offsets: np.ndarray, weights
         raise ValueError("this tokenizer is a vocabulary without merges: segment it with greedy or shortest")
     m = tables.merges
     merges_kernel(data, offsets, weights, m.byte_ids, m.byte_pairs, m.pairs.slots, m.pairs.bits, m.merges, totals,
-                  out, n_out)
+                  out, n_out, _longest(offsets))
+
+
+def _longest(offsets: np.ndarray) -> int:
+    """The longest chunk's bytes: the kernels' scratch arrays are this long."""
+    return int(np.diff(offsets).max(initial=0))
