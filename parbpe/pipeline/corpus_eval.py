@@ -2,17 +2,19 @@
 budget, any input train reads), then each unique chunk is segmented once per tokenizer and method and
 its tokens are weighted by the chunk's count.
 
+With the JIT on, the three methods are the numba kernels of tokenizer/kernels.py over the chunk
+table (per-token counts directly; merges with a stop list excepted). Without it, numpy:
 - merges: the chunk table is encoded with the tokenizer's merges by merge/encode.py (BPE's rank
-  order, merges applied a safe batch at a time, vectorized over chunks): every chunk gets the ids
-  Tokenizer.encode_ordinary gives it (tested), so the token count equals document-by-document
-  encoding of the same text. A tokenizer with a stop list (whole chunks as tokens) is encoded
-  chunk by chunk instead;
+  order, merges applied a safe batch at a time, vectorized over chunks). A tokenizer with a stop
+  list (whole chunks as tokens) is encoded chunk by chunk instead;
 - greedy and shortest: tokenizer/segment.py over padded batches of chunks of equal length.
+Either way every chunk gets the ids Tokenizer.encode_ordinary gives it (tested), so the token count
+equals document-by-document encoding of the same text.
 
-The work is cut into slices of the chunk table per (tokenizer, method) and spread over the workers
-(forked: they share the table); each returns per-token counts, which are added up. Special-token
-strings are text here, as in encode_ordinary. Chunk tables of tokenizers with another split pattern
-are counted separately.
+The work is cut into slices of the chunk table, a task per (tokenizer, slice) for all its methods,
+spread over the workers (forked: they share the table, the kernels and their tables); each returns
+per-token counts, which are added up. Special-token strings are text here, as in encode_ordinary.
+Chunk tables of tokenizers with another split pattern are counted separately.
 """
 
 from __future__ import annotations
