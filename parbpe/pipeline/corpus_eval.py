@@ -12,9 +12,10 @@ Either way every chunk gets the ids Tokenizer.encode_ordinary gives it (tested),
 equals document-by-document encoding of the same text.
 
 The work is cut into slices of the chunk table, a task per (tokenizer, slice) for all its methods,
-spread over the workers (forked: they share the table, the kernels and their tables); each returns
-per-token counts, which are added up. Special-token strings are text here, as in encode_ordinary.
-Chunk tables of tokenizers with another split pattern are counted separately.
+spread over the workers: threads when only kernels run (they release the GIL), else forked
+processes (they share the table); each returns per-token counts, which are added up. Special-token
+strings are text here, as in encode_ordinary. Chunk tables of tokenizers with another split pattern
+are counted separately.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,7 +143,7 @@ def _merges_counts(tok: Tokenizer, data: np.ndarray, offsets: np.ndarray, counts
     return out + np.bincount(to_external[ids], weights=np.repeat(encoded.counts, n), minlength=size)
 
 
-_SHARED: dict[str, Any] = {}  # the text and the tokenizers, for forked workers (nothing is pickled)
+_SHARED: dict[str, Any] = {}  # the text and the tokenizers, for the workers (nothing is pickled)
 
 
 def _task(task: tuple[int, list[str], int, int]) -> dict[str, np.ndarray]:
@@ -166,15 +168,19 @@ def score_text(text: CountedText, tokenizers: Sequence[Tokenizer], methods: Sequ
     per = [[methods] if isinstance(methods, str) else list(methods)] * len(tokenizers)
     if methods and not isinstance(methods[0], str):
         per = [list(m) for m in methods]
-    if jit.enabled():  # the tables and kernels made here, before the workers fork: they share them
+    if jit.enabled():  # the tables and kernels made here, before any worker starts: they share them
         for tok, mine in zip(tokenizers, per):
             kernels.load(tok.kernel_tables(), [m for m in mine if m != "merges" or not tok.stop_words])
     slices = _slices(text.offsets, slice_bytes or (JIT_SLICE_BYTES if jit.enabled() else SLICE_BYTES))
     tasks = [(t, per[t], a, b) for t in range(len(tokenizers)) for a, b in slices]
+    kernels_only = jit.enabled() and not any(tok.stop_words and "merges" in m for tok, m in zip(tokenizers, per))
     totals: dict[tuple[int, str], np.ndarray] = {}
     _SHARED.update(text=text, tokenizers=list(tokenizers))
     try:
-        if workers > 1 and len(tasks) > 1:
+        if workers > 1 and len(tasks) > 1 and kernels_only:  # the kernels release the GIL: threads, no fork
+            with ThreadPoolExecutor(workers) as pool:
+                results = list(pool.map(_task, tasks))
+        elif workers > 1 and len(tasks) > 1:
             results = parallel(_task, tasks, workers, get_context(start_method or default_start_method()),
                                stage="eval", describe=lambda k, i: f"eval worker {k} (task {i})")
         else:
