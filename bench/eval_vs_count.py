@@ -1,6 +1,7 @@
 """parbpe eval (corpus scale) against parbpe count on the same text, interleaved: issue 24's bar is
 eval with merges, greedy and shortest in at most 1.5x the time of counting the text. Wall seconds and
-the CPU seconds of each command's process tree (user + system: less moved by other work on the machine).
+the CPU seconds of each command's process tree (user + system: less moved by other work on the machine);
+the median of the rounds' ratios beside the ratio of the medians (a round's count and eval ran side by side).
 --jit-cache cold gives every eval an empty numba cache (NUMBA_CACHE_DIR): the kernels compile each time;
 --jit off runs eval's numpy path (PARBPE_JIT).
 
@@ -61,7 +62,8 @@ def main() -> None:
               f"(CPU {eval_cpu[-1]:.2f} s), ratio {eval_s[-1] / count_s[-1]:.2f}", flush=True)
     median = statistics.median
     print(f"median: count {median(count_s):.2f} s, eval {median(eval_s):.2f} s, "
-          f"ratio {median(eval_s) / median(count_s):.2f}; CPU count {median(count_cpu):.2f} s, "
+          f"ratio {median(eval_s) / median(count_s):.2f} (median of the rounds' ratios "
+          f"{median(e / c for e, c in zip(eval_s, count_s)):.2f}); CPU count {median(count_cpu):.2f} s, "
           f"eval {median(eval_cpu):.2f} s, ratio {median(eval_cpu) / median(count_cpu):.2f}")
     for row in rows:
         print(f"  {row['method']:9s} tokens {row['tokens']:,}  bytes/token {row['bytes_per_token']:.4f}  "
