@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -44,15 +45,54 @@ class ReadStats:
         return self
 
 
-# A word is a run of characters that are not whitespace as str.split() knows it (str.isspace()):
-# counted in pyarrow's regex engine (RE2), whose \s is ASCII only, so the class is spelled out.
-_WHITESPACE = r"\t\n\x0b\x0c\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}"
-WORD_PATTERN = f"[^{_WHITESPACE}]+"
+# A word is a run of characters that are not whitespace as str.split() knows it (str.isspace()).
+_WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B)))
+               + "\u2028\u2029\u202f\u205f\u3000")
 
 
 def count_words(texts: pa.Array) -> int:
-    """sum(len(t.split()) for t in texts), in pyarrow (checked equal in tests)."""
-    return int(pc.sum(pc.count_substring_regex(texts, WORD_PATTERN)).as_py() or 0)
+    """sum(len(t.split()) for t in texts) (checked equal in tests), counted over the array's UTF-8
+    buffer with numpy: a word starts at a byte outside whitespace that begins its document or follows
+    a whitespace byte (every byte of a multi-byte whitespace character is one)."""
+    if texts.null_count:
+        texts = texts.fill_null("")
+    ends = np.frombuffer(texts.buffers()[1], dtype=np.int64 if pa.types.is_large_string(texts.type) else np.int32)
+    offsets = ends[texts.offset:texts.offset + len(texts) + 1].astype(np.int64)
+    if not len(texts) or offsets[-1] == offsets[0]:
+        return 0
+    data = np.frombuffer(texts.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
+    space = (data - np.uint8(9)) <= 4  # ASCII whitespace: 9-13 and 28-32 (comparisons: faster than a lookup)
+    space |= (data - np.uint8(28)) <= 4
+    lead = (data - np.uint8(0xE1)) <= 2  # the first byte of a character that may be whitespace: C2, E1-E3
+    lead |= data == 0xC2
+    lead = np.flatnonzero(lead)
+    if len(lead):
+        nxt = data[np.minimum(lead + 1, len(data) - 1)].astype(np.int64)
+        code2 = (data[lead].astype(np.int64) << 8) | nxt
+        code3 = (code2 << 8) | data[np.minimum(lead + 2, len(data) - 1)]
+        for code, size in ((code2, 2), (code3, 3)):
+            at = lead[np.isin(code, _WIDE[size])]
+            for k in range(size):
+                space[at + k] = True
+    starts = offsets[:-1][np.diff(offsets) > 0] - offsets[0]  # the non-empty documents
+    after_space = np.count_nonzero(space[:-1] > space[1:])  # whitespace then not, anywhere
+    counted = np.zeros(len(starts), dtype=bool)  # a document's first word counted as after whitespace already
+    inner = starts > 0
+    counted[inner] = space[starts[inner] - 1]
+    return int(after_space + np.count_nonzero(~space[starts] & ~counted))
+
+
+def _wide_whitespace() -> dict[int, np.ndarray]:
+    """The multi-byte whitespace characters by UTF-8 length, their bytes as big-endian ints."""
+    wide: dict[int, list[int]] = {2: [], 3: []}
+    for char in _WHITESPACE:
+        raw = char.encode("utf-8")
+        if len(raw) > 1:
+            wide[len(raw)].append(int.from_bytes(raw, "big"))
+    return {n: np.array(codes, dtype=np.int64) for n, codes in wide.items()}
+
+
+_WIDE = _wide_whitespace()
 
 
 def _decode(data: bytes, stats: ReadStats) -> str:

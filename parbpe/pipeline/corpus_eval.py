@@ -2,44 +2,55 @@
 budget, any input train reads), then each unique chunk is segmented once per tokenizer and method and
 its tokens are weighted by the chunk's count.
 
+With the JIT on, the three methods are the numba kernels of tokenizer/kernels.py over the chunk
+table (per-token counts directly; merges with a stop list excepted). Without it, numpy:
 - merges: the chunk table is encoded with the tokenizer's merges by merge/encode.py (BPE's rank
-  order, merges applied a safe batch at a time, vectorized over chunks): every chunk gets the ids
-  Tokenizer.encode_ordinary gives it (tested), so the token count equals document-by-document
-  encoding of the same text. A tokenizer with a stop list (whole chunks as tokens) is encoded
-  chunk by chunk instead;
+  order, merges applied a safe batch at a time, vectorized over chunks). A tokenizer with a stop
+  list (whole chunks as tokens) is encoded chunk by chunk instead;
 - greedy and shortest: tokenizer/segment.py over padded batches of chunks of equal length.
+Either way every chunk gets the ids Tokenizer.encode_ordinary gives it (tested), so the token count
+equals document-by-document encoding of the same text.
 
-The work is cut into slices of the chunk table per (tokenizer, method) and spread over the workers
-(forked: they share the table); each returns per-token counts, which are added up. Special-token
+The work is cut into slices of the chunk table, a task per (tokenizer, slice) for all its methods,
+spread over the workers: threads when only kernels run (they release the GIL), else forked
+processes (they share the table); each returns per-token counts, which are added up. Special-token
 strings are text here, as in encode_ordinary. Chunk tables of tokenizers with another split pattern
 are counted separately.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
+from .. import jit
 from ..config import RunOptions, TrainConfig
+from ..count.reduce import chunk_arrays
 from ..io.plan import plan
 from ..merge.encode import encode_byte_table, rank_order_batches
 from ..merge.table import table_from_arrays
 from ..run.pool import default_start_method, get_context, parallel
+from ..run.temp_dirs import temp_work_dir
+from ..tokenizer import kernels
 from ..tokenizer.evaluate import is_superword
 from ..tokenizer.inherit import inherit
 from ..tokenizer.model import Tokenizer
 from ..tokenizer.score import METHODS, renyi_efficiency
 from .context import RunContext, run_context
-from .count import count_stage
+from .count import count_units, nothing_counted, reduce_partitions
 
 # The keys of every row (parbpe eval --json, parbpe.evaluate); superword_share and documents follow.
 ROW_KEYS = ("tokenizer", "method", "tokens", "bytes", "bytes_per_token", "tokens_per_word", "renyi_efficiency",
             "vocab_unused_share")
 SLICE_BYTES = 4 << 20  # chunk bytes per task: a worker's segmentation temporaries stay small
+JIT_SLICE_BYTES = 1 << 20  # with the kernels (no temporaries): smaller tasks, the workers finish together
 
 
 @dataclass
@@ -67,8 +78,9 @@ def count_text(inputs: Sequence[str], pattern: str, normalize: str | None, confi
 
 def count_text_in(ctx: RunContext, inputs: Sequence[str], pattern: str, normalize: str | None,
                   nested: bool = True) -> CountedText:
-    """count_text within a run (train's --heldout: nested in its evaluate stage): all of the text,
-    whatever sample the run trained on."""
+    """count_text within a run (train's --heldout: nested in its evaluate stage, which times it): all
+    of the text, whatever sample the run trained on. The stages 2-3 of `parbpe count`: the partitions'
+    counts are taken as they come (no selection, no sort: the rows are sums over chunks)."""
     config = dataclasses.replace(ctx.config, pattern=pattern, special_tokens=(), eos_token=None, bos_token=None,
                                  pad_token=None, freq_cutoff=0, stop_list_size=0, digits=None, normalize=normalize,
                                  sample_docs=None, sample_bytes=None, sample_share=None,
@@ -76,16 +88,29 @@ def count_text_in(ctx: RunContext, inputs: Sequence[str], pattern: str, normaliz
     units = [u for u in plan([str(p) for p in inputs], text_column=config.text_column)]
     if any(u.kind.startswith("counts") for u in units):
         raise ValueError("eval reads text (parquet, arrow, jsonl, txt), not counts files: their words are unknown")
-    counted = count_stage(ctx, units, config, nested=nested)
-    chunks = counted.chunks
-    return CountedText(chunks.data, chunks.offsets, chunks.counts, counted.stats["documents"],
-                       counted.stats["words"])
+    with temp_work_dir(config.tmp_dir) as run_dir:
+        with contextlib.nullcontext() if nested else ctx.stage("count"):
+            counted = count_units(ctx, units, config, run_dir)
+        with contextlib.nullcontext() if nested else ctx.stage("reduce"):
+            data, offsets, counts = chunk_arrays(pa.concat_tables(reduce_partitions(ctx, counted, config)))
+    if not len(counts):
+        raise ValueError(nothing_counted(counted.stats.bytes, config))
+    return CountedText(data, offsets, counts, counted.stats.documents, counted.stats.words)
 
 
-def token_counts(tok: Tokenizer, method: str, data: np.ndarray, offsets: np.ndarray,
-                 counts: np.ndarray) -> np.ndarray:
-    """Occurrences of each token id (index) when chunks offsets[k]:offsets[k + 1] of data, seen counts[k]
-    times, are segmented by method."""
+def token_counts(tok: Tokenizer, methods: Sequence[str], data: np.ndarray, offsets: np.ndarray,
+                 counts: np.ndarray) -> dict[str, np.ndarray]:
+    """Per method, the occurrences of each token id (index) when chunks offsets[k]:offsets[k + 1] of
+    data, seen counts[k] times, are segmented by it: by the numba kernels when the JIT is on (not
+    merges with a stop list), else by numpy."""
+    fast = [m for m in methods if jit.enabled() and not (m == "merges" and tok.stop_words)]
+    found = kernels.token_totals(tok.kernel_tables(), fast, data, offsets, counts) if fast else {}
+    return {m: found[m] if m in found else _numpy_counts(tok, m, data, offsets, counts) for m in methods}
+
+
+def _numpy_counts(tok: Tokenizer, method: str, data: np.ndarray, offsets: np.ndarray,
+                  counts: np.ndarray) -> np.ndarray:
+    """token_counts of one method without the kernels."""
     size = max([*tok.vocab, *tok.special_tokens.values()]) + 1
     if method == "merges" and not tok.stop_words:
         return _merges_counts(tok, data, offsets, counts, size)
@@ -118,13 +143,13 @@ def _merges_counts(tok: Tokenizer, data: np.ndarray, offsets: np.ndarray, counts
     return out + np.bincount(to_external[ids], weights=np.repeat(encoded.counts, n), minlength=size)
 
 
-_SHARED: dict[str, Any] = {}  # the text and the tokenizers, for forked workers (nothing is pickled)
+_SHARED: dict[str, Any] = {}  # the text and the tokenizers, for the workers (nothing is pickled)
 
 
-def _task(task: tuple[int, str, int, int]) -> np.ndarray:
-    t, method, c0, c1 = task
+def _task(task: tuple[int, list[str], int, int]) -> dict[str, np.ndarray]:
+    t, methods, c0, c1 = task
     text = _SHARED["text"]
-    return token_counts(_SHARED["tokenizers"][t], method, text.data, text.offsets[c0:c1 + 1], text.counts[c0:c1])
+    return token_counts(_SHARED["tokenizers"][t], methods, text.data, text.offsets[c0:c1 + 1], text.counts[c0:c1])
 
 
 def _slices(offsets: np.ndarray, slice_bytes: int) -> list[tuple[int, int]]:
@@ -136,25 +161,33 @@ def _slices(offsets: np.ndarray, slice_bytes: int) -> list[tuple[int, int]]:
 
 def score_text(text: CountedText, tokenizers: Sequence[Tokenizer], methods: Sequence[str] | Sequence[Sequence[str]],
                workers: int, start_method: str | None = None,
-               slice_bytes: int = SLICE_BYTES) -> dict[tuple[int, str], np.ndarray]:
+               slice_bytes: int | None = None) -> dict[tuple[int, str], np.ndarray]:
     """Per-token counts of the text for every (tokenizer index, method); methods: the same for every
-    tokenizer, or a list of them per tokenizer."""
+    tokenizer, or a list of them per tokenizer. A task is a slice of the chunks for one tokenizer and
+    all its methods."""
     per = [[methods] if isinstance(methods, str) else list(methods)] * len(tokenizers)
     if methods and not isinstance(methods[0], str):
         per = [list(m) for m in methods]
-    slices = _slices(text.offsets, slice_bytes)
-    tasks = [(t, m, a, b) for t in range(len(tokenizers)) for m in per[t] for a, b in slices]
+    if jit.enabled():  # the tables and kernels made here, before any worker starts: they share them
+        for tok, mine in zip(tokenizers, per):
+            kernels.load(tok.kernel_tables(), [m for m in mine if m != "merges" or not tok.stop_words])
+    slices = _slices(text.offsets, slice_bytes or (JIT_SLICE_BYTES if jit.enabled() else SLICE_BYTES))
+    tasks = [(t, per[t], a, b) for t in range(len(tokenizers)) for a, b in slices]
+    kernels_only = jit.enabled() and not any(tok.stop_words and "merges" in m for tok, m in zip(tokenizers, per))
     totals: dict[tuple[int, str], np.ndarray] = {}
     _SHARED.update(text=text, tokenizers=list(tokenizers))
     try:
-        if workers > 1 and len(tasks) > 1:
+        if workers > 1 and len(tasks) > 1 and kernels_only:  # the kernels release the GIL: threads, no fork
+            with ThreadPoolExecutor(workers) as pool:
+                results = list(pool.map(_task, tasks))
+        elif workers > 1 and len(tasks) > 1:
             results = parallel(_task, tasks, workers, get_context(start_method or default_start_method()),
                                stage="eval", describe=lambda k, i: f"eval worker {k} (task {i})")
         else:
             results = map(_task, tasks)
-        for (t, m, _, _), counts in zip(tasks, results):
-            key = (t, m)
-            totals[key] = counts if key not in totals else totals[key] + counts
+        for (t, _, _, _), found in zip(tasks, results):
+            for m, counts in found.items():
+                totals[t, m] = counts if (t, m) not in totals else totals[t, m] + counts
     finally:
         _SHARED.clear()
     return totals

@@ -15,9 +15,10 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .. import jit
 from ..io.readers import replace_surrogates
 from ..patterns import NORMAL_FORMS, Splitter, normalize_text, resolve_pattern
-from . import exports, load, segment
+from . import exports, kernels, load, segment
 from .dropout import dropout_merge
 
 _CACHE_LIMIT = 200_000
@@ -84,6 +85,7 @@ class Tokenizer:
         self._splitter = Splitter(pattern, tuple(self.special_tokens), normalize)
         self._cache: dict[str, list[int]] = {}
         self._vocab_index: tuple[segment.VocabIndex, np.ndarray] | None = None
+        self._kernel_tables: kernels.KernelTables | None = None
 
     # -- basic facts ---------------------------------------------------------------------------
 
@@ -260,15 +262,16 @@ class Tokenizer:
 
     def segment_arrays(self, raw: Sequence[bytes], method: str, cells: int = 1 << 18) -> tuple[np.ndarray, np.ndarray]:
         """(chunk index, token id) of every token of chunks (UTF-8 bytes) by greedy or shortest, in
-        order within each chunk; chunks go by length, in batches of about `cells` padded bytes (a
-        batch's lookups hold cells x the longest token's length ids)."""
-        if self._vocab_index is None:  # each byte string once (a stop word may repeat a merged token): its least id
-            special = set(self.special_tokens.values())
-            first = {}
-            for i in sorted(i for i in self.vocab if i not in special):
-                first.setdefault(self.vocab[i], i)
-            ids = np.array(list(first.values()), dtype=np.int64)
-            tokens = list(first)
+        order within each chunk: by the numba kernel when the JIT is on, else by segment.py with
+        chunks by length, in batches of about `cells` padded bytes (a batch's lookups hold cells x
+        the longest token's length ids)."""
+        if jit.enabled():
+            lengths = np.fromiter(map(len, raw), dtype=np.int64, count=len(raw))
+            offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+            data = np.frombuffer(b"".join(raw), dtype=np.uint8)
+            return kernels.chunk_tokens(self.kernel_tables(), method, data, offsets)
+        if self._vocab_index is None:
+            tokens, ids = self._segment_vocab()
             self._vocab_index = (segment.VocabIndex(tokens, max(16, max(map(len, tokens)))), ids)
         index, ids = self._vocab_index
         run = segment.greedy_tokens if method == "greedy" else segment.shortest_tokens
@@ -289,6 +292,23 @@ class Tokenizer:
         owner, token, place = np.concatenate(owners), np.concatenate(tokens), np.concatenate(places)
         keep = np.lexsort((place, owner))
         return owner[keep], token[keep]
+
+    def _segment_vocab(self) -> tuple[list[bytes], np.ndarray]:
+        """The byte strings greedy and shortest choose from (the non-special vocabulary, each once: a
+        stop word may repeat a merged token) and the id of each (its least)."""
+        special = set(self.special_tokens.values())
+        first: dict[bytes, int] = {}
+        for i in sorted(i for i in self.vocab if i not in special):
+            first.setdefault(self.vocab[i], i)
+        return list(first), np.array(list(first.values()), dtype=np.int64)
+
+    def kernel_tables(self) -> kernels.KernelTables:
+        """The trie of the vocabulary and the merges as the numba kernels take them (made once)."""
+        if self._kernel_tables is None:
+            tokens, ids = self._segment_vocab()
+            merges = kernels.MergeTable.of(self.byte_ids, self.merges) if not self.tokens else None
+            self._kernel_tables = kernels.KernelTables(kernels.Trie.of(tokens, ids), merges, max(self.vocab) + 1)
+        return self._kernel_tables
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         try:

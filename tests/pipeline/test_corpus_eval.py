@@ -36,23 +36,30 @@ def setup(tmp_path_factory):
 
 
 def _reference(tok, corpus, method, alpha=2.5):
+    """Every document encoded by itself (greedy and shortest by segment.py's numpy, whatever the JIT)."""
     counts = np.zeros(max(tok.vocab) + 2, dtype=np.int64)
     n_bytes = words = 0
     stats = ReadStats()
-    for unit in plan(corpus):
-        for text in iter_documents(unit, "text", stats):
-            ids = tok.encode(text, method=method, disallowed_special=())
-            np.add.at(counts, np.asarray(ids, dtype=np.int64), 1)
-            n_bytes += len(text.encode())
-            words += len(text.split())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PARBPE_JIT", "off")
+        texts = [text for unit in plan(corpus) for text in iter_documents(unit, "text", stats)]
+        encoded = [tok.encode(text, method=method, disallowed_special=()) for text in texts]
+    for text, ids in zip(texts, encoded):
+        np.add.at(counts, np.asarray(ids, dtype=np.int64), 1)
+        n_bytes += len(text.encode())
+        words += len(text.split())
     regular = sorted(i for i in tok.vocab if i not in tok.special_tokens.values())
     return {"tokens": int(counts.sum()), "bytes": n_bytes, "words": words, "documents": stats.documents,
             "renyi_efficiency": renyi_efficiency(counts[regular], len(regular), alpha),
             "vocab_unused_share": float(np.mean(counts[regular] == 0))}
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_rows_equal_document_by_document_encoding(setup, workers):
+@pytest.mark.parametrize(("workers", "jit"), [(1, "off"), (2, "off"), (1, "on"), (2, "on")])
+def test_rows_equal_document_by_document_encoding(setup, workers, jit, monkeypatch):
+    """With the numba kernels (jit on) and without, the same rows as the documents encoded one by one."""
+    if jit == "on":
+        pytest.importorskip("numba")
+    monkeypatch.setenv("PARBPE_JIT", jit)
     corpus, tokenizers = setup
     names = sorted(tokenizers)
     rows = parbpe.evaluate([tokenizers[n] for n in names], corpus, names=names, methods=METHODS, workers=workers)
@@ -119,3 +126,21 @@ def test_plot_of_a_run_with_also_save_draws_its_size_curve(setup, tmp_path, monk
     png = tmp_path / "e.png"
     assert main(["eval", "--tokenizer", str(out), *corpus, "--plot", str(png)]) == 0
     assert list(drawn) == [str(out)] and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_words_are_counted_as_str_split_counts_them():
+    """count_words over arrow's buffers (numpy) against str.split on every kind of whitespace, documents
+    empty, null, sliced, string and large_string."""
+    import pyarrow as pa
+
+    from parbpe.io.readers import _WHITESPACE, count_words
+
+    assert "".join(c for c in map(chr, range(0x3001)) if c.isspace()) == "".join(sorted(_WHITESPACE))
+    rng = random.Random(5)
+    alphabet = [*_WHITESPACE, *"ab\u00e9\u00c2\u20ac\u2010\u2030\u3001\u1680\U0001f600\x00"]
+    for _ in range(400):
+        docs = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(rng.randint(0, 8))]
+        texts = pa.array(docs + [None] * rng.randint(0, 2), type=rng.choice([pa.string(), pa.large_string()]))
+        if len(texts) > 2 and rng.random() < 0.5:
+            texts = texts.slice(1, len(texts) - 2)
+        assert count_words(texts) == sum(len(t.split()) for t in texts.to_pylist() if t is not None), texts

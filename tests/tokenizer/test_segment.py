@@ -27,10 +27,10 @@ def _fewest(text: bytes, vocab: set[bytes]) -> int:
     return best(0)
 
 
-def _greedy_ref(text: bytes, vocab: set[bytes]) -> list[bytes]:
+def _greedy_ref(text: bytes, vocab: set[bytes], longest: int = 16) -> list[bytes]:
     out, i = [], 0
     while i < len(text):
-        j = max(j for j in range(i + 1, min(len(text), i + 16) + 1) if text[i:j] in vocab)
+        j = max(j for j in range(i + 1, min(len(text), i + longest) + 1) if text[i:j] in vocab)
         out.append(text[i:j])
         i = j
     return out
