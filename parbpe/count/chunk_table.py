@@ -315,6 +315,9 @@ class JitChunkCounter:
 
     @property
     def nbytes(self) -> int:
+        """The memory the tables take (0 when they hold nothing: the counter has nothing to write)."""
+        if not self:
+            return 0
         arrays = (self._short, self._front, self._slots, self._entries, self._arena)
         return sum(a.nbytes for a in arrays) + sum(map(len, self._long))
 

@@ -77,7 +77,9 @@ class ShardCounter:
         if use_pieces and self.superword:
             self.pieces = SuperwordCounter()
         elif use_pieces and supports(config.pattern):
-            self.pieces = jit_counter(config.pattern) or PieceCounter(config.pattern, self.splitter.chunks)
+            self.pieces = jit_counter(config.pattern)  # (None: the JIT is off)
+            if self.pieces is None:
+                self.pieces = PieceCounter(config.pattern, self.splitter.chunks)
         self.plain: Counter[str] = Counter()
         self.counted: list[pa.Table] = []  # counts files, already counts
         self.runs: list[str] = []
