@@ -12,6 +12,7 @@ arena itself. The result equals the numpy path's (PieceCounter): tests/count/tes
 
 from __future__ import annotations
 
+import importlib.util
 from collections import Counter
 
 import numpy as np
@@ -26,6 +27,9 @@ _WINDOW = 1 << 20  # bytes of documents decoded and split at a time (keeps the p
 _FIRST_ENTRIES = 1 << 16  # slots: twice as many
 _FIRST_ARENA = 1 << 20
 _MIX = 0x9E3779B97F4A7C15
+# What numba and the kernels add to a process's RSS (import 108 MB, LLVM and the kernels 69 MB:
+# 83 -> 260 MB, 2026-11-25); a worker forked after them starts at about 107 MB.
+JIT_RSS = 180 * 10**6
 _BLOCK = 32  # chunks hashed and looked up ahead together
 _FRONT = 1 << 14  # slots of the front table (512 kB: stays in the L2 cache)
 
@@ -227,6 +231,14 @@ def prepare(pattern: str) -> None:
     if counter is not None:
         counter.add(pa.array(["It's 12345 x\n\n  é's", "a"], pa.string()))
         counter.chunk_counts()
+
+
+def jit_would_count(pattern: str) -> bool:
+    """Whether the JIT would count pattern in this process (said without importing numba)."""
+    mode = jit.mode()
+    if mode == "off" or jit_lexer.kind_of(pattern) is None:
+        return False
+    return mode == "on" or importlib.util.find_spec("numba") is not None
 
 
 def jit_counter(pattern: str) -> JitChunkCounter | None:
