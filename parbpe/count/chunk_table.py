@@ -278,19 +278,12 @@ class JitChunkCounter:
             begin = end
 
     def _add_window(self, data: np.ndarray, docs: np.ndarray) -> None:
-        size = len(data)
-        padded = np.zeros(size + 8, np.uint8)
-        padded[:size] = data
-        bits, low, folded = (np.empty(size, np.uint8) for _ in range(3))
-        pos = np.empty(size + 1, np.int32)  # (a pyarrow string array's bytes fit in int32)
-        char_docs = np.empty(len(docs), np.int64)
-        table, canon = self._tables
-        chars = jit_lexer.decode(data, docs, table, canon, bits, low, folded, pos, char_docs)
-        starts = np.empty(chars, np.int32)
-        found = jit_lexer.chunk_starts(self.kind, self.group, bits, low, folded, char_docs, starts)
-        bounds = np.empty(found + 1, np.int32)
-        np.take(pos, starts[:found], out=bounds[:found])
-        bounds[found] = size
+        self.count(data, jit_lexer.chunk_bounds(data, docs, self.kind, self.group, self._tables))
+
+    def count(self, data: np.ndarray, bounds: np.ndarray) -> None:
+        """Count the chunks data[bounds[i]:bounds[i + 1]] (bounds int32, from 0 to len(data))."""
+        padded = np.zeros(len(data) + 8, np.uint8)
+        padded[:len(data)] = data
         words = words_of(padded)
         done = 0
         while done < len(bounds) - 1:

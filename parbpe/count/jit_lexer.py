@@ -315,6 +315,23 @@ def _gpt4o_word_end(bits, i, n):
     return -1
 
 
+def chunk_bounds(data: np.ndarray, docs: np.ndarray, kind: int, group: int,
+                 tables: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Bounds (int32, from 0 to len(data)) of the chunks of the UTF-8 documents data[docs[d]:docs[d + 1]],
+    split by the pattern `kind` (KINDS) with `group` digits a chunk at most; tables: char_tables()."""
+    size = len(data)
+    bits, low, folded = (np.empty(size, np.uint8) for _ in range(3))
+    pos = np.empty(size + 1, np.int32)  # (a pyarrow string array's bytes fit in int32)
+    char_docs = np.empty(len(docs), np.int64)
+    chars = decode(data, docs, tables[0], tables[1], bits, low, folded, pos, char_docs)
+    starts = np.empty(chars, np.int32)
+    found = chunk_starts(kind, group, bits, low, folded, char_docs, starts)
+    bounds = np.empty(found + 1, np.int32)
+    np.take(pos, starts[:found], out=bounds[:found])
+    bounds[found] = size
+    return bounds
+
+
 def chunk_starts(kind: int, group: int, bits, low, folded, char_docs, out) -> int:
     """Chunk starts of the pattern `kind` (KINDS) into out; returns how many (the JIT's or plain Python)."""
     if kind == 0:
