@@ -8,9 +8,8 @@ search for special tokens (<|endoftext|>), cutting documents into pieces, counti
 (keys of up to 8 bytes, pairs of keys up to 16, pyarrow hashing beyond: one sort each per batch),
 summing the batches, and splitting the distinct pieces into chunks (the lexers, or `regex`) and
 counting those; the superword split has no pieces: its chunks are found and counted straight
-from the text. With the JIT on (PARBPE_JIT=on, or auto with numba) the built-in patterns take the
-numba path instead: splitting whole documents (decoding and the lexer kernel) and counting the chunks
-in the hash table (chunk_table.py). MB/s are of the UTF-8 text (realmix: 152.8 MB) over each step's own time, so the
+from the text. With the JIT on (PARBPE_JIT=on, or auto with numba) the numba lexer (jit_lexer.py)
+splits the distinct pieces. MB/s are of the UTF-8 text (realmix: 152.8 MB) over each step's own time, so the
 slowest step shows which to cut; "total" is the sum, one worker's throughput.
 """
 
@@ -25,9 +24,7 @@ import time
 import pyarrow.parquet as pq
 
 from parbpe.config import TrainConfig
-from parbpe.count.chunk_table import JitChunkCounter
 from parbpe.count.counter import ShardCounter
-from parbpe.count.jit_lexer import char_tables, chunk_bounds
 from parbpe.count.pieces import _buffers, cut_bounds, documents_holding, string_array
 from parbpe.count.superword import SuperwordCounter
 from parbpe.io.readers import ReadStats, iter_text_batches
@@ -60,14 +57,7 @@ def steps(files: list[str], pattern: str) -> dict[str, float]:
         timed("special tokens", documents_holding, texts, (SPECIAL,))
     shard = ShardCounter(TrainConfig(pattern=pattern, special_tokens=(SPECIAL,)), "/nonexistent", "bench")
     counter = shard.pieces
-    if isinstance(counter, JitChunkCounter):  # the numba path (PARBPE_JIT auto with numba, or on)
-        for texts in batches:
-            offsets, data = _buffers(texts)
-            bounds = timed("split (numba lexer)", chunk_bounds, data, offsets, counter.kind, counter.group,
-                           char_tables())
-            timed("count chunks (hash table)", counter.count, data, bounds)
-        timed("counts table", counter.chunk_counts)
-    elif isinstance(counter, SuperwordCounter):
+    if isinstance(counter, SuperwordCounter):
         for texts in batches:
             timed("split and count chunks", counter.add, texts)
         timed("sum batches", counter.compact)

@@ -30,8 +30,8 @@ from ..patterns import SUPERWORD_LINES_PATTERN, SUPERWORD_PATTERN, Splitter, tra
 from ..run.memory import format_size, system_pool, trim_heap, use_system_pool
 from ..run.pool import default_start_method, fault_point, parallel
 from ..run.run_dir import COUNT_COMMIT_SECONDS, checkpoint_seconds, sync_file, test_stop, write_json
-from .chunk_table import JitChunkCounter, jit_counter, prepare
 from .counts_file import counts_file_table
+from .jit_lexer import prepare, uses_jit
 from .partitions import write_run
 from .pieces import PieceCounter, count_table, counter_table, documents_holding, string_array, sum_tables, supports
 from .superword import SuperwordCounter
@@ -73,13 +73,11 @@ class ShardCounter:
         # The superword split counts line by line, as SuperBPE's authors train (patterns.py).
         self.splitter = _splitter(training_pattern(config.pattern), config.special_tokens, config.normalize)
         self.superword = self.splitter.pattern == SUPERWORD_LINES_PATTERN
-        self.pieces: PieceCounter | JitChunkCounter | SuperwordCounter | None = None
+        self.pieces: PieceCounter | SuperwordCounter | None = None
         if use_pieces and self.superword:
             self.pieces = SuperwordCounter()
-        elif use_pieces and supports(config.pattern):
-            self.pieces = jit_counter(config.pattern)  # (None: the JIT is off)
-            if self.pieces is None:
-                self.pieces = PieceCounter(config.pattern, self.splitter.chunks)
+        elif use_pieces and supports(config.pattern):  # with the JIT on, the numba lexer splits the pieces
+            self.pieces = PieceCounter(config.pattern, self.splitter.chunks, use_jit=uses_jit(config.pattern))
         self.plain: Counter[str] = Counter()
         self.counted: list[pa.Table] = []  # counts files, already counts
         self.runs: list[str] = []

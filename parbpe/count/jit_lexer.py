@@ -13,6 +13,7 @@ tests/count/test_jit_lexer.py checks these kernels against `regex.findall`.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import unicodedata
 
@@ -28,6 +29,9 @@ from ..patterns import digit_groups
 LETTER, NUMBER, SPACE, UPPER, LOWER, BREAK = 1, 2, 4, 8, 16, 32
 KINDS = {"gpt2": 0, "gpt4": 1, "gpt4o": 2}
 NO_GROUP = 1 << 30  # GPT-2's \p{N}+: no bound on the digits of a chunk
+# What numba and the kernels add to a process's RSS (import 108 MB, LLVM and the kernels 69 MB:
+# 83 -> 260 MB, 2026-11-25); a worker forked after them starts at about 107 MB.
+JIT_RSS = 180 * 10**6
 _FOLDED = "sdmtlver"  # the letters of contractions, as (?i:...) matches them
 
 
@@ -319,6 +323,7 @@ def chunk_bounds(data: np.ndarray, docs: np.ndarray, kind: int, group: int,
                  tables: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """Bounds (int32, from 0 to len(data)) of the chunks of the UTF-8 documents data[docs[d]:docs[d + 1]],
     split by the pattern `kind` (KINDS) with `group` digits a chunk at most; tables: char_tables()."""
+    jit_helpers()
     size = len(data)
     bits, low, folded = (np.empty(size, np.uint8) for _ in range(3))
     pos = np.empty(size + 1, np.int32)  # (a pyarrow string array's bytes fit in int32)
@@ -339,3 +344,26 @@ def chunk_starts(kind: int, group: int, bits, low, folded, char_docs, out) -> in
     if kind == 1:
         return gpt4_starts(bits, low, folded, char_docs, group, out)
     return gpt4o_starts(bits, low, folded, char_docs, group, out)
+
+
+def jit_would_count(pattern: str) -> bool:
+    """Whether the numba lexer would split pattern's pieces in this process (said without importing numba)."""
+    mode = jit.mode()
+    if mode == "off" or kind_of(pattern) is None:
+        return False
+    return mode == "on" or importlib.util.find_spec("numba") is not None
+
+
+def uses_jit(pattern: str) -> bool:
+    """Whether the numba lexer splits pattern's pieces in this process now (imports numba under auto)."""
+    return kind_of(pattern) is not None and jit.enabled()
+
+
+def prepare(pattern: str) -> None:
+    """When the numba lexer splits pattern: load numba, the character tables and the kernels in this
+    process, so that workers forked from it find them ready."""
+    if not uses_jit(pattern):
+        return
+    data = np.frombuffer("It's 12 x\n\n  é's".encode(), np.uint8)
+    kind, group = kind_of(pattern)
+    chunk_bounds(data, np.array([0, len(data)], np.int64), kind, group, char_tables())

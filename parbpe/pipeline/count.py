@@ -19,8 +19,8 @@ import pyarrow as pa
 
 from .. import jit
 from ..config import TrainConfig
-from ..count.chunk_table import JIT_RSS, jit_would_count, prepare
 from ..count.counter import CountResult, count_to_runs, unit_key
+from ..count.jit_lexer import JIT_RSS, jit_would_count, prepare
 from ..count.partitions import N_PARTITIONS
 from ..count.reduce import TrainingChunks, combine_selections, reduce_runs
 from ..count.stream import QUEUE_BATCHES_PER_WORKER, count_stream_to_runs
@@ -150,7 +150,7 @@ def count_units(ctx: RunContext, units: list[WorkUnit], config: TrainConfig, run
         unit_bytes = max(unit_text_bytes(u) for u in units)
         numpy_only = not jit_fits(budget, workers, ctx.in_use(), unit_bytes, config.pattern)
         if not numpy_only:
-            prepare(config.pattern)  # numba and the kernels: the layout sees their weight
+            prepare(config.pattern)  # numba and the lexer: the layout sees their weight
         layout = count_layout(budget, workers, ctx.in_use(), unit_bytes)
         data_limit, parent_counts = layout.data_limit, layout.parent_counts
         if layout.shards < workers or (parent_counts and workers > 1):
@@ -184,9 +184,9 @@ def count_units(ctx: RunContext, units: list[WorkUnit], config: TrainConfig, run
 
 
 def jit_fits(budget: int, workers: int, in_use: int, unit_bytes: int, pattern: str) -> bool:
-    """Whether the numba counting path may count: always with --jit on; with auto, when numba is
+    """Whether the numba lexer may split the pieces: always with --jit on; with auto, when numba is
     there and its weight (JIT_RSS a process, as count_layout reckons starts) leaves as many counting
-    shards as the numpy path has (under a tight budget, two numpy shards count faster than one JIT shard)."""
+    shards as the numpy path has (under a tight budget, two numpy shards count faster than one with numba)."""
     if not jit_would_count(pattern):
         return False
     if jit.mode() == "on":

@@ -1,4 +1,4 @@
-"""The numba counting path (jit_lexer.py, chunk_table.py): exactly `regex`'s chunks, exactly the numpy path's counts."""
+"""The numba lexer (jit_lexer.py): exactly `regex`'s chunks, and with it the numpy path's counts."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from parbpe.patterns import PATTERNS, with_digits
 
 pytest.importorskip("numba")
 
-from parbpe.count import chunk_table, jit_lexer  # noqa: E402  (after the skip: they compile with numba)
+from parbpe.count import jit_lexer  # noqa: E402  (after the skip: its kernels compile with numba)
+from parbpe.count.pieces import PieceCounter  # noqa: E402
 
 # Each built-in pattern and its --digits variants.
 PATTERN_VARIANTS = {name: PATTERNS[name] for name in ("gpt2", "gpt4", "gpt4o")}
@@ -70,14 +71,7 @@ def jit_chunks(documents: list[str], pattern: str) -> list[str]:
     encoded = [d.encode() for d in documents]
     data = np.frombuffer(b"".join(encoded), np.uint8)
     docs = np.cumsum([0] + [len(e) for e in encoded]).astype(np.int64)
-    bits, low, folded = (np.empty(len(data), np.uint8) for _ in range(3))
-    pos = np.empty(len(data) + 1, np.int32)
-    char_docs = np.empty(len(docs), np.int64)
-    table, canon = jit_lexer.char_tables()
-    chars = jit_lexer.decode(data, docs, table, canon, bits, low, folded, pos, char_docs)
-    starts = np.empty(chars, np.int32)
-    found = jit_lexer.chunk_starts(kind, group, bits, low, folded, char_docs, starts)
-    bounds = np.append(pos[starts[:found]], len(data)).tolist()
+    bounds = jit_lexer.chunk_bounds(data, docs, kind, group, jit_lexer.char_tables()).tolist()
     return [data[a:b].tobytes().decode() for a, b in zip(bounds, bounds[1:])]
 
 
@@ -122,33 +116,21 @@ def test_real_text_equals_regex(shared_data, name):
     assert jit_chunks(documents, pattern) == regex_chunks(documents, pattern)
 
 
-def counter_counts(documents: list[str], pattern: str) -> dict[str, int]:
-    counter = chunk_table.JitChunkCounter(pattern)
-    for start in range(0, len(documents), 50):  # several batches into one table
+def piece_counts(documents: list[str], pattern: str, use_jit: bool) -> dict[str, int]:
+    counter = PieceCounter(pattern, regex.compile(pattern).findall, use_jit=use_jit)
+    for start in range(0, len(documents), 50):  # several batches
         counter.add(pa.array(documents[start:start + 50], pa.string()))
     table = counter.chunk_counts()
-    assert not counter
-    chunks = table.column("chunk").to_pylist()
-    assert len(set(chunks)) == len(chunks)
-    return dict(zip(chunks, table.column("count").to_pylist()))
+    return dict(zip(table.column("chunk").to_pylist(), table.column("count").to_pylist()))
 
 
-@pytest.mark.parametrize("name", ["gpt2", "gpt4", "gpt4o"])
-def test_the_table_counts_every_chunk_through_its_growth(monkeypatch, name):
-    monkeypatch.setattr(chunk_table, "_FIRST_ENTRIES", 16)  # the tables and the arena grow many times
-    monkeypatch.setattr(chunk_table, "_FIRST_ARENA", 16)
+@pytest.mark.parametrize("name", NAMES)
+def test_pieces_split_by_the_numba_lexer_count_as_regex(name):
     pattern = PATTERN_VARIANTS[name]
     rng = random.Random(5)
-    documents = [random_text(rng, rng.randint(0, 300)) for _ in range(1000)]
-    counts = counter_counts(documents, pattern)
-    assert len(counts) > 10_000
-    assert counts == Counter(regex_chunks(documents, pattern))
-
-
-def test_chunks_with_zero_bytes_and_of_16_mb_count_apart():
-    long = "x" * (chunk_table._LENGTH_MASK + 5)
-    documents = ["a\x00 a a\x00\x00 \x00", long, long, "a"]
-    assert counter_counts(documents, PATTERNS["gpt4"]) == Counter(regex_chunks(documents, PATTERNS["gpt4"]))
+    documents = [random_text(rng, rng.randint(0, 300)) for _ in range(500)] + ["a\x00 a a\x00\x00 \x00", ""]
+    counts = piece_counts(documents, pattern, use_jit=True)
+    assert counts == Counter(regex_chunks(documents, pattern)) == piece_counts(documents, pattern, use_jit=False)
 
 
 def test_the_character_tables_are_cached_on_disk(monkeypatch, tmp_path):
@@ -194,13 +176,14 @@ def test_counts_with_the_jit_on_and_off_are_identical(corpus, tmp_path, monkeypa
     assert results["on"] == results["off"] and len(results["on"]) > 30
 
 
-def test_the_counter_is_the_jits_only_when_on(monkeypatch):
+def test_the_numba_lexer_splits_the_pieces_only_when_on(monkeypatch):
     from parbpe.count.counter import ShardCounter
-    from parbpe.count.pieces import PieceCounter
 
-    for mode, kind in (("on", chunk_table.JitChunkCounter), ("off", PieceCounter)):
+    for mode, expected in (("on", jit_lexer.kind_of(PATTERNS["gpt4"])), ("off", None)):
         monkeypatch.setenv("PARBPE_JIT", mode)
-        assert isinstance(ShardCounter(TrainConfig(pattern="gpt4"), "/nonexistent", "t").pieces, kind)
+        assert ShardCounter(TrainConfig(pattern="gpt4"), "/nonexistent", "t").pieces._jit_kind == expected
+        assert jit_lexer.jit_would_count(PATTERNS["gpt4"]) == (mode == "on")
     monkeypatch.setenv("PARBPE_JIT", "on")
     assert ShardCounter(TrainConfig(pattern=r"\w+|\s+|."), "/nonexistent", "t").pieces is None  # custom: regex
+    assert not jit_lexer.jit_would_count(r"\w+|\s+|.")
     assert "numba" in sys.modules
