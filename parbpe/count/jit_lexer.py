@@ -29,9 +29,9 @@ from ..patterns import digit_groups
 LETTER, NUMBER, SPACE, UPPER, LOWER, BREAK = 1, 2, 4, 8, 16, 32
 KINDS = {"gpt2": 0, "gpt4": 1, "gpt4o": 2}
 NO_GROUP = 1 << 30  # GPT-2's \p{N}+: no bound on the digits of a chunk
-# What numba and the kernels add to a process's RSS (import 108 MB, LLVM and the kernels 69 MB:
-# 83 -> 260 MB, 2026-11-25); a worker forked after them starts at about 107 MB.
-JIT_RSS = 180 * 10**6
+# What numba and the kernels add to a process's RSS (prepare(): 83 -> 223 MB, 2026-11-25; the numba
+# import alone 108 MB); a worker forked after them starts far lower (107 MB measured).
+JIT_RSS = 150 * 10**6
 _FOLDED = "sdmtlver"  # the letters of contractions, as (?i:...) matches them
 
 
