@@ -346,17 +346,27 @@ def chunk_starts(kind: int, group: int, bits, low, folded, char_docs, out) -> in
     return gpt4o_starts(bits, low, folded, char_docs, group, out)
 
 
+# Under --jit auto the numba lexer splits GPT-4o's pieces only: numpy's lexers split all of GPT-2's and
+# GPT-4's (UTF-8 too) nearly as fast, so numba's start (about 1 s of CPU and 140 MB in the parent) did
+# not pay on realmix; GPT-4o's pieces that are not ASCII went to `regex` one by one (BENCHMARKS 22).
+# --jit on uses it for every built-in pattern.
+AUTO_KINDS = (KINDS["gpt4o"],)
+
+
+def _wanted(pattern: str, mode: str) -> bool:
+    known = kind_of(pattern)
+    return known is not None and mode != "off" and (mode == "on" or known[0] in AUTO_KINDS)
+
+
 def jit_would_count(pattern: str) -> bool:
     """Whether the numba lexer would split pattern's pieces in this process (said without importing numba)."""
     mode = jit.mode()
-    if mode == "off" or kind_of(pattern) is None:
-        return False
-    return mode == "on" or importlib.util.find_spec("numba") is not None
+    return _wanted(pattern, mode) and (mode == "on" or importlib.util.find_spec("numba") is not None)
 
 
 def uses_jit(pattern: str) -> bool:
     """Whether the numba lexer splits pattern's pieces in this process now (imports numba under auto)."""
-    return kind_of(pattern) is not None and jit.enabled()
+    return _wanted(pattern, jit.mode()) and jit.enabled()
 
 
 def prepare(pattern: str) -> None:

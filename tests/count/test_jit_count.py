@@ -176,13 +176,21 @@ def test_counts_with_the_jit_on_and_off_are_identical(corpus, tmp_path, monkeypa
     assert results["on"] == results["off"] and len(results["on"]) > 30
 
 
-def test_the_numba_lexer_splits_the_pieces_only_when_on(monkeypatch):
+@pytest.mark.parametrize(("mode", "name", "splits"), [
+    ("on", "gpt4", True), ("on", "gpt2", True), ("off", "gpt4o", False),
+    ("auto", "gpt4o", True), ("auto", "gpt4", False), ("auto", "gpt2", False)])
+def test_the_numba_lexer_splits_the_pieces_when_on_and_gpt4os_under_auto(monkeypatch, mode, name, splits):
     from parbpe.count.counter import ShardCounter
 
-    for mode, expected in (("on", jit_lexer.kind_of(PATTERNS["gpt4"])), ("off", None)):
-        monkeypatch.setenv("PARBPE_JIT", mode)
-        assert ShardCounter(TrainConfig(pattern="gpt4"), "/nonexistent", "t").pieces._jit_kind == expected
-        assert jit_lexer.jit_would_count(PATTERNS["gpt4"]) == (mode == "on")
+    monkeypatch.setenv("PARBPE_JIT", mode)
+    expected = jit_lexer.kind_of(PATTERNS[name]) if splits else None
+    assert ShardCounter(TrainConfig(pattern=name), "/nonexistent", "t").pieces._jit_kind == expected
+    assert jit_lexer.jit_would_count(PATTERNS[name]) == splits
+
+
+def test_a_custom_pattern_is_never_the_numba_lexers(monkeypatch):
+    from parbpe.count.counter import ShardCounter
+
     monkeypatch.setenv("PARBPE_JIT", "on")
     assert ShardCounter(TrainConfig(pattern=r"\w+|\s+|."), "/nonexistent", "t").pieces is None  # custom: regex
     assert not jit_lexer.jit_would_count(r"\w+|\s+|.")
