@@ -6,7 +6,9 @@
 Runs `python -m parbpe.cli count` with this checkout's parbpe and with DIR's, alternately (A B A B
 ...), on the same files with <|endoftext|> as special token. For each run: the count stage's
 seconds from --stats, MB/s per worker (text MB / count seconds / workers) and the SHA-256 of the
-counts file, which must be the same for both checkouts and every run (the script fails if not).
+counts file, which must be the same for both checkouts and every run (the script fails if not); and
+the CPU seconds of the whole command (all its processes, start to end: user + system), which other
+work on a shared machine disturbs far less than the wall time.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import glob
 import hashlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -33,13 +36,16 @@ def count_once(tree: str, files: list[str], pattern: str, workers: int, budget: 
            "--progress", "none", "--pattern", pattern, "--special-tokens", "<|endoftext|>", "--stats", stats]
     if budget:
         cmd += ["--memory-budget", budget]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(cmd, check=True, env={**os.environ, "PYTHONPATH": tree}, stdout=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     with open(stats) as f:
         result = json.load(f)
     with open(out, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
     return {"count_s": result["seconds"]["count"], "mb": result["bytes_read"] / 1e6, "spills": result.get("spills"),
-            "sha256": digest}
+            "sha256": digest, "cpu_s": cpu}
 
 
 def main() -> None:
@@ -68,7 +74,7 @@ def main() -> None:
     print(f"{len(files)} files, {args.workers} workers, budget {args.memory_budget or 'default'}, "
           f"{args.repeat} interleaved runs")
     print(f"{'pattern':10s} {'checkout':9s} {'count s (runs)':>26s} {'MB/s/worker':>12s} {'x baseline':>10s} "
-          f"{'spills':>6s} same counts")
+          f"{'spills':>6s} {'cpu s':>6s} same counts")
     for pattern, name in runs:
         mine = runs[(pattern, name)]
         base = statistics.median(r["count_s"] for r in runs[(pattern, "baseline")])
@@ -78,8 +84,9 @@ def main() -> None:
             raise SystemExit(f"{pattern}: the counts files differ ({sorted(shas)})")
         per_worker = mine[0]["mb"] / med / args.workers
         each = ", ".join(f"{r['count_s']:.2f}" for r in mine)
+        cpu = statistics.median(r["cpu_s"] for r in mine)
         print(f"{pattern:10s} {name:9s} {med:7.2f} ({each}) "
-              f"{per_worker:12.1f} {base / med:10.2f} {mine[0]['spills']!s:>6s} {next(iter(shas))[:12]}")
+              f"{per_worker:12.1f} {base / med:10.2f} {mine[0]['spills']!s:>6s} {cpu:6.2f} {next(iter(shas))[:12]}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump([{"pattern": p, "checkout": n, "runs": r} for (p, n), r in runs.items()], f, indent=1)

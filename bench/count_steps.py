@@ -8,7 +8,8 @@ search for special tokens (<|endoftext|>), cutting documents into pieces, counti
 (keys of up to 8 bytes, pairs of keys up to 16, pyarrow hashing beyond: one sort each per batch),
 summing the batches, and splitting the distinct pieces into chunks (the lexers, or `regex`) and
 counting those; the superword split has no pieces: its chunks are found and counted straight
-from the text. MB/s are of the UTF-8 text (realmix: 152.8 MB) over each step's own time, so the
+from the text. With the JIT on (PARBPE_JIT=on, or auto with numba) the numba lexer (jit_lexer.py)
+splits the distinct pieces. MB/s are of the UTF-8 text (realmix: 152.8 MB) over each step's own time, so the
 slowest step shows which to cut; "total" is the sum, one worker's throughput.
 """
 

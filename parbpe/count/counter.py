@@ -31,6 +31,7 @@ from ..run.memory import format_size, system_pool, trim_heap, use_system_pool
 from ..run.pool import default_start_method, fault_point, parallel
 from ..run.run_dir import COUNT_COMMIT_SECONDS, checkpoint_seconds, sync_file, test_stop, write_json
 from .counts_file import counts_file_table
+from .jit_lexer import prepare, uses_jit
 from .partitions import write_run
 from .pieces import PieceCounter, count_table, counter_table, documents_holding, string_array, sum_tables, supports
 from .superword import SuperwordCounter
@@ -75,8 +76,8 @@ class ShardCounter:
         self.pieces: PieceCounter | SuperwordCounter | None = None
         if use_pieces and self.superword:
             self.pieces = SuperwordCounter()
-        elif use_pieces and supports(config.pattern):
-            self.pieces = PieceCounter(config.pattern, self.splitter.chunks)
+        elif use_pieces and supports(config.pattern):  # with the JIT on, the numba lexer splits the pieces
+            self.pieces = PieceCounter(config.pattern, self.splitter.chunks, use_jit=uses_jit(config.pattern))
         self.plain: Counter[str] = Counter()
         self.counted: list[pa.Table] = []  # counts files, already counts
         self.runs: list[str] = []
@@ -334,6 +335,7 @@ def _count_to_runs(units: list[WorkUnit], config: TrainConfig, run_dir: str, dat
                    start_method: str | None, on_progress: Callable[[int, int, int, int], None] | None,
                    parent_counts: bool) -> CountResult:
     workers = max(1, min(config.workers, len(units)))
+    prepare(config.pattern)  # the JIT's tables and kernels, once, before workers fork
     if workers == 1:
         shard = ShardCounter(config, run_dir, "w0", data_limit)
         for done, unit in enumerate(units, start=1):

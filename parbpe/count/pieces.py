@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..patterns import digit_groups
-from . import short_keys
+from . import jit_lexer, short_keys
 from .lexer import (
     gpt2_chunk_starts,
     gpt2_chunk_starts_utf8,
@@ -360,12 +360,13 @@ class BatchCounter:
 class PieceCounter(BatchCounter):
     """Counts of the pieces of many texts, split into chunk counts at the end (chunk_counts)."""
 
-    def __init__(self, pattern: str, findall) -> None:
+    def __init__(self, pattern: str, findall, use_jit: bool = False) -> None:
         super().__init__()
         if not supports(pattern):
             raise ValueError("the piece shortcut is only proven for the built-in patterns")
         self._lexer = _lexers(pattern)
         self._findall = findall
+        self._jit_kind = jit_lexer.kind_of(pattern) if use_jit else None  # the numba lexer splits every piece
 
     def add(self, texts: pa.Array) -> None:
         """Add the pieces of texts (a string array)."""
@@ -376,6 +377,8 @@ class PieceCounter(BatchCounter):
     def chunk_counts(self) -> pa.Table:
         """The chunk counts of everything added (and the counter is emptied)."""
         pieces = self._take().table()
+        if self._jit_kind is not None:
+            return self._jit_chunk_counts(pieces)
         column = pieces.column("chunk")
         ascii_lexer, utf8_lexer, refused = self._lexer
         lexed = pc.equal(pc.binary_length(column), pc.utf8_length(column))  # ASCII: lexed without decoding
@@ -396,6 +399,19 @@ class PieceCounter(BatchCounter):
             del found
             parts.append(count_table(split, pa.array(counts)))
         return sum_tables(parts)
+
+
+    def _jit_chunk_counts(self, pieces: pa.Table) -> pa.Table:
+        """The chunk counts of counted pieces, each split by the numba lexer (jit_lexer.py): any text, no `regex`."""
+        kind, group = self._jit_kind
+        tables = jit_lexer.char_tables()
+        chunks = StringCounts()
+        for part in _batches(pieces):
+            offsets, data = string_buffers(part.column("chunk").chunk(0))
+            bounds = jit_lexer.chunk_bounds(data, offsets, kind, group, tables).astype(np.int64)
+            piece = np.searchsorted(offsets, bounds[:-1], side="right") - 1  # the piece each chunk starts in
+            chunks.add(data, bounds, part.column("count").to_numpy()[piece])
+        return chunks.table()
 
 
 def _batches(table: pa.Table) -> list[pa.Table]:

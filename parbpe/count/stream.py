@@ -22,6 +22,7 @@ from ..io.readers import ReadStats
 from ..run.memory import system_pool, use_system_pool
 from ..run.pool import WorkerDied, death_reason, fault_point, get_context, ignore_sigint, start_workers, stop_workers
 from .counter import CountResult, ShardCounter
+from .jit_lexer import prepare
 
 QUEUE_BATCHES_PER_WORKER = 2  # batches waiting per worker: enough to keep them busy, few enough for memory
 _POLL = 0.2
@@ -51,6 +52,7 @@ def count_stream_to_runs(
                     on_progress(shard.spills)
             return CountResult(shard.finish(), ReadStats(), shard.spills)
 
+    prepare(config.pattern)  # the JIT's tables and kernels, once, before workers fork
     context = get_context(start_method)
     tasks = context.Queue(maxsize=QUEUE_BATCHES_PER_WORKER * config.workers)
     results = context.Queue()

@@ -17,8 +17,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from .. import jit
 from ..config import TrainConfig
 from ..count.counter import CountResult, count_to_runs, unit_key
+from ..count.jit_lexer import JIT_RSS, jit_would_count, prepare
 from ..count.partitions import N_PARTITIONS
 from ..count.reduce import TrainingChunks, combine_selections, reduce_runs
 from ..count.stream import QUEUE_BATCHES_PER_WORKER, count_stream_to_runs
@@ -29,7 +31,15 @@ from ..io.sample import sample_documents
 from ..io.units import WorkUnit
 from ..patterns import SUPERWORD_PATTERN, pattern_name
 from ..run.faults import test_stop
-from ..run.memory import count_layout, format_size, process_rss, reduce_workers, trim_heap, worker_data_limit
+from ..run.memory import (
+    CountLayout,
+    count_layout,
+    format_size,
+    process_rss,
+    reduce_workers,
+    trim_heap,
+    worker_data_limit,
+)
 from ..run.run_dir import RunDirectory
 from ..run.temp_dirs import temp_work_dir
 from .context import RunContext
@@ -131,13 +141,17 @@ def count_units(ctx: RunContext, units: list[WorkUnit], config: TrainConfig, run
     memory shares set from the budget."""
     if not units:
         raise ValueError("the corpus is empty: no input to read")
-    budget, data_limit, parent_counts = ctx.budget, ctx.options.data_limit, False
+    budget, data_limit, parent_counts, numpy_only = ctx.budget, ctx.options.data_limit, False, False
     workers = max(1, min(config.workers, len(units)))
     if data_limit is None and ctx.cluster is not None:  # a Ray task starts like this process alone
         data_limit = worker_data_limit(budget, workers, process_rss(), max(unit_text_bytes(u) for u in units))
     elif data_limit is None:  # local workers start as the whole tree is now
         trim_heap()
-        layout = count_layout(budget, workers, ctx.in_use(), max(unit_text_bytes(u) for u in units))
+        unit_bytes = max(unit_text_bytes(u) for u in units)
+        numpy_only = not jit_fits(budget, workers, ctx.in_use(), unit_bytes, config.pattern)
+        if not numpy_only:
+            prepare(config.pattern)  # numba and the lexer: the layout sees their weight
+        layout = count_layout(budget, workers, ctx.in_use(), unit_bytes)
         data_limit, parent_counts = layout.data_limit, layout.parent_counts
         if layout.shards < workers or (parent_counts and workers > 1):
             ctx.note(f"counting in {layout.shards} shard(s), this process counting one: "
@@ -160,12 +174,46 @@ def count_units(ctx: RunContext, units: list[WorkUnit], config: TrainConfig, run
 
         counted = count_on_ray(units, config, ctx.cluster, data_limit=data_limit, on_progress=on_progress)
     else:
-        counted = count_to_runs(units, config, run_dir, data_limit=data_limit, start_method=ctx.start_method,
-                                on_progress=on_progress, parent_counts=parent_counts)
+        with jit_off() if numpy_only else contextlib.nullcontext():
+            counted = count_to_runs(units, config, run_dir, data_limit=data_limit, start_method=ctx.start_method,
+                                    on_progress=on_progress, parent_counts=parent_counts)
     counted.budget, counted.data_limit = budget, data_limit
     if counted.stats.replaced_bytes:
         ctx.warn(f"replaced {counted.stats.replaced_bytes} invalid UTF-8 sequences with U+FFFD")
     return counted
+
+
+def jit_fits(budget: int, workers: int, in_use: int, unit_bytes: int, pattern: str) -> bool:
+    """Whether the numba lexer may split the pieces: always with --jit on; with auto, when numba is
+    there and its weight (JIT_RSS a process, as count_layout reckons starts) leaves as many counting
+    shards as the numpy path has (under a tight budget, two numpy shards count faster than one with numba)."""
+    if not jit_would_count(pattern):
+        return False
+    if jit.mode() == "on":
+        return True
+    numpy_layout, jit_layout = (_layout_or_none(budget, workers, in_use + extra, unit_bytes) for extra in (0, JIT_RSS))
+    return jit_layout is not None and (numpy_layout is None or jit_layout.shards >= numpy_layout.shards)
+
+
+def _layout_or_none(budget: int, workers: int, in_use: int, unit_bytes: int) -> CountLayout | None:
+    try:
+        return count_layout(budget, workers, in_use, unit_bytes)
+    except ValueError:
+        return None
+
+
+@contextlib.contextmanager
+def jit_off() -> Iterator[None]:
+    """The JIT off for what runs inside (and the workers it starts), then as it was."""
+    before = os.environ.get(jit.ENV)
+    os.environ[jit.ENV] = "off"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[jit.ENV]
+        else:
+            os.environ[jit.ENV] = before
 
 
 def count_stream(ctx: RunContext, stream: TextStream, config: TrainConfig, run_dir: str) -> CountResult:

@@ -1,0 +1,379 @@
+r"""The built-in split patterns (GPT-2, GPT-4, GPT-4o and their --digits variants) as numba kernels.
+
+Each kernel reproduces its `regex` pattern exactly over whole documents of any Unicode text: at each
+position it tries the pattern's alternatives in order, as `regex` does (leftmost first, with the
+backtracking of the greedy quantifiers and the possessive ones of GPT-4 spelled out), so it needs
+neither the piece cuts of pieces.py nor `regex` for text that is not ASCII. Characters get their
+classes from a table of every code point read off `regex` itself (\p{L}, \p{N}, \s, GPT-4o's letter
+classes, case folding for contractions), built once per process (fork: once, in the parent).
+The numpy lexers of lexer.py stay the reference and run where numba is absent or the JIT is off;
+tests/count/test_jit_lexer.py checks these kernels against `regex.findall`.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import unicodedata
+
+import numpy as np
+import regex
+
+from .. import jit
+from ..jit import kernel
+from ..patterns import digit_groups
+
+# Class bits of a character: letter, number, whitespace, GPT-4o's [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
+# (UPPER) and [\p{Ll}\p{Lm}\p{Lo}\p{M}] (LOWER), a line break (\r \n).
+LETTER, NUMBER, SPACE, UPPER, LOWER, BREAK = 1, 2, 4, 8, 16, 32
+KINDS = {"gpt2": 0, "gpt4": 1, "gpt4o": 2}
+NO_GROUP = 1 << 30  # GPT-2's \p{N}+: no bound on the digits of a chunk
+# What numba and the kernels add to a process's RSS (prepare(): 83 -> 223 MB, 2026-11-25; the numba
+# import alone 108 MB); a worker forked after them starts far lower (107 MB measured).
+JIT_RSS = 150 * 10**6
+_FOLDED = "sdmtlver"  # the letters of contractions, as (?i:...) matches them
+
+
+@functools.lru_cache(maxsize=1)
+def char_tables() -> tuple[np.ndarray, np.ndarray]:
+    """(class bits, contraction letter: the lower-case ASCII letter it matches case-insensitively,
+    else 0) of every code point, read off `regex` (about 0.3 s) and kept in a cache file named
+    after `regex`'s and Unicode's versions (a few ms to load), once per process."""
+    path = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "parbpe",
+                        f"char-classes-v1-regex{regex.__version__}-unicode{unicodedata.unidata_version}.npy")
+    try:
+        both = np.load(path)
+        if both.shape == (2, 0x110000):
+            return both[0], both[1]
+    except (OSError, ValueError):
+        pass
+    both = np.stack(_read_char_tables())
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        temporary = f"{path}.{os.getpid()}.tmp"
+        with open(temporary, "wb") as f:
+            np.save(f, both)
+        os.replace(temporary, path)
+    except OSError:  # a read-only home: build the tables in each process
+        pass
+    return both[0], both[1]
+
+
+def _read_char_tables() -> tuple[np.ndarray, np.ndarray]:
+    points = np.arange(0x110000, dtype=np.uint32)
+    points = points[(points < 0xD800) | (points > 0xDFFF)]
+    text = points.tobytes().decode("utf-32-le")
+    bits = np.zeros(0x110000, np.uint8)
+    canon = np.zeros(0x110000, np.uint8)
+    for pattern, bit in ((r"\p{L}+", LETTER), (r"\p{N}+", NUMBER), (r"\s+", SPACE), (r"[\r\n]+", BREAK),
+                         (r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+", UPPER), (r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]+", LOWER)):
+        for match in regex.finditer(pattern, text):
+            bits[points[match.start():match.end()]] |= bit
+    for letter in _FOLDED:
+        for match in regex.finditer(f"(?i:{letter})+", text):
+            canon[points[match.start():match.end()]] = ord(letter)
+    return bits, canon
+
+
+def kind_of(pattern: str) -> tuple[int, int] | None:
+    """(lexer kind, digits a chunk at most) of a built-in pattern or --digits variant, else None."""
+    known = digit_groups(pattern)
+    if known is None:
+        return None
+    name, group = known
+    if group is None:
+        group = NO_GROUP if name == "gpt2" else 3
+    return KINDS[name], group
+
+
+_HELPERS: list[tuple[dict, str]] = []
+
+
+def helper(python):
+    """A function kernels call: plain Python until jit_helpers() compiles it in place (numba resolves
+    a kernel's globals when it compiles the kernel, so its helpers must be compiled first)."""
+    _HELPERS.append((python.__globals__, python.__name__))
+    return python
+
+
+@functools.lru_cache(maxsize=1)
+def jit_helpers() -> None:
+    """Compile the helpers the kernels call (once per process, before any kernel compiles)."""
+    numba = jit.numba_module()
+    for space, name in _HELPERS:
+        space[name] = numba.njit(cache=True, nogil=True, inline="always")(space[name])
+
+
+@kernel
+def decode(data, docs, table, canon, bits, low, folded, pos, char_docs):
+    """UTF-8 documents data[docs[d]:docs[d + 1]] as characters: each one's class bits, its code point
+    if ASCII (else 0), its contraction letter and its byte position; char_docs: the documents' bounds
+    in characters. Returns the number of characters."""
+    k = 0
+    for d in range(len(docs) - 1):
+        char_docs[d] = k
+        i = docs[d]
+        end = docs[d + 1]
+        while i < end:
+            b = data[i]
+            if b < 0x80:
+                point = np.int64(b)
+                width = 1
+            elif b < 0xE0:
+                point = ((np.int64(b) & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F)
+                width = 2
+            elif b < 0xF0:
+                point = (((np.int64(b) & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6)
+                         | (np.int64(data[i + 2]) & 0x3F))
+                width = 3
+            else:
+                point = (((np.int64(b) & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12)
+                         | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F))
+                point = min(point, 0x10FFFF)
+                width = 4
+            bits[k] = table[point]
+            low[k] = point if point < 0x80 else 0
+            folded[k] = canon[point]
+            pos[k] = i
+            k += 1
+            i += width
+    char_docs[len(docs) - 1] = k
+    pos[k] = len(data)
+    return k
+
+
+@kernel
+def gpt2_starts(bits, low, char_docs, group, out):
+    r"""Chunk starts (character positions, into out) of '(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+
+    | ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ (\p{N} up to `group` a chunk) over each document; returns how many."""
+    k = 0
+    for d in range(len(char_docs) - 1):
+        i = char_docs[d]
+        n = char_docs[d + 1]
+        while i < n:
+            out[k] = i
+            k += 1
+            end = -1
+            if low[i] == 39 and i + 1 < n:  # an apostrophe: contractions, exactly
+                x = low[i + 1]
+                if x == 115 or x == 100 or x == 109 or x == 116:
+                    end = i + 2
+                elif i + 2 < n:
+                    y = low[i + 2]
+                    if (x == 108 and y == 108) or (x == 118 and y == 101) or (x == 114 and y == 101):
+                        end = i + 3
+            if end < 0:
+                for cls in range(3):  # letters, numbers, other symbols, each after an optional space
+                    j = i + 1 if low[i] == 32 and i + 1 < n and _is_class(bits[i + 1], cls) else i
+                    if _is_class(bits[j], cls):
+                        end = j + 1
+                        limit = j + group if cls == 1 else n
+                        while end < n and end < limit and _is_class(bits[end], cls):
+                            end += 1
+                        break
+            if end < 0:
+                end = _whitespace_end(bits, i, n)
+            i = end
+    return k
+
+
+@kernel
+def gpt4_starts(bits, low, folded, char_docs, group, out):
+    r"""Chunk starts of GPT-4's '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}
+    | ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+ (\p{N} up to `group`); returns how many."""
+    k = 0
+    for d in range(len(char_docs) - 1):
+        i = char_docs[d]
+        n = char_docs[d + 1]
+        while i < n:
+            out[k] = i
+            k += 1
+            b = bits[i]
+            end = _contraction_end(folded, i, n) if low[i] == 39 else -1
+            if end < 0:  # [^\r\n\p{L}\p{N}]?+\p{L}+: the optional character is never given back
+                j = i + 1 if b & (LETTER | NUMBER | BREAK) == 0 else i
+                if j < n and bits[j] & LETTER:
+                    end = _run_end(bits, j, n, LETTER)
+            if end < 0 and b & NUMBER:
+                end = _run_end(bits, i, min(n, i + group), NUMBER)
+            if end < 0:
+                end = _symbols_end(bits, low, i, n, False)
+            if end < 0:
+                end = _line_break_end(bits, i, n)
+            if end < 0:
+                end = _whitespace_end(bits, i, n)
+            i = end
+    return k
+
+
+@kernel
+def gpt4o_starts(bits, low, folded, char_docs, group, out):
+    r"""Chunk starts of GPT-4o's pattern (patterns.py; \p{N} up to `group`); returns how many."""
+    k = 0
+    for d in range(len(char_docs) - 1):
+        i = char_docs[d]
+        n = char_docs[d + 1]
+        while i < n:
+            out[k] = i
+            k += 1
+            end = _gpt4o_word_end(bits, i, n)
+            if end >= 0:  # (?i:'s|'t|'re|'ve|'m|'ll|'d)? after a word
+                if end < n and low[end] == 39:
+                    end = max(end, _contraction_end(folded, end, n))
+            elif bits[i] & NUMBER:
+                end = _run_end(bits, i, min(n, i + group), NUMBER)
+            else:
+                end = _symbols_end(bits, low, i, n, True)
+                if end < 0:
+                    end = _line_break_end(bits, i, n)
+                if end < 0:
+                    end = _whitespace_end(bits, i, n)
+            i = end
+    return k
+
+
+@helper
+def _is_class(b, cls):
+    """Letter (cls 0), number (1) or other symbol (2: neither, nor whitespace)."""
+    if cls == 0:
+        return b & LETTER != 0
+    if cls == 1:
+        return b & NUMBER != 0
+    return b & (LETTER | NUMBER | SPACE) == 0
+
+
+@helper
+def _run_end(bits, i, n, bit):
+    """The end of the run of characters with `bit` from i (at most to n)."""
+    while i < n and bits[i] & bit:
+        i += 1
+    return i
+
+
+@helper
+def _contraction_end(folded, i, n):
+    """The end of '(?i:s|d|m|t|ll|ve|re) at i (an apostrophe), else -1."""
+    if i + 1 >= n:
+        return -1
+    x = folded[i + 1]
+    if x == 115 or x == 100 or x == 109 or x == 116:
+        return i + 2
+    if i + 2 < n:
+        y = folded[i + 2]
+        if (x == 108 and y == 108) or (x == 118 and y == 101) or (x == 114 and y == 101):
+            return i + 3
+    return -1
+
+
+@helper
+def _symbols_end(bits, low, i, n, slash):
+    r"""The end of ' ?[^\s\p{L}\p{N}]+[\r\n]*' at i (slash: [\r\n/]*, GPT-4o), else -1."""
+    j = i + 1 if low[i] == 32 and i + 1 < n and bits[i + 1] & (LETTER | NUMBER | SPACE) == 0 else i
+    if bits[j] & (LETTER | NUMBER | SPACE):
+        return -1
+    while j < n and bits[j] & (LETTER | NUMBER | SPACE) == 0:
+        j += 1
+    while j < n and (bits[j] & BREAK or (slash and low[j] == 47)):
+        j += 1
+    return j
+
+
+@helper
+def _line_break_end(bits, i, n):
+    r"""The end of \s*[\r\n] at i (and GPT-4o's \s*[\r\n]+): just past the last line break of the
+    whitespace run from i, else -1."""
+    end = -1
+    while i < n and bits[i] & SPACE:
+        if bits[i] & BREAK:
+            end = i + 1
+        i += 1
+    return end
+
+
+@helper
+def _whitespace_end(bits, i, n):
+    r"""The end of \s+(?!\S)|\s+ at i (whitespace): the run, but for its last character when a
+    character that is not whitespace follows and the run has two or more."""
+    end = _run_end(bits, i, n, SPACE)
+    return end - 1 if end < n and end - i >= 2 else end
+
+
+@helper
+def _gpt4o_word_end(bits, i, n):
+    r"""The end of GPT-4o's [^\r\n\p{L}\p{N}]?U*L+ or [^\r\n\p{L}\p{N}]?U+L* at i (U, L: its upper and
+    lower letter classes), before any contraction, as `regex` backtracks; else -1."""
+    lead = bits[i] & (LETTER | NUMBER | BREAK) == 0
+    for j in (i + 1, i):  # the optional character taken first, then not
+        if j == i + 1 and (not lead or j >= n):
+            continue
+        upper_end = _run_end(bits, j, n, UPPER)
+        for m in range(upper_end, j - 1, -1):  # U* gives back characters one by one
+            if m < n and bits[m] & LOWER:
+                return _run_end(bits, m, n, LOWER)
+    for j in (i + 1, i):
+        if j == i + 1 and (not lead or j >= n):
+            continue
+        if bits[j] & UPPER:
+            return _run_end(bits, _run_end(bits, j, n, UPPER), n, LOWER)
+    return -1
+
+
+def chunk_bounds(data: np.ndarray, docs: np.ndarray, kind: int, group: int,
+                 tables: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Bounds (int32, from 0 to len(data)) of the chunks of the UTF-8 documents data[docs[d]:docs[d + 1]],
+    split by the pattern `kind` (KINDS) with `group` digits a chunk at most; tables: char_tables()."""
+    jit_helpers()
+    size = len(data)
+    bits, low, folded = (np.empty(size, np.uint8) for _ in range(3))
+    pos = np.empty(size + 1, np.int32)  # (a pyarrow string array's bytes fit in int32)
+    char_docs = np.empty(len(docs), np.int64)
+    chars = decode(data, docs, tables[0], tables[1], bits, low, folded, pos, char_docs)
+    starts = np.empty(chars, np.int32)
+    found = chunk_starts(kind, group, bits, low, folded, char_docs, starts)
+    bounds = np.empty(found + 1, np.int32)
+    np.take(pos, starts[:found], out=bounds[:found])
+    bounds[found] = size
+    return bounds
+
+
+def chunk_starts(kind: int, group: int, bits, low, folded, char_docs, out) -> int:
+    """Chunk starts of the pattern `kind` (KINDS) into out; returns how many (the JIT's or plain Python)."""
+    if kind == 0:
+        return gpt2_starts(bits, low, char_docs, group, out)
+    if kind == 1:
+        return gpt4_starts(bits, low, folded, char_docs, group, out)
+    return gpt4o_starts(bits, low, folded, char_docs, group, out)
+
+
+# Under --jit auto the numba lexer splits GPT-4o's pieces only: numpy's lexers split all of GPT-2's and
+# GPT-4's (UTF-8 too) nearly as fast, so numba's start (about 1 s of CPU and 140 MB in the parent) did
+# not pay on realmix; GPT-4o's pieces that are not ASCII went to `regex` one by one (BENCHMARKS 22).
+# --jit on uses it for every built-in pattern.
+AUTO_KINDS = (KINDS["gpt4o"],)
+
+
+def _wanted(pattern: str, mode: str) -> bool:
+    known = kind_of(pattern)
+    return known is not None and mode != "off" and (mode == "on" or known[0] in AUTO_KINDS)
+
+
+def jit_would_count(pattern: str) -> bool:
+    """Whether the numba lexer would split pattern's pieces in this process (said without importing numba)."""
+    mode = jit.mode()
+    return _wanted(pattern, mode) and (mode == "on" or importlib.util.find_spec("numba") is not None)
+
+
+def uses_jit(pattern: str) -> bool:
+    """Whether the numba lexer splits pattern's pieces in this process now (imports numba under auto)."""
+    return _wanted(pattern, jit.mode()) and jit.enabled()
+
+
+def prepare(pattern: str) -> None:
+    """When the numba lexer splits pattern: load numba, the character tables and the kernels in this
+    process, so that workers forked from it find them ready."""
+    if not uses_jit(pattern):
+        return
+    data = np.frombuffer("It's 12 x\n\n  é's".encode(), np.uint8)
+    kind, group = kind_of(pattern)
+    chunk_bounds(data, np.array([0, len(data)], np.int64), kind, group, char_tables())
