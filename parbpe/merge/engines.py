@@ -16,6 +16,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .. import jit
+from . import linked_kernels
 from .exact import boundary_events, prefix_stop
 from .pair_index import PairIndex
 from .pairs import aggregate, aggregate_sorted, gather, pack, pair_keys_and_weights, run_parity
@@ -119,23 +121,38 @@ class LinkedEngine:
     SLICE = 1 << 20  # positions handled at a time when the index is built
     GROUP_ENTRIES = 1 << 18  # index entries a group of a wide batch looks up at once (see apply) ...
     GROUP_SHARE = 32  # ... or this share of the live pairs, if more
+    JIT_MIN_TOKENS = 4_000_000  # PARBPE_JIT=auto uses the kernels from this many table tokens
 
     def __init__(self, table: ChunkTable) -> None:
         self.table = table
         t = table
         n_tokens = len(t.tokens)
+        # Find and apply the hits with linked_kernels (else numpy): with the JIT on, or in auto mode
+        # for a table large enough to repay loading numba and the kernels (about 1 s).
+        self.jit = jit.enabled() and (jit.mode() == "on" or n_tokens >= self.JIT_MIN_TOKENS)
         link_dtype = np.int32 if n_tokens < 2**31 - 1 else np.int64
+        # Each position carries its chunk's count (int32 while counts fit; sums are made in int64).
+        weight_dtype = np.int32 if len(t.counts) == 0 or int(t.counts.max()) < 2**31 else np.int64
+        if self.jit:
+            # One record a position, (next, prev, weight, token): the kernels' layout (linked_kernels).
+            link_dtype = weight_dtype = np.promote_types(link_dtype, weight_dtype).type
+            self.records = np.empty((n_tokens, 4), dtype=link_dtype)
+            self.next, self.prev, self.weight = self.records[:, 0], self.records[:, 1], self.records[:, 2]
+            self.records[:, 3] = t.tokens
+        else:
+            self.records = None
+            self.next, self.prev = np.empty(n_tokens, dtype=link_dtype), np.empty(n_tokens, dtype=link_dtype)
+            self.weight = np.empty(n_tokens, dtype=weight_dtype)
         positions = np.arange(n_tokens, dtype=link_dtype)
-        self.next = positions + 1
-        self.prev = positions - 1
+        np.add(positions, 1, out=self.next)
+        np.subtract(positions, 1, out=self.prev)
+        del positions
         if len(t.counts):
             self.next[t.starts[1:] - 1] = -1
             self.prev[t.starts[:-1]] = -1
-        # Each position carries its chunk's count (int32 while counts fit; sums are made in int64).
-        weight_dtype = np.int32 if len(t.counts) == 0 or int(t.counts.max()) < 2**31 else np.int64
-        self.weight = np.repeat(t.counts.astype(weight_dtype), t.lengths)
+        self.weight[:] = np.repeat(t.counts.astype(weight_dtype), t.lengths)
         self.index = PairIndex(value_dtype=link_dtype, packed=link_dtype == np.int32 and t.tokens.dtype == np.uint16)
-        self._marked = np.zeros(n_tokens, dtype=bool)  # scratch, all False between rounds
+        self._marked = None if self.jit else np.zeros(n_tokens, dtype=bool)  # numpy's scratch, all False between rounds
         self.live_pairs = 0  # adjacent live positions: what a fresh index would hold
 
     def _pairs_at(self, positions: np.ndarray) -> np.ndarray:
@@ -155,12 +172,40 @@ class LinkedEngine:
             keys, starts = keys[order], starts[order]
             self.index.add(keys, starts, presorted=True)
             return aggregate_sorted(keys, self.weight[starts]) if count else (keys[:0], keys[:0])
-        # The table's largest moment: the index's packed entries (narrow key, position), made a slice
-        # of positions at a time into one array and sorted in place; then the narrow keys and weights
-        # of the counts, a slice at a time. At most one uint64, a uint32 and a weight per pair at once.
+        # The table's largest moment: the index's packed entries (narrow key, position); then the
+        # narrow keys and weights of the counts, a slice at a time. At most one uint64, a uint32 and a
+        # weight per pair at once.
+        packed = self._packed_entries()
+        self.index.add_packed(packed)
+        if not count:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty
+        # Each slice of the sorted entries sums its own pairs; a pair cut by a slice boundary is
+        # summed once more over the (far fewer) per-slice sums, which are still sorted.
+        slice_keys, slice_counts = [], []
+        for lo in range(0, len(packed), self.SLICE):
+            part = packed[lo:lo + self.SLICE]
+            weights = self.weight[(part & np.uint64(0xFFFFFFFF)).astype(self.next.dtype)]
+            keys, sums = aggregate_sorted((part >> np.uint64(32)).astype(np.uint32), weights)
+            slice_keys.append(keys)
+            slice_counts.append(sums)
+        if not slice_keys:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty
+        narrow, counts = aggregate_sorted(np.concatenate(slice_keys), np.concatenate(slice_counts))
+        narrow = narrow.astype(np.int64)
+        return pack(narrow >> 16, narrow & 0xFFFF), counts
+
+    def _packed_entries(self) -> np.ndarray:
+        """The packed index entries of every live pair, sorted; made a slice of positions at a time
+        (or by a kernel) into one array and sorted in place."""
+        if self.jit:
+            packed = linked_kernels.packed_live_pairs(self.records, self.live_pairs)
+            packed.sort()
+            return packed
         tokens, nxt = self.table.tokens, self.next
         live = nxt >= 0
-        packed = np.empty(int(np.count_nonzero(live)), dtype=np.uint64)
+        packed = np.empty(self.live_pairs, dtype=np.uint64)
         at = 0
         for lo in range(0, len(live), self.SLICE):
             starts = np.flatnonzero(live[lo:lo + self.SLICE]) + lo
@@ -174,25 +219,7 @@ class LinkedEngine:
             at += len(starts)
         del live
         packed.sort()
-        self.index.add_packed(packed)
-        if not count:
-            empty = np.zeros(0, dtype=np.int64)
-            return empty, empty
-        # Each slice of the sorted entries sums its own pairs; a pair cut by a slice boundary is
-        # summed once more over the (far fewer) per-slice sums, which are still sorted.
-        slice_keys, slice_counts = [], []
-        for lo in range(0, len(packed), self.SLICE):
-            part = packed[lo:lo + self.SLICE]
-            weights = self.weight[(part & np.uint64(0xFFFFFFFF)).astype(nxt.dtype)]
-            keys, sums = aggregate_sorted((part >> np.uint64(32)).astype(np.uint32), weights)
-            slice_keys.append(keys)
-            slice_counts.append(sums)
-        if not slice_keys:
-            empty = np.zeros(0, dtype=np.int64)
-            return empty, empty
-        narrow, counts = aggregate_sorted(np.concatenate(slice_keys), np.concatenate(slice_counts))
-        narrow = narrow.astype(np.int64)
-        return pack(narrow >> 16, narrow & 0xFFFF), counts
+        return packed
 
     def _rebuild_index_if_stale(self) -> None:
         """Rebuild the index from the live positions once it holds STALE_FACTOR times as many
@@ -243,6 +270,11 @@ class LinkedEngine:
 
         # Candidate positions from the index; keep those that still hold their pair.
         cand, which = self.index.lookup(batch_keys)
+        if self.jit:
+            member_bits = 63 - len(tokens).bit_length()
+            assert len(first) < 2**member_bits, "a batch too large for find_hits' sort key"
+            return linked_kernels.find_hits(self.records, cand, which, np.asarray(first, dtype=np.int64),
+                                            np.asarray(second, dtype=np.int64), member_bits)
         after = nxt[cand].astype(np.int64)
         live = after >= 0
         cand, which, after = cand[live], which[live], after[live]
@@ -295,6 +327,13 @@ class LinkedEngine:
         if len(hits) == 0:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty
+        if self.jit:
+            keys, deltas, made, positions = linked_kernels.apply_hits(
+                self.records, tokens, hits, which, new_ids, self.REMOVED)
+            self.index.add(keys[made:], positions)
+            self.live_pairs -= len(hits)
+            self._rebuild_index_if_stale()
+            return linked_kernels.sum_by_key(keys, deltas)
         partners = nxt[hits].astype(np.int64)
         beyond = nxt[partners].astype(np.int64)
         marked = self._marked
