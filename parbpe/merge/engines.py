@@ -121,6 +121,7 @@ class LinkedEngine:
     SLICE = 1 << 20  # positions handled at a time when the index is built
     GROUP_ENTRIES = 1 << 18  # index entries a group of a wide batch looks up at once (see apply) ...
     GROUP_SHARE = 32  # ... or this share of the live pairs, if more
+    COUNTING_SORT_WIDTH = 1024  # with the JIT, a table's first pairs are counting-sorted below this many ids
     JIT_MIN_TOKENS = 4_000_000  # PARBPE_JIT=auto uses the kernels from this many table tokens
 
     def __init__(self, table: ChunkTable) -> None:
@@ -135,22 +136,19 @@ class LinkedEngine:
         weight_dtype = np.int32 if len(t.counts) == 0 or int(t.counts.max()) < 2**31 else np.int64
         if self.jit:
             # One record a position, (next, prev, weight, token): the kernels' layout (linked_kernels).
-            link_dtype = weight_dtype = np.promote_types(link_dtype, weight_dtype).type
+            link_dtype = np.promote_types(link_dtype, weight_dtype).type
             self.records = np.empty((n_tokens, 4), dtype=link_dtype)
+            linked_kernels.fill_records(self.records, t.tokens, t.starts, t.counts)
             self.next, self.prev, self.weight = self.records[:, 0], self.records[:, 1], self.records[:, 2]
-            self.records[:, 3] = t.tokens
         else:
             self.records = None
-            self.next, self.prev = np.empty(n_tokens, dtype=link_dtype), np.empty(n_tokens, dtype=link_dtype)
-            self.weight = np.empty(n_tokens, dtype=weight_dtype)
-        positions = np.arange(n_tokens, dtype=link_dtype)
-        np.add(positions, 1, out=self.next)
-        np.subtract(positions, 1, out=self.prev)
-        del positions
-        if len(t.counts):
-            self.next[t.starts[1:] - 1] = -1
-            self.prev[t.starts[:-1]] = -1
-        self.weight[:] = np.repeat(t.counts.astype(weight_dtype), t.lengths)
+            positions = np.arange(n_tokens, dtype=link_dtype)
+            self.next, self.prev = positions + 1, positions - 1
+            del positions
+            if len(t.counts):
+                self.next[t.starts[1:] - 1] = -1
+                self.prev[t.starts[:-1]] = -1
+            self.weight = np.repeat(t.counts.astype(weight_dtype), t.lengths)
         self.index = PairIndex(value_dtype=link_dtype, packed=link_dtype == np.int32 and t.tokens.dtype == np.uint16)
         self._marked = None if self.jit else np.zeros(n_tokens, dtype=bool)  # numpy's scratch, all False between rounds
         self.live_pairs = 0  # adjacent live positions: what a fresh index would hold
@@ -172,6 +170,11 @@ class LinkedEngine:
             keys, starts = keys[order], starts[order]
             self.index.add(keys, starts, presorted=True)
             return aggregate_sorted(keys, self.weight[starts]) if count else (keys[:0], keys[:0])
+        width = int(self.table.tokens.max(initial=0)) + 1
+        if self.jit and count and width <= self.COUNTING_SORT_WIDTH:
+            packed, keys, counts = linked_kernels.count_live_pairs(self.records, self.live_pairs, width)
+            self.index.add_packed(packed)
+            return keys, counts
         # The table's largest moment: the index's packed entries (narrow key, position); then the
         # narrow keys and weights of the counts, a slice at a time. At most one uint64, a uint32 and a
         # weight per pair at once.

@@ -160,3 +160,41 @@ def packed_live_pairs(records, n_live):
             out[at] = np.uint64((np.int64(records[p, 3]) << 48) | (np.int64(records[q, 3]) << 32) | p)
             at += 1
     return out
+
+
+@kernel
+def count_live_pairs(records, n_live, width):
+    """packed_live_pairs sorted, and the pair counts (sorted keys, sums), of a table whose tokens are
+    below width: a counting sort over the width**2 pairs, two passes over the positions."""
+    starts = np.zeros(width * width + 1, dtype=np.int64)
+    sums = np.zeros(width * width, dtype=np.int64)
+    for p in range(len(records)):
+        q = records[p, 0]
+        if q >= 0:
+            k = np.int64(records[p, 3]) * width + np.int64(records[q, 3])
+            starts[k + 1] += 1
+            sums[k] += records[p, 2]
+    for k in range(1, len(starts)):
+        starts[k] += starts[k - 1]
+    out = np.empty(n_live, dtype=np.uint64)
+    for p in range(len(records)):
+        q = records[p, 0]
+        if q >= 0:
+            a, b = np.int64(records[p, 3]), np.int64(records[q, 3])
+            k = a * width + b
+            out[starts[k]] = np.uint64((a << 48) | (b << 32) | p)
+            starts[k] += 1
+    seen = np.flatnonzero(sums)
+    return out, (seen // width) << 32 | (seen % width), sums[seen]
+
+
+@kernel
+def fill_records(records, tokens, starts, counts):
+    """Each position's record: its neighbours within its chunk (-1 at the ends), its chunk's count, its token."""
+    for c in range(len(counts)):
+        first, end = starts[c], starts[c + 1]
+        for p in range(first, end):
+            records[p, 0] = p + 1 if p + 1 < end else -1
+            records[p, 1] = p - 1 if p > first else -1
+            records[p, 2] = counts[c]
+            records[p, 3] = tokens[p]
