@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import jit
+from ..jit import kernel
 from .pairs import gather, pack
 from .table import ChunkTable
 
@@ -70,7 +72,7 @@ def encode_byte_table(table: ChunkTable, merges: list[tuple[int, int]], batch_si
     piece_starts = piece_offsets - piece_offsets[0]
     one_each = ChunkTable(tokens=piece_bytes, starts=piece_starts,
                           lengths=np.diff(piece_starts), counts=np.ones(len(distinct), dtype=np.int64))
-    done = encode_table(one_each, merges, batch_sizes, 256, dtype)
+    done = encode_pieces(one_each, merges, dtype) if jit.enabled() else encode_table(one_each, merges, batch_sizes, 256, dtype)
     del encoded, distinct, one_each, piece_offsets, piece_bytes, piece_data
     pa.default_memory_pool().release_unused()  # arrow's pool keeps freed pages for itself otherwise
     # Every chunk is its pieces' tokens, in order: chunk c's pieces begin at piece first[c].
@@ -255,3 +257,65 @@ def sampled_tokens_per_byte(data: np.ndarray, offsets: np.ndarray, merges: list[
                         counts=np.ones(len(picked), dtype=np.int64))
     encoded = encode_byte_table(sample, merges, batch_sizes)
     return len(encoded.tokens) / int(starts[-1])
+
+
+def encode_pieces(table: ChunkTable, merges: list[tuple[int, int]], dtype: np.dtype) -> ChunkTable:
+    """encode_table for a compact table of bytes and merges of tokens 256 on, with a numba kernel
+    (_encode_pieces): each chunk on its own, merging its lowest-ranked pair at every step, as BPE
+    encodes. The same tokens: the batches of a run are safe, so applying them in order is applying
+    their merges one by one in rank order."""
+    keys = pack(np.array([a for a, _ in merges], dtype=np.int64), np.array([b for _, b in merges], dtype=np.int64))
+    order = np.argsort(keys)
+    tokens, lengths = _encode_pieces(table.tokens, table.starts, keys[order], order)
+    starts = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    return ChunkTable(tokens=tokens.astype(dtype), starts=starts, lengths=lengths, counts=table.counts.copy())
+
+
+@kernel
+def _encode_pieces(data, starts, keys, ranks):
+    """Each chunk data[starts[c]:starts[c + 1]] encoded: while a pair of keys (sorted) is present,
+    merge every occurrence, left to right, of the one of lowest rank into token 256 + rank."""
+    n_chunks = len(starts) - 1
+    longest = 0
+    for c in range(n_chunks):
+        longest = max(longest, starts[c + 1] - starts[c])
+    out = np.empty(starts[n_chunks] - starts[0], dtype=np.int32)
+    lengths = np.zeros(n_chunks, dtype=np.int64)
+    buf = np.empty(longest, dtype=np.int64)
+    at = 0
+    for c in range(n_chunks):
+        size = starts[c + 1] - starts[c]
+        for j in range(size):
+            buf[j] = data[starts[c] + j]
+        while size > 1:
+            best, best_key = len(keys), np.int64(0)
+            for j in range(size - 1):
+                key = (buf[j] << 32) | buf[j + 1]
+                lo, hi = 0, len(keys)
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    if keys[mid] < key:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                if lo < len(keys) and keys[lo] == key and ranks[lo] < best:
+                    best, best_key = ranks[lo], key
+            if best == len(keys):
+                break
+            first, second = best_key >> 32, best_key & 0xFFFFFFFF
+            kept, j = 0, 0
+            while j < size:
+                if j + 1 < size and buf[j] == first and buf[j + 1] == second:
+                    buf[kept] = 256 + best
+                    j += 2
+                else:
+                    buf[kept] = buf[j]
+                    j += 1
+                kept += 1
+            size = kept
+        for j in range(size):
+            out[at + j] = buf[j]
+        lengths[c] = size
+        at += size
+    return out[:at], lengths

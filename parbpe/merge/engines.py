@@ -130,7 +130,8 @@ class LinkedEngine:
         n_tokens = len(t.tokens)
         # Find and apply the hits with linked_kernels (else numpy): with the JIT on, or in auto mode
         # for a table large enough to repay loading numba and the kernels (about 1 s).
-        self.jit = jit.enabled() and (jit.mode() == "on" or n_tokens >= self.JIT_MIN_TOKENS)
+        # (A small table never imports numba: that alone takes longer than merging it.)
+        self.jit = (jit.mode() == "on" or n_tokens >= self.JIT_MIN_TOKENS) and jit.enabled()
         link_dtype = np.int32 if n_tokens < 2**31 - 1 else np.int64
         # Each position carries its chunk's count (int32 while counts fit; sums are made in int64).
         weight_dtype = np.int32 if len(t.counts) == 0 or int(t.counts.max()) < 2**31 else np.int64
