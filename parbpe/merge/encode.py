@@ -72,7 +72,10 @@ def encode_byte_table(table: ChunkTable, merges: list[tuple[int, int]], batch_si
     piece_starts = piece_offsets - piece_offsets[0]
     one_each = ChunkTable(tokens=piece_bytes, starts=piece_starts,
                           lengths=np.diff(piece_starts), counts=np.ones(len(distinct), dtype=np.int64))
-    done = encode_pieces(one_each, merges, dtype) if jit.enabled() else encode_table(one_each, merges, batch_sizes, 256, dtype)
+    if jit.enabled():
+        done = encode_pieces(one_each, merges, dtype)
+    else:
+        done = encode_table(one_each, merges, batch_sizes, 256, dtype)
     del encoded, distinct, one_each, piece_offsets, piece_bytes, piece_data
     pa.default_memory_pool().release_unused()  # arrow's pool keeps freed pages for itself otherwise
     # Every chunk is its pieces' tokens, in order: chunk c's pieces begin at piece first[c].
