@@ -15,33 +15,47 @@ import numpy as np
 from ..jit import kernel
 
 
-@kernel
-def find_hits(records, cand, which, first, second, member_bits):
+def find_hits(records: np.ndarray, cand: np.ndarray, which: np.ndarray, first: np.ndarray, second: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
     """LinkedEngine.find_hits after the index lookup: the candidates that still hold their pair,
     and of runs x x x ... of a pair (x, x), the 1st, 3rd, ... (as a left-to-right merge); in table
-    order (apply_hits relies on it, and sweeps the table once). Sorted as position << member_bits |
-    member, one int64 (member_bits: what the table's positions leave of 63 bits)."""
-    n = len(cand)
-    found = np.empty(n, dtype=np.int64)
-    low = (np.int64(1) << member_bits) - 1
+    order (apply_hits relies on it, and sweeps the table once). Sorted by numpy (faster than numba's
+    sort) as position << member_bits | member, one int64 (member_bits: what positions leave of 63)."""
+    member_bits = 63 - len(records).bit_length()
+    if len(first) >= 2**member_bits:
+        raise ValueError(f"a batch of {len(first):,} merges is too large for a table of {len(records):,} tokens")
+    found = _holding(records, cand, which, first, second, member_bits)
+    found.sort()
+    return _runs_taken(records, found, first, second, member_bits)
+
+
+@kernel
+def _holding(records, cand, which, first, second, member_bits):
+    """The candidates that hold their pair, as position << member_bits | member."""
+    found = np.empty(len(cand), dtype=np.int64)
     m = 0
-    for i in range(n):
+    for i in range(len(cand)):
         p = np.int64(cand[i])
         q = np.int64(records[p, 0])
-        if q < 0:
-            continue
-        k = which[i]
-        if np.int64(records[p, 3]) == first[k] and np.int64(records[q, 3]) == second[k]:
-            found[m] = (p << member_bits) | k
-            m += 1
-    found = np.sort(found[:m])
-    hits = np.empty(m, dtype=np.int64)
-    members = np.empty(m, dtype=np.int64)
-    # A run x x x ... of a pair (x, x): a member that follows a taken one of its own run is not taken.
+        if q >= 0:
+            k = which[i]
+            if np.int64(records[p, 3]) == first[k] and np.int64(records[q, 3]) == second[k]:
+                found[m] = (p << member_bits) | k
+                m += 1
+    return found[:m]
+
+
+@kernel
+def _runs_taken(records, found, first, second, member_bits):
+    """(positions, members) of the sorted holding candidates, but in a run x x x ... of a pair (x, x)
+    a member that follows a taken one of its own run."""
+    low = (np.int64(1) << member_bits) - 1
+    hits = np.empty(len(found), dtype=np.int64)
+    members = np.empty(len(found), dtype=np.int64)
     h = 0
     last = np.int64(-1)
     last_taken = False
-    for i in range(m):
+    for i in range(len(found)):
         p = found[i] >> member_bits
         k = found[i] & low
         take = True
@@ -111,9 +125,16 @@ def apply_hits(records, tokens, hits, which, new_ids, removed):
     return keys[:m], deltas[:m], made, positions[:m - made]
 
 
+def sum_by_key(keys: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """pairs.aggregate with a hash table (_sums): sorted unique keys and their non-zero sums."""
+    keys, sums = _sums(keys, deltas)
+    order = np.argsort(keys)
+    return keys[order], sums[order]
+
+
 @kernel
-def sum_by_key(keys, deltas):
-    """pairs.aggregate with a hash table (grown as keys come): sorted unique keys, non-zero sums."""
+def _sums(keys, deltas):
+    """Unique keys and their non-zero sums, unsorted, from a hash table grown as keys come."""
     bits = 10
     table = np.full((1 << bits, 2), -1, dtype=np.int64)  # (key, sum); key -1: empty (keys are >= 0)
     used = 0
@@ -144,8 +165,7 @@ def sum_by_key(keys, deltas):
         if table[j, 0] >= 0 and table[j, 1] != 0:
             out_keys[k], out_sums[k] = table[j, 0], table[j, 1]
             k += 1
-    order = np.argsort(out_keys[:k])
-    return out_keys[:k][order], out_sums[:k][order]
+    return out_keys[:k], out_sums[:k]
 
 
 @kernel

@@ -115,7 +115,7 @@ def test_one_round_gives_the_same_hits_table_counts_and_index(monkeypatch):
 
 
 @pytest.mark.parametrize("n_keys", [0, 1, 5, 3000, 100_000])
-def test_sum_by_key_is_aggregate(monkeypatch, n_keys):
+def test_sum_by_key_is_aggregate(n_keys):
     from parbpe.merge.linked_kernels import sum_by_key
 
     rng = np.random.default_rng(n_keys)
