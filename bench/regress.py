@@ -11,8 +11,8 @@ time for both trees and their ratio (tree / baseline: under 1 is faster), and wh
 files (merges.txt, vocab.json, tokenizer.tiktoken) are byte-identical between the two trees.
 
 With --cold-jit, every run starts with an empty numba cache (its kernels compiled in the run);
-otherwise the trees use their caches (warm after their first run). PARBPE_JIT=auto|on|off in the
-environment sets both trees' JIT mode (a checkout without the JIT ignores it).
+otherwise the trees use their caches (warm after their first run). --jit auto|on|off is train's
+--jit for both trees (a checkout without the JIT, such as d27603a, runs numpy).
 
 Cases: realmix (train-*.parquet -> 32,768, GPT-4 pattern, 2 workers), fineweb (FineWeb-Edu counts ->
 50,304), fineweb-exact (the same, --batching exact), serial (--max-batch-size 1, 500 tokens on the
@@ -64,10 +64,13 @@ def serial_text(tmp: str) -> str:
     return path
 
 
-def run_tree(tree: str, args: list[str], out: str, cold_jit: bool = False) -> dict[str, float]:
+def run_tree(tree: str, args: list[str], out: str, cold_jit: bool = False, jit: str | None = None
+             ) -> dict[str, float]:
     """One training run of the checkout `tree`: wall time and stage times (seconds). cold_jit: in a
-    new, empty numba cache (every kernel it runs is compiled)."""
+    new, empty numba cache (every kernel it runs is compiled); jit: its --jit, if it has the JIT."""
     env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
+    if jit and os.path.exists(os.path.join(tree, "parbpe", "jit.py")):
+        args = [*args, "--jit", jit]
     if cold_jit:
         env["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(dir=os.path.dirname(out))
     cmd = [sys.executable, "-m", "parbpe.cli", "train", *args, "--progress", "none", "--out", out]
@@ -93,14 +96,15 @@ def identical(a: str, b: str) -> bool:
     return True
 
 
-def run_case(name: str, tree: str, baseline: str, repeat: int, tmp: str, cold_jit: bool = False) -> dict:
+def run_case(name: str, tree: str, baseline: str, repeat: int, tmp: str, cold_jit: bool = False,
+             jit: str | None = None) -> dict:
     """Interleaved runs of one case; medians by stage, ratios and the identity check."""
     args = case_args(name, tmp)
     runs: dict[str, list[dict[str, float]]] = {"tree": [], "baseline": []}
     outs = {side: os.path.join(tmp, f"{name}-{side}") for side in runs}
     for _ in range(repeat):
         for side, path in (("tree", tree), ("baseline", baseline)):
-            runs[side].append(run_tree(path, args, outs[side], cold_jit))
+            runs[side].append(run_tree(path, args, outs[side], cold_jit, jit))
     keys = [k for k in runs["tree"][0] if all(k in r for r in runs["tree"] + runs["baseline"])]
     medians = {side: {k: statistics.median(r[k] for r in rs) for k in keys} for side, rs in runs.items()}
     ratios = {k: medians["tree"][k] / medians["baseline"][k] if medians["baseline"][k] else None for k in keys}
@@ -126,8 +130,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", default=None, help="also write the results here")
     parser.add_argument("--cold-jit", action="store_true",
-                        help="every run in a new, empty numba cache (NUMBA_CACHE_DIR): the JIT's compile time counted; "
-                             "PARBPE_JIT in the environment sets the JIT mode of both trees")
+                        help="every run in a new, empty numba cache (NUMBA_CACHE_DIR): the JIT's compile time counted")
+    parser.add_argument("--jit", choices=["auto", "on", "off"], default=None,
+                        help="train's --jit for both trees (a checkout without the JIT runs numpy; default: auto)")
     args = parser.parse_args()
     for path in (args.baseline, args.tree):
         if not os.path.isdir(os.path.join(path, "parbpe")):
@@ -140,7 +145,7 @@ def main() -> None:
             case_args(name, tmp)  # every case name checked before the first long run
         results = []
         for name in names:
-            results.append(run_case(name, args.tree, args.baseline, args.repeat, tmp, args.cold_jit))
+            results.append(run_case(name, args.tree, args.baseline, args.repeat, tmp, args.cold_jit, args.jit))
             print_case(results[-1])
     if args.json:
         with open(args.json, "w") as f:
