@@ -278,47 +278,70 @@ def encode_pieces(table: ChunkTable, merges: list[tuple[int, int]], dtype: np.dt
 @kernel
 def _encode_pieces(data, starts, keys, ranks):
     """Each chunk data[starts[c]:starts[c + 1]] encoded: while a pair of keys (sorted) is present,
-    merge every occurrence, left to right, of the one of lowest rank into token 256 + rank."""
+    the occurrence of lowest rank, then leftmost, becomes token 256 + rank. A min-heap of (rank,
+    position) per chunk: a pair a merge makes holds its new token, so it ranks after the merge, and
+    a chunk costs O(n log n) in its length (a long chunk of CJK text or of one byte too)."""
     n_chunks = len(starts) - 1
-    longest = 0
+    longest = 2
     for c in range(n_chunks):
         longest = max(longest, starts[c + 1] - starts[c])
     out = np.empty(starts[n_chunks] - starts[0], dtype=np.int32)
     lengths = np.zeros(n_chunks, dtype=np.int64)
-    buf = np.empty(longest, dtype=np.int64)
+    tok, nxt, prv = np.empty(longest, np.int64), np.empty(longest, np.int64), np.empty(longest, np.int64)
+    rank_at = np.empty(longest, dtype=np.int64)  # the rank of the pair at a position (-1: none)
+    heap = np.empty(3 * longest, dtype=np.int64)  # rank << 32 | position; each merge pushes at most 2
+    todo = np.empty(longest, dtype=np.int64)  # positions whose pair is new
     at = 0
     for c in range(n_chunks):
         size = starts[c + 1] - starts[c]
         for j in range(size):
-            buf[j] = data[starts[c] + j]
-        while size > 1:
-            best, best_key = len(keys), np.int64(0)
-            for j in range(size - 1):
-                key = (buf[j] << 32) | buf[j + 1]
+            tok[j], nxt[j], prv[j], todo[j] = data[starts[c] + j], j + 1, j - 1, j
+        nxt[max(size - 1, 0)] = -1
+        n_todo, top = size, 0
+        while True:
+            for t in range(n_todo):  # look up the new pairs; push those that merge
+                j = todo[t]
+                rank_at[j] = -1
+                if j < 0 or nxt[j] < 0:
+                    continue
+                key = (tok[j] << 32) | tok[nxt[j]]
                 lo, hi = 0, len(keys)
                 while lo < hi:
                     mid = (lo + hi) >> 1
-                    if keys[mid] < key:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                if lo < len(keys) and keys[lo] == key and ranks[lo] < best:
-                    best, best_key = ranks[lo], key
-            if best == len(keys):
+                    lo, hi = (mid + 1, hi) if keys[mid] < key else (lo, mid)
+                if lo < len(keys) and keys[lo] == key:
+                    rank_at[j] = ranks[lo]
+                    heap[top], i = (ranks[lo] << 32) | j, top
+                    top += 1
+                    while i and heap[(i - 1) >> 1] > heap[i]:
+                        heap[(i - 1) >> 1], heap[i] = heap[i], heap[(i - 1) >> 1]
+                        i = (i - 1) >> 1
+            j = -1
+            while top and j < 0:  # pop until an entry still holds its pair
+                item = heap[0]
+                top -= 1
+                heap[0], i = heap[top], 0
+                while 2 * i + 1 < top:
+                    child = 2 * i + 1
+                    if child + 1 < top and heap[child + 1] < heap[child]:
+                        child += 1
+                    if heap[i] <= heap[child]:
+                        break
+                    heap[i], heap[child] = heap[child], heap[i]
+                    i = child
+                if rank_at[item & 0xFFFFFFFF] == item >> 32:
+                    j = item & 0xFFFFFFFF
+            if j < 0:
                 break
-            first, second = best_key >> 32, best_key & 0xFFFFFFFF
-            kept, j = 0, 0
-            while j < size:
-                if j + 1 < size and buf[j] == first and buf[j + 1] == second:
-                    buf[kept] = 256 + best
-                    j += 2
-                else:
-                    buf[kept] = buf[j]
-                    j += 1
-                kept += 1
-            size = kept
-        for j in range(size):
-            out[at + j] = buf[j]
-        lengths[c] = size
-        at += size
+            q = nxt[j]  # merge j and q into j
+            tok[j], nxt[j], rank_at[q] = 256 + rank_at[j], nxt[q], -1
+            if nxt[j] >= 0:
+                prv[nxt[j]] = j
+            todo[0], todo[1], n_todo = prv[j], j, 2
+        j, kept = (0 if size else -1), 0
+        while j >= 0:
+            out[at + kept] = tok[j]
+            kept, j = kept + 1, nxt[j]
+        lengths[c] = kept
+        at += kept
     return out[:at], lengths
