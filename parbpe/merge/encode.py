@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import jit
 from ..jit import kernel
+from .linked_kernels import use_kernels
 from .pairs import gather, pack
 from .table import ChunkTable
 
@@ -72,7 +72,7 @@ def encode_byte_table(table: ChunkTable, merges: list[tuple[int, int]], batch_si
     piece_starts = piece_offsets - piece_offsets[0]
     one_each = ChunkTable(tokens=piece_bytes, starts=piece_starts,
                           lengths=np.diff(piece_starts), counts=np.ones(len(distinct), dtype=np.int64))
-    if jit.enabled():
+    if use_kernels(n):
         done = encode_pieces(one_each, merges, dtype)
     else:
         done = encode_table(one_each, merges, batch_sizes, 256, dtype)

@@ -16,7 +16,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import jit
 from . import linked_kernels
 from .exact import boundary_events, prefix_stop
 from .pair_index import PairIndex
@@ -125,16 +124,12 @@ class LinkedEngine:
     GROUP_ENTRIES = 1 << 18  # index entries a group of a wide batch looks up at once (see apply) ...
     GROUP_SHARE = 32  # ... or this share of the live pairs, if more
     COUNTING_SORT_WIDTH = 1024  # with the JIT, a table's first pairs are counting-sorted below this many ids
-    JIT_MIN_TOKENS = 4_000_000  # PARBPE_JIT=auto uses the kernels from this many table tokens
 
     def __init__(self, table: ChunkTable) -> None:
         self.table = table
         t = table
         n_tokens = len(t.tokens)
-        # Find and apply the hits with linked_kernels (else numpy): with the JIT on, or in auto mode
-        # for a table large enough to repay loading numba and the kernels (about 1 s).
-        # (A small table never imports numba: that alone takes longer than merging it.)
-        self.jit = (jit.mode() == "on" or n_tokens >= self.JIT_MIN_TOKENS) and jit.enabled()
+        self.jit = linked_kernels.use_kernels(n_tokens)  # find and apply the hits with linked_kernels
         link_dtype = np.int32 if n_tokens < 2**31 - 1 else np.int64
         # Each position carries its chunk's count (int32 while counts fit; sums are made in int64).
         weight_dtype = np.int32 if len(t.counts) == 0 or int(t.counts.max()) < 2**31 else np.int64

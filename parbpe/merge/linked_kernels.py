@@ -12,7 +12,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import jit
 from ..jit import kernel
+
+# In auto mode the kernels run on tables of at least this many tokens (a merge worker's slice counts
+# on its own): below, importing numba and loading the kernels (about 1 s) costs more than they save.
+JIT_MIN_TOKENS = 4_000_000
+
+
+def use_kernels(n_tokens: int) -> bool:
+    """Whether a table of n_tokens is merged (or encoded) by the kernels: with the JIT on, or in auto
+    mode from JIT_MIN_TOKENS (a small table never imports numba)."""
+    return (jit.mode() == "on" or n_tokens >= JIT_MIN_TOKENS) and jit.enabled()
 
 
 def find_hits(records: np.ndarray, cand: np.ndarray, which: np.ndarray, first: np.ndarray, second: np.ndarray

@@ -9,6 +9,7 @@ import pytest
 from corpora import random_corpus
 from reference import reference_train
 
+from parbpe.merge import linked_kernels
 from parbpe.merge.coordinator import learn_merges
 from parbpe.merge.engines import LinkedEngine
 from parbpe.merge.pairs import aggregate
@@ -77,7 +78,7 @@ def test_auto_mode_uses_the_kernels_on_large_tables_only(monkeypatch):
     counts, n = CORPORA["runs"]
     monkeypatch.setenv("PARBPE_JIT", "auto")
     assert not LinkedEngine(_table(counts, n)).jit
-    monkeypatch.setattr(LinkedEngine, "JIT_MIN_TOKENS", 10)
+    monkeypatch.setattr(linked_kernels, "JIT_MIN_TOKENS", 10)
     assert LinkedEngine(_table(counts, n)).jit
 
 
