@@ -10,6 +10,10 @@ write; merge also split into selection, applying, updating). Printed per case: t
 time for both trees and their ratio (tree / baseline: under 1 is faster), and whether the output
 files (merges.txt, vocab.json, tokenizer.tiktoken) are byte-identical between the two trees.
 
+With --cold-jit, every run starts with an empty numba cache (its kernels compiled in the run);
+otherwise the trees use their caches (warm after their first run). --jit auto|on|off is train's
+--jit for both trees (a checkout without the JIT, such as d27603a, runs numpy).
+
 Cases: realmix (train-*.parquet -> 32,768, GPT-4 pattern, 2 workers), fineweb (FineWeb-Edu counts ->
 50,304), fineweb-exact (the same, --batching exact), serial (--max-batch-size 1, 500 tokens on the
 first 133 KB of realmix's held-out text, 1 worker). docs/ARCHITECTURE.md asks for this run before
@@ -60,9 +64,15 @@ def serial_text(tmp: str) -> str:
     return path
 
 
-def run_tree(tree: str, args: list[str], out: str) -> dict[str, float]:
-    """One training run of the checkout `tree`: wall time and stage times (seconds)."""
+def run_tree(tree: str, args: list[str], out: str, cold_jit: bool = False, jit: str | None = None
+             ) -> dict[str, float]:
+    """One training run of the checkout `tree`: wall time and stage times (seconds). cold_jit: in a
+    new, empty numba cache (every kernel it runs is compiled); jit: its --jit, if it has the JIT."""
     env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
+    if jit and os.path.exists(os.path.join(tree, "parbpe", "jit.py")):
+        args = [*args, "--jit", jit]
+    if cold_jit:
+        env["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(dir=os.path.dirname(out))
     cmd = [sys.executable, "-m", "parbpe.cli", "train", *args, "--progress", "none", "--out", out]
     start = time.perf_counter()
     done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -86,14 +96,15 @@ def identical(a: str, b: str) -> bool:
     return True
 
 
-def run_case(name: str, tree: str, baseline: str, repeat: int, tmp: str) -> dict:
+def run_case(name: str, tree: str, baseline: str, repeat: int, tmp: str, cold_jit: bool = False,
+             jit: str | None = None) -> dict:
     """Interleaved runs of one case; medians by stage, ratios and the identity check."""
     args = case_args(name, tmp)
     runs: dict[str, list[dict[str, float]]] = {"tree": [], "baseline": []}
     outs = {side: os.path.join(tmp, f"{name}-{side}") for side in runs}
     for _ in range(repeat):
         for side, path in (("tree", tree), ("baseline", baseline)):
-            runs[side].append(run_tree(path, args, outs[side]))
+            runs[side].append(run_tree(path, args, outs[side], cold_jit, jit))
     keys = [k for k in runs["tree"][0] if all(k in r for r in runs["tree"] + runs["baseline"])]
     medians = {side: {k: statistics.median(r[k] for r in rs) for k in keys} for side, rs in runs.items()}
     ratios = {k: medians["tree"][k] / medians["baseline"][k] if medians["baseline"][k] else None for k in keys}
@@ -118,6 +129,10 @@ def main() -> None:
     parser.add_argument("--cases", default="realmix,fineweb,fineweb-exact,serial")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument("--cold-jit", action="store_true",
+                        help="every run in a new, empty numba cache (NUMBA_CACHE_DIR): the JIT's compile time counted")
+    parser.add_argument("--jit", choices=["auto", "on", "off"], default=None,
+                        help="train's --jit for both trees (a checkout without the JIT runs numpy; default: auto)")
     args = parser.parse_args()
     for path in (args.baseline, args.tree):
         if not os.path.isdir(os.path.join(path, "parbpe")):
@@ -130,7 +145,7 @@ def main() -> None:
             case_args(name, tmp)  # every case name checked before the first long run
         results = []
         for name in names:
-            results.append(run_case(name, args.tree, args.baseline, args.repeat, tmp))
+            results.append(run_case(name, args.tree, args.baseline, args.repeat, tmp, args.cold_jit, args.jit))
             print_case(results[-1])
     if args.json:
         with open(args.json, "w") as f:

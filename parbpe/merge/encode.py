@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..jit import kernel
+from .linked_kernels import use_kernels
 from .pairs import gather, pack
 from .table import ChunkTable
 
@@ -70,7 +72,10 @@ def encode_byte_table(table: ChunkTable, merges: list[tuple[int, int]], batch_si
     piece_starts = piece_offsets - piece_offsets[0]
     one_each = ChunkTable(tokens=piece_bytes, starts=piece_starts,
                           lengths=np.diff(piece_starts), counts=np.ones(len(distinct), dtype=np.int64))
-    done = encode_table(one_each, merges, batch_sizes, 256, dtype)
+    if use_kernels(n):
+        done = encode_pieces(one_each, merges, dtype)
+    else:
+        done = encode_table(one_each, merges, batch_sizes, 256, dtype)
     del encoded, distinct, one_each, piece_offsets, piece_bytes, piece_data
     pa.default_memory_pool().release_unused()  # arrow's pool keeps freed pages for itself otherwise
     # Every chunk is its pieces' tokens, in order: chunk c's pieces begin at piece first[c].
@@ -255,3 +260,88 @@ def sampled_tokens_per_byte(data: np.ndarray, offsets: np.ndarray, merges: list[
                         counts=np.ones(len(picked), dtype=np.int64))
     encoded = encode_byte_table(sample, merges, batch_sizes)
     return len(encoded.tokens) / int(starts[-1])
+
+
+def encode_pieces(table: ChunkTable, merges: list[tuple[int, int]], dtype: np.dtype) -> ChunkTable:
+    """encode_table for a compact table of bytes and merges of tokens 256 on, with a numba kernel
+    (_encode_pieces): each chunk on its own, merging its lowest-ranked pair at every step, as BPE
+    encodes. The same tokens: the batches of a run are safe, so applying them in order is applying
+    their merges one by one in rank order."""
+    keys = pack(np.array([a for a, _ in merges], dtype=np.int64), np.array([b for _, b in merges], dtype=np.int64))
+    order = np.argsort(keys)
+    tokens, lengths = _encode_pieces(table.tokens, table.starts, keys[order], order)
+    starts = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    return ChunkTable(tokens=tokens.astype(dtype), starts=starts, lengths=lengths, counts=table.counts.copy())
+
+
+@kernel
+def _encode_pieces(data, starts, keys, ranks):
+    """Each chunk data[starts[c]:starts[c + 1]] encoded: while a pair of keys (sorted) is present,
+    the occurrence of lowest rank, then leftmost, becomes token 256 + rank. A min-heap of (rank,
+    position) per chunk: a pair a merge makes holds its new token, so it ranks after the merge, and
+    a chunk costs O(n log n) in its length (a long chunk of CJK text or of one byte too)."""
+    n_chunks = len(starts) - 1
+    longest = 2
+    for c in range(n_chunks):
+        longest = max(longest, starts[c + 1] - starts[c])
+    out = np.empty(starts[n_chunks] - starts[0], dtype=np.int32)
+    lengths = np.zeros(n_chunks, dtype=np.int64)
+    tok, nxt, prv = np.empty(longest, np.int64), np.empty(longest, np.int64), np.empty(longest, np.int64)
+    rank_at = np.empty(longest, dtype=np.int64)  # the rank of the pair at a position (-1: none)
+    heap = np.empty(3 * longest, dtype=np.int64)  # rank << 32 | position; each merge pushes at most 2
+    todo = np.empty(longest, dtype=np.int64)  # positions whose pair is new
+    at = 0
+    for c in range(n_chunks):
+        size = starts[c + 1] - starts[c]
+        for j in range(size):
+            tok[j], nxt[j], prv[j], todo[j] = data[starts[c] + j], j + 1, j - 1, j
+        nxt[max(size - 1, 0)] = -1
+        n_todo, top = size, 0
+        while True:
+            for t in range(n_todo):  # look up the new pairs; push those that merge
+                j = todo[t]
+                rank_at[j] = -1
+                if j < 0 or nxt[j] < 0:
+                    continue
+                key = (tok[j] << 32) | tok[nxt[j]]
+                lo, hi = 0, len(keys)
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    lo, hi = (mid + 1, hi) if keys[mid] < key else (lo, mid)
+                if lo < len(keys) and keys[lo] == key:
+                    rank_at[j] = ranks[lo]
+                    heap[top], i = (ranks[lo] << 32) | j, top
+                    top += 1
+                    while i and heap[(i - 1) >> 1] > heap[i]:
+                        heap[(i - 1) >> 1], heap[i] = heap[i], heap[(i - 1) >> 1]
+                        i = (i - 1) >> 1
+            j = -1
+            while top and j < 0:  # pop until an entry still holds its pair
+                item = heap[0]
+                top -= 1
+                heap[0], i = heap[top], 0
+                while 2 * i + 1 < top:
+                    child = 2 * i + 1
+                    if child + 1 < top and heap[child + 1] < heap[child]:
+                        child += 1
+                    if heap[i] <= heap[child]:
+                        break
+                    heap[i], heap[child] = heap[child], heap[i]
+                    i = child
+                if rank_at[item & 0xFFFFFFFF] == item >> 32:
+                    j = item & 0xFFFFFFFF
+            if j < 0:
+                break
+            q = nxt[j]  # merge j and q into j
+            tok[j], nxt[j], rank_at[q] = 256 + rank_at[j], nxt[q], -1
+            if nxt[j] >= 0:
+                prv[nxt[j]] = j
+            todo[0], todo[1], n_todo = prv[j], j, 2
+        j, kept = (0 if size else -1), 0
+        while j >= 0:
+            out[at + kept] = tok[j]
+            kept, j = kept + 1, nxt[j]
+        lengths[c] = kept
+        at += kept
+    return out[:at], lengths

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from . import linked_kernels
 from .exact import boundary_events, prefix_stop
 from .pair_index import PairIndex
 from .pairs import aggregate, aggregate_sorted, gather, pack, pair_keys_and_weights, run_parity
@@ -115,27 +116,40 @@ class LinkedEngine:
 
     REMOVED = -2  # next[p] of a position merged away; -1 marks the last position of a chunk
     STALE_FACTOR = 1.5  # index entries per live pair that trigger a rebuild of the index
+    # ... with the kernels: realmix's peak RSS is the first count's (813 MB at 1.5, 784 at 3), and the
+    # rebuilds were 1.5 s of 6.9 at 1.5, 0.36 s at 3 (one process, 2026-11-25)
+    JIT_STALE_FACTOR = 3.0
     MIN_REBUILD = 1 << 16  # ... but never for an index smaller than this many entries
     SLICE = 1 << 20  # positions handled at a time when the index is built
     GROUP_ENTRIES = 1 << 18  # index entries a group of a wide batch looks up at once (see apply) ...
     GROUP_SHARE = 32  # ... or this share of the live pairs, if more
+    COUNTING_SORT_WIDTH = 1024  # with the JIT, a table's first pairs are counting-sorted below this many ids
 
     def __init__(self, table: ChunkTable) -> None:
         self.table = table
         t = table
         n_tokens = len(t.tokens)
+        self.jit = linked_kernels.use_kernels(n_tokens)  # find and apply the hits with linked_kernels
         link_dtype = np.int32 if n_tokens < 2**31 - 1 else np.int64
-        positions = np.arange(n_tokens, dtype=link_dtype)
-        self.next = positions + 1
-        self.prev = positions - 1
-        if len(t.counts):
-            self.next[t.starts[1:] - 1] = -1
-            self.prev[t.starts[:-1]] = -1
         # Each position carries its chunk's count (int32 while counts fit; sums are made in int64).
         weight_dtype = np.int32 if len(t.counts) == 0 or int(t.counts.max()) < 2**31 else np.int64
-        self.weight = np.repeat(t.counts.astype(weight_dtype), t.lengths)
+        if self.jit:
+            # One record a position, (next, prev, weight, token): the kernels' layout (linked_kernels).
+            link_dtype = np.promote_types(link_dtype, weight_dtype).type
+            self.records = np.empty((n_tokens, 4), dtype=link_dtype)
+            linked_kernels.fill_records(self.records, t.tokens, t.starts, t.counts)
+            self.next, self.prev, self.weight = self.records[:, 0], self.records[:, 1], self.records[:, 2]
+        else:
+            self.records = None
+            positions = np.arange(n_tokens, dtype=link_dtype)
+            self.next, self.prev = positions + 1, positions - 1
+            del positions
+            if len(t.counts):
+                self.next[t.starts[1:] - 1] = -1
+                self.prev[t.starts[:-1]] = -1
+            self.weight = np.repeat(t.counts.astype(weight_dtype), t.lengths)
         self.index = PairIndex(value_dtype=link_dtype, packed=link_dtype == np.int32 and t.tokens.dtype == np.uint16)
-        self._marked = np.zeros(n_tokens, dtype=bool)  # scratch, all False between rounds
+        self._marked = None if self.jit else np.zeros(n_tokens, dtype=bool)  # numpy's scratch, all False between rounds
         self.live_pairs = 0  # adjacent live positions: what a fresh index would hold
 
     def _pairs_at(self, positions: np.ndarray) -> np.ndarray:
@@ -155,12 +169,45 @@ class LinkedEngine:
             keys, starts = keys[order], starts[order]
             self.index.add(keys, starts, presorted=True)
             return aggregate_sorted(keys, self.weight[starts]) if count else (keys[:0], keys[:0])
-        # The table's largest moment: the index's packed entries (narrow key, position), made a slice
-        # of positions at a time into one array and sorted in place; then the narrow keys and weights
-        # of the counts, a slice at a time. At most one uint64, a uint32 and a weight per pair at once.
+        width = int(self.table.tokens.max(initial=0)) + 1
+        if self.jit and count and width <= self.COUNTING_SORT_WIDTH:
+            packed, keys, counts = linked_kernels.count_live_pairs(self.records, self.live_pairs, width)
+            self.index.add_packed(packed)
+            return keys, counts
+        # The table's largest moment: the index's packed entries (narrow key, position); then the
+        # narrow keys and weights of the counts, a slice at a time. At most one uint64, a uint32 and a
+        # weight per pair at once.
+        packed = self._packed_entries()
+        self.index.add_packed(packed)
+        if not count:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty
+        # Each slice of the sorted entries sums its own pairs; a pair cut by a slice boundary is
+        # summed once more over the (far fewer) per-slice sums, which are still sorted.
+        slice_keys, slice_counts = [], []
+        for lo in range(0, len(packed), self.SLICE):
+            part = packed[lo:lo + self.SLICE]
+            weights = self.weight[(part & np.uint64(0xFFFFFFFF)).astype(self.next.dtype)]
+            keys, sums = aggregate_sorted((part >> np.uint64(32)).astype(np.uint32), weights)
+            slice_keys.append(keys)
+            slice_counts.append(sums)
+        if not slice_keys:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty
+        narrow, counts = aggregate_sorted(np.concatenate(slice_keys), np.concatenate(slice_counts))
+        narrow = narrow.astype(np.int64)
+        return pack(narrow >> 16, narrow & 0xFFFF), counts
+
+    def _packed_entries(self) -> np.ndarray:
+        """The packed index entries of every live pair, sorted; made a slice of positions at a time
+        (or by a kernel) into one array and sorted in place."""
+        if self.jit:
+            packed = linked_kernels.packed_live_pairs(self.records, self.live_pairs)
+            packed.sort()
+            return packed
         tokens, nxt = self.table.tokens, self.next
         live = nxt >= 0
-        packed = np.empty(int(np.count_nonzero(live)), dtype=np.uint64)
+        packed = np.empty(self.live_pairs, dtype=np.uint64)
         at = 0
         for lo in range(0, len(live), self.SLICE):
             starts = np.flatnonzero(live[lo:lo + self.SLICE]) + lo
@@ -174,31 +221,14 @@ class LinkedEngine:
             at += len(starts)
         del live
         packed.sort()
-        self.index.add_packed(packed)
-        if not count:
-            empty = np.zeros(0, dtype=np.int64)
-            return empty, empty
-        # Each slice of the sorted entries sums its own pairs; a pair cut by a slice boundary is
-        # summed once more over the (far fewer) per-slice sums, which are still sorted.
-        slice_keys, slice_counts = [], []
-        for lo in range(0, len(packed), self.SLICE):
-            part = packed[lo:lo + self.SLICE]
-            weights = self.weight[(part & np.uint64(0xFFFFFFFF)).astype(nxt.dtype)]
-            keys, sums = aggregate_sorted((part >> np.uint64(32)).astype(np.uint32), weights)
-            slice_keys.append(keys)
-            slice_counts.append(sums)
-        if not slice_keys:
-            empty = np.zeros(0, dtype=np.int64)
-            return empty, empty
-        narrow, counts = aggregate_sorted(np.concatenate(slice_keys), np.concatenate(slice_counts))
-        narrow = narrow.astype(np.int64)
-        return pack(narrow >> 16, narrow & 0xFFFF), counts
+        return packed
 
     def _rebuild_index_if_stale(self) -> None:
         """Rebuild the index from the live positions once it holds STALE_FACTOR times as many
         entries as there are live pairs: entries of merged-away pairs only cost memory (a lookup
         skips them), and a rebuild makes the index the size of what is left of the table."""
-        if self.index.entries > self.STALE_FACTOR * max(self.live_pairs, self.MIN_REBUILD):
+        factor = self.JIT_STALE_FACTOR if self.jit else self.STALE_FACTOR
+        if self.index.entries > factor * max(self.live_pairs, self.MIN_REBUILD):
             self.index.blocks.clear()
             self._index_live_pairs(count=False)
 
@@ -243,6 +273,9 @@ class LinkedEngine:
 
         # Candidate positions from the index; keep those that still hold their pair.
         cand, which = self.index.lookup(batch_keys)
+        if self.jit:
+            return linked_kernels.find_hits(self.records, cand, which, np.asarray(first, dtype=np.int64),
+                                            np.asarray(second, dtype=np.int64))
         after = nxt[cand].astype(np.int64)
         live = after >= 0
         cand, which, after = cand[live], which[live], after[live]
@@ -295,6 +328,13 @@ class LinkedEngine:
         if len(hits) == 0:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty
+        if self.jit:
+            keys, deltas, made, positions = linked_kernels.apply_hits(
+                self.records, tokens, hits, which, new_ids, self.REMOVED)
+            self.index.add(keys[made:], positions)
+            self.live_pairs -= len(hits)
+            self._rebuild_index_if_stale()
+            return linked_kernels.sum_by_key(keys, deltas)
         partners = nxt[hits].astype(np.int64)
         beyond = nxt[partners].astype(np.int64)
         marked = self._marked

@@ -26,7 +26,12 @@ def corpus(seed: int, alphabet: bytes = b"ab c") -> tuple[list[bytes], list[int]
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("max_batch_size", [0, 1])
 @pytest.mark.parametrize("stage1_alphabet", [b"ab c", b"abc", b"a c"])  # the last two: pieces cut at spaces, at b
-def test_encoded_table_is_bpe_encoding_and_merging_on_equals_replay(seed, max_batch_size, stage1_alphabet):
+@pytest.mark.parametrize("jit_mode", ["off", "on"])  # on: the pieces encoded by a kernel (encode_pieces)
+def test_encoded_table_is_bpe_encoding_and_merging_on_equals_replay(seed, max_batch_size, stage1_alphabet, jit_mode,
+                                                                    monkeypatch):
+    if jit_mode == "on":
+        pytest.importorskip("numba")
+    monkeypatch.setenv("PARBPE_JIT", jit_mode)
     chunks, counts = corpus(seed, stage1_alphabet)
     stage1 = learn_merges(build_table(chunks, counts, 4096), [bytes([b]) for b in range(256)], 60,
                           max_batch_size=max_batch_size)

@@ -1,0 +1,231 @@
+"""numba kernels of the linked engine (engines.LinkedEngine): a round's hits and its merges, each in one pass.
+
+With the JIT, the engine keeps a record per position, (next, prev, weight, token), in one array:
+the merges of a round jump around the table, and a record is one cache line where four arrays are
+four. The table's tokens are written too (the numpy code and compact() read them). The numpy
+methods of LinkedEngine are the reference; these do the same work position by position, without
+the temporaries of whole-array steps, and add up the count changes in a hash table instead of
+sorting them. They run when jit.enabled() (parbpe/jit.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import jit
+from ..jit import kernel
+
+# In auto mode the kernels run on tables of at least this many tokens (a merge worker's slice counts
+# on its own): below, importing numba and loading the kernels (about 1 s) costs more than they save.
+JIT_MIN_TOKENS = 4_000_000
+
+
+def use_kernels(n_tokens: int) -> bool:
+    """Whether a table of n_tokens is merged (or encoded) by the kernels: with the JIT on, or in auto
+    mode from JIT_MIN_TOKENS (a small table never imports numba)."""
+    return (jit.mode() == "on" or n_tokens >= JIT_MIN_TOKENS) and jit.enabled()
+
+
+def find_hits(records: np.ndarray, cand: np.ndarray, which: np.ndarray, first: np.ndarray, second: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """LinkedEngine.find_hits after the index lookup: the candidates that still hold their pair,
+    and of runs x x x ... of a pair (x, x), the 1st, 3rd, ... (as a left-to-right merge); in table
+    order (apply_hits relies on it, and sweeps the table once). Sorted by numpy (faster than numba's
+    sort) as position << member_bits | member, one int64 (member_bits: what positions leave of 63)."""
+    member_bits = 63 - len(records).bit_length()
+    if len(first) >= 2**member_bits:
+        raise ValueError(f"a batch of {len(first):,} merges is too large for a table of {len(records):,} tokens")
+    found = _holding(records, cand, which, first, second, member_bits)
+    found.sort()
+    return _runs_taken(records, found, first, second, member_bits)
+
+
+@kernel
+def _holding(records, cand, which, first, second, member_bits):
+    """The candidates that hold their pair, as position << member_bits | member."""
+    found = np.empty(len(cand), dtype=np.int64)
+    m = 0
+    for i in range(len(cand)):
+        p = np.int64(cand[i])
+        q = np.int64(records[p, 0])
+        if q >= 0:
+            k = which[i]
+            if np.int64(records[p, 3]) == first[k] and np.int64(records[q, 3]) == second[k]:
+                found[m] = (p << member_bits) | k
+                m += 1
+    return found[:m]
+
+
+@kernel
+def _runs_taken(records, found, first, second, member_bits):
+    """(positions, members) of the sorted holding candidates, but in a run x x x ... of a pair (x, x)
+    a member that follows a taken one of its own run."""
+    low = (np.int64(1) << member_bits) - 1
+    hits = np.empty(len(found), dtype=np.int64)
+    members = np.empty(len(found), dtype=np.int64)
+    h = 0
+    last = np.int64(-1)
+    last_taken = False
+    for i in range(len(found)):
+        p = found[i] >> member_bits
+        k = found[i] & low
+        take = True
+        if first[k] == second[k]:
+            take = not (last_taken and np.int64(records[p, 1]) == last and (found[i - 1] & low) == k)
+        if take:
+            hits[h] = p
+            members[h] = k
+            h += 1
+        last, last_taken = p, take
+    return hits[:h], members[:h]
+
+
+@kernel
+def apply_hits(records, tokens, hits, which, new_ids, removed):
+    """LinkedEngine.apply_hits on hits in table order: merge at them; returns the count changes
+    (keys, deltas: the pairs before the merges, then from `made` on, those after, whose positions
+    are the fourth result: they hold a new token and go to the index).
+
+    In table order, the left neighbour of a hit is another hit's partner (a b a b) exactly when,
+    once that hit is merged, it is the previous hit: its pair is counted as that hit's right pair."""
+    n = len(hits)
+    keys = np.empty(5 * n, dtype=np.int64)
+    deltas = np.empty(5 * n, dtype=np.int64)
+    m = 0
+    previous = np.int64(-1)
+    for i in range(n):
+        h = hits[i]
+        part = np.int64(records[h, 0])
+        left = np.int64(records[h, 1])
+        if left >= 0 and left != previous:
+            keys[m] = (np.int64(records[left, 3]) << 32) | np.int64(records[h, 3])
+            deltas[m] = -np.int64(records[left, 2])
+            m += 1
+        keys[m] = (np.int64(records[h, 3]) << 32) | np.int64(records[part, 3])
+        deltas[m] = -np.int64(records[h, 2])
+        m += 1
+        beyond = np.int64(records[part, 0])
+        if beyond >= 0:
+            keys[m] = (np.int64(records[part, 3]) << 32) | np.int64(records[beyond, 3])
+            deltas[m] = -np.int64(records[part, 2])
+            m += 1
+            records[beyond, 1] = h
+        records[h, 3] = new_ids[which[i]]
+        tokens[h] = new_ids[which[i]]
+        records[h, 0] = beyond
+        records[part, 0] = removed
+        previous = h
+    made = m
+    positions = np.empty(2 * n, dtype=np.int64)
+    previous = -1
+    for i in range(n):
+        h = hits[i]
+        left = np.int64(records[h, 1])
+        if left >= 0 and left != previous:
+            keys[m] = (np.int64(records[left, 3]) << 32) | np.int64(records[h, 3])
+            deltas[m] = np.int64(records[left, 2])
+            positions[m - made] = left
+            m += 1
+        beyond = np.int64(records[h, 0])
+        if beyond >= 0:
+            keys[m] = (np.int64(records[h, 3]) << 32) | np.int64(records[beyond, 3])
+            deltas[m] = np.int64(records[h, 2])
+            positions[m - made] = h
+            m += 1
+        previous = h
+    return keys[:m], deltas[:m], made, positions[:m - made]
+
+
+def sum_by_key(keys: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """pairs.aggregate with a hash table (_sums): sorted unique keys and their non-zero sums."""
+    keys, sums = _sums(keys, deltas)
+    order = np.argsort(keys)
+    return keys[order], sums[order]
+
+
+@kernel
+def _sums(keys, deltas):
+    """Unique keys and their non-zero sums, unsorted, from a hash table grown as keys come."""
+    bits = 10
+    table = np.full((1 << bits, 2), -1, dtype=np.int64)  # (key, sum); key -1: empty (keys are >= 0)
+    used = 0
+    for i in range(len(keys)):
+        if 2 * (used + 1) > len(table):
+            old = table
+            bits += 2
+            table = np.full((1 << bits, 2), -1, dtype=np.int64)
+            for j in range(len(old)):
+                key = old[j, 0]
+                if key >= 0:
+                    at = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - bits))
+                    while table[at, 0] >= 0:
+                        at = (at + 1) & (len(table) - 1)
+                    table[at, 0], table[at, 1] = key, old[j, 1]
+        key = keys[i]
+        at = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - bits))
+        while table[at, 0] >= 0 and table[at, 0] != key:
+            at = (at + 1) & (len(table) - 1)
+        if table[at, 0] < 0:
+            table[at, 0], table[at, 1] = key, 0
+            used += 1
+        table[at, 1] += deltas[i]
+    out_keys = np.empty(used, dtype=np.int64)
+    out_sums = np.empty(used, dtype=np.int64)
+    k = 0
+    for j in range(len(table)):
+        if table[j, 0] >= 0 and table[j, 1] != 0:
+            out_keys[k], out_sums[k] = table[j, 0], table[j, 1]
+            k += 1
+    return out_keys[:k], out_sums[:k]
+
+
+@kernel
+def packed_live_pairs(records, n_live):
+    """The packed index entries (first << 48 | second << 32 | position) of every live pair, in
+    position order (tokens below 2**16)."""
+    out = np.empty(n_live, dtype=np.uint64)
+    at = 0
+    for p in range(len(records)):
+        q = records[p, 0]
+        if q >= 0:
+            out[at] = np.uint64((np.int64(records[p, 3]) << 48) | (np.int64(records[q, 3]) << 32) | p)
+            at += 1
+    return out
+
+
+@kernel
+def count_live_pairs(records, n_live, width):
+    """packed_live_pairs sorted, and the pair counts (sorted keys, sums), of a table whose tokens are
+    below width: a counting sort over the width**2 pairs, two passes over the positions."""
+    starts = np.zeros(width * width + 1, dtype=np.int64)
+    sums = np.zeros(width * width, dtype=np.int64)
+    for p in range(len(records)):
+        q = records[p, 0]
+        if q >= 0:
+            k = np.int64(records[p, 3]) * width + np.int64(records[q, 3])
+            starts[k + 1] += 1
+            sums[k] += records[p, 2]
+    for k in range(1, len(starts)):
+        starts[k] += starts[k - 1]
+    out = np.empty(n_live, dtype=np.uint64)
+    for p in range(len(records)):
+        q = records[p, 0]
+        if q >= 0:
+            a, b = np.int64(records[p, 3]), np.int64(records[q, 3])
+            k = a * width + b
+            out[starts[k]] = np.uint64((a << 48) | (b << 32) | p)
+            starts[k] += 1
+    seen = np.flatnonzero(sums)
+    return out, (seen // width) << 32 | (seen % width), sums[seen]
+
+
+@kernel
+def fill_records(records, tokens, starts, counts):
+    """Each position's record: its neighbours within its chunk (-1 at the ends), its chunk's count, its token."""
+    for c in range(len(counts)):
+        first, end = starts[c], starts[c + 1]
+        for p in range(first, end):
+            records[p, 0] = p + 1 if p + 1 < end else -1
+            records[p, 1] = p - 1 if p > first else -1
+            records[p, 2] = counts[c]
+            records[p, 3] = tokens[p]

@@ -1,0 +1,126 @@
+"""The linked engine's numba kernels (merge/linked_kernels.py) give the numpy engine's merges, tables and counts."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from corpora import random_corpus
+from reference import reference_train
+
+from parbpe.merge import linked_kernels
+from parbpe.merge.coordinator import learn_merges
+from parbpe.merge.engines import LinkedEngine
+from parbpe.merge.pairs import aggregate
+from parbpe.merge.superword import superword_allowed
+from parbpe.merge.table import build_table
+
+pytest.importorskip("numba")
+
+
+def _table(counts: dict[bytes, int], n: int):
+    items = sorted(counts.items())
+    return build_table([c for c, _ in items], [k for _, k in items], 256 + n)
+
+
+def _run(monkeypatch, mode: str, counts: dict[bytes, int], n: int, **kwargs):
+    monkeypatch.setenv("PARBPE_JIT", mode)
+    table = _table(counts, n)
+    result = learn_merges(table, [bytes([b]) for b in range(256)], n, min_tokens_per_worker=1, **kwargs)
+    if kwargs.get("workers", 1) == 1:
+        assert isinstance(result.engine, LinkedEngine) and result.engine.jit == (mode == "on")
+    return result.merges, result.batch_sizes, [result.engine.chunk_tokens(c) for c in range(table.n_chunks)]
+
+
+def _corpora() -> dict[str, tuple[dict[bytes, int], int]]:
+    rng = random.Random(26)
+    return {
+        "runs": ({b"a" * 1000: 3, b"a" * 7: 5, b"aaaa": 4, b"ba" * 50: 2, b"xyxyxy": 40, b"aab": 9, b"abab": 6}, 40),
+        "small alphabet": (random_corpus(rng, b"ab", 400, 30), 60),
+        "three letters": (random_corpus(rng, b"abc ", 1500, 40), 200),
+        "wide": (random_corpus(rng, bytes(range(33, 127)), 3000, 12), 500),
+    }
+
+
+CORPORA = _corpora()
+SETTINGS = {
+    "batchbpe": {},
+    "exact": {"batching": "exact"},
+    "serial": {"max_batch_size": 1},
+    "max token bytes": {"max_token_bytes": 3},
+    "superbpe rule": {"allow": superword_allowed},
+    "3 workers": {"workers": 3},
+    "3 workers exact": {"workers": 3, "batching": "exact"},
+    "engine groups": {"engine": "linked"},  # with LinkedEngine.GROUP_ENTRIES made small below
+}
+
+
+@pytest.mark.parametrize("setting", sorted(SETTINGS))
+@pytest.mark.parametrize("corpus", sorted(CORPORA))
+def test_kernels_give_the_numpy_merges(monkeypatch, corpus, setting):
+    counts, n = CORPORA[corpus]
+    if setting == "engine groups":
+        monkeypatch.setattr(LinkedEngine, "GROUP_ENTRIES", 7)
+    numpy_result = _run(monkeypatch, "off", counts, n, **SETTINGS[setting])
+    assert _run(monkeypatch, "on", counts, n, **SETTINGS[setting]) == numpy_result
+    if setting in ("exact", "serial"):
+        assert numpy_result[0] == reference_train(counts, n)
+
+
+def test_kernels_match_the_reference_in_batches(monkeypatch):
+    counts, n = CORPORA["three letters"]
+    merges, _, _ = _run(monkeypatch, "on", counts, n)
+    assert merges == reference_train(counts, n, batched=True)
+
+
+def test_auto_mode_uses_the_kernels_on_large_tables_only(monkeypatch):
+    counts, n = CORPORA["runs"]
+    monkeypatch.setenv("PARBPE_JIT", "auto")
+    assert not LinkedEngine(_table(counts, n)).jit
+    monkeypatch.setattr(linked_kernels, "JIT_MIN_TOKENS", 10)
+    assert LinkedEngine(_table(counts, n)).jit
+
+
+def _engines(monkeypatch, counts, n):
+    engines = []
+    for mode in ("off", "on"):
+        monkeypatch.setenv("PARBPE_JIT", mode)
+        engine = LinkedEngine(_table(counts, n))
+        engines.append((engine, engine.initial_pair_counts()))
+    return engines
+
+
+def test_one_round_gives_the_same_hits_table_counts_and_index(monkeypatch):
+    counts = {b"abab": 3, b"aaaaa": 2, b"xaby": 5, b"ab": 1, b"bbbb": 4, b"cabab": 7}
+    (plain, plain_counts), (fast, fast_counts) = _engines(monkeypatch, counts, 3)
+    for a, b in zip(plain_counts, fast_counts):
+        np.testing.assert_array_equal(a, b)
+    first, second = np.array([97, 98], dtype=np.int64), np.array([98, 98], dtype=np.int64)  # (a, b) and (b, b)
+    plain_hits, plain_which = plain.find_hits(first, second)
+    fast_hits, fast_which = fast.find_hits(first, second)
+    assert np.all(np.diff(fast_hits) > 0)  # in table order
+    assert sorted(zip(plain_hits.tolist(), plain_which.tolist())) == list(zip(fast_hits.tolist(), fast_which.tolist()))
+    new_ids = np.array([256, 257], dtype=np.int64)
+    plain_changes = plain.apply_hits(plain_hits, plain_which, new_ids)
+    for a, b in zip(plain_changes, fast.apply_hits(fast_hits, fast_which, new_ids)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(plain.table.tokens, fast.table.tokens)
+    np.testing.assert_array_equal(plain.next, fast.next)
+    live = plain.next != LinkedEngine.REMOVED
+    np.testing.assert_array_equal(plain.prev[live], fast.prev[live])
+    np.testing.assert_array_equal(fast.records[:, 3], fast.table.tokens)
+    new_pairs = np.array([256 << 32 | 256, 97 << 32 | 256, 256 << 32 | 257])
+    assert [np.sort(x).tolist() for x in plain.index.lookup(new_pairs)] == \
+        [np.sort(x).tolist() for x in fast.index.lookup(new_pairs)]
+
+
+@pytest.mark.parametrize("n_keys", [0, 1, 5, 3000, 100_000])
+def test_sum_by_key_is_aggregate(n_keys):
+    from parbpe.merge.linked_kernels import sum_by_key
+
+    rng = np.random.default_rng(n_keys)
+    keys = rng.integers(0, max(n_keys // 3, 1), n_keys) * (1 << 31) + rng.integers(0, 3, n_keys)
+    deltas = rng.integers(-3, 4, n_keys)
+    for a, b in zip(sum_by_key(keys, deltas), aggregate(keys, deltas)):
+        np.testing.assert_array_equal(a, b)
