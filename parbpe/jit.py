@@ -14,9 +14,10 @@ compiled on its first call (cached on disk, so a later process loads it) and nev
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 MODES = ("auto", "on", "off")
@@ -80,6 +81,27 @@ def enabled() -> bool:
         require()
         return True
     return installed()
+
+
+def worth(work: int, at_least: int) -> bool:
+    """Whether kernels run on `work` (bytes, tokens: the caller's unit): always when the mode is on,
+    never when off; with auto when numba is installed and work >= at_least, the size from which the
+    kernels repay numba's import and loading (about 0.5-1 s and 100 MB a process)."""
+    return (mode() == "on" or work >= at_least) and enabled()
+
+
+@contextlib.contextmanager
+def using(new_mode: str) -> Iterator[None]:
+    """This JIT mode in this process and the workers it starts, for the duration; then as it was."""
+    before = os.environ.get(ENV)
+    set_mode(new_mode)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = before
 
 
 class Kernel:

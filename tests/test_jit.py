@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -53,14 +55,22 @@ def test_kernel_equals_its_python_function():
     assert _total(values) == _total.python(values) == values.sum()
 
 
-def test_run_context_sets_and_restores_the_mode(monkeypatch):
-    from parbpe.pipeline.context import jit_mode
-
+def test_using_sets_and_restores_the_mode(monkeypatch):
     monkeypatch.setenv(jit.ENV, "auto")
-    with jit_mode("off"):
+    with jit.using("off"):
         assert jit.mode() == "off"
     assert jit.mode() == "auto"
     monkeypatch.delenv(jit.ENV)
-    with jit_mode("off"):
+    with jit.using("off"):
         assert not jit.enabled()
-    assert jit.ENV not in __import__("os").environ
+    assert jit.ENV not in os.environ
+
+
+def test_worth_is_the_size_rule_under_auto_only(monkeypatch):
+    pytest.importorskip("numba")
+    monkeypatch.setenv(jit.ENV, "auto")
+    assert jit.worth(10, 10) and not jit.worth(9, 10)
+    monkeypatch.setenv(jit.ENV, "on")
+    assert jit.worth(0, 10)
+    monkeypatch.setenv(jit.ENV, "off")
+    assert not jit.worth(100, 10)

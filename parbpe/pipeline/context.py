@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -130,25 +129,11 @@ def reporter_of(progress: Progress | str) -> Progress:
 
 
 @contextlib.contextmanager
-def jit_mode(mode: str) -> Iterator[None]:
-    """The run's JIT mode for this process and the workers it starts; the caller's is restored after."""
-    before = os.environ.get(jit.ENV)
-    jit.set_mode(mode)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(jit.ENV, None)
-        else:
-            os.environ[jit.ENV] = before
-
-
-@contextlib.contextmanager
 def run_context(config: TrainConfig, options: RunOptions) -> Iterator[RunContext]:
     """The context of one run: the memory budget read once (half the available RAM unless given) and
     the peak sampler running; the executor starts when the counting stages open it (ctx.executor())."""
     budget = config.memory_budget or default_budget()
-    with PeakSampler() as sampler, jit_mode(config.jit):
+    with PeakSampler() as sampler, jit.using(config.jit):
         yield RunContext(config=dataclasses.replace(config, memory_budget=budget), options=options,
                          reporter=reporter_of(options.progress), sampler=sampler, given=config,
                          caller_held=max(process_rss() - CALLER_FLOOR, 0))

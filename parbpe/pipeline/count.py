@@ -174,7 +174,7 @@ def count_units(ctx: RunContext, units: list[WorkUnit], config: TrainConfig, run
 
         counted = count_on_ray(units, config, ctx.cluster, data_limit=data_limit, on_progress=on_progress)
     else:
-        with jit_off() if numpy_only else contextlib.nullcontext():
+        with jit.using("off") if numpy_only else contextlib.nullcontext():
             counted = count_to_runs(units, config, run_dir, data_limit=data_limit, start_method=ctx.start_method,
                                     on_progress=on_progress, parent_counts=parent_counts)
     counted.budget, counted.data_limit = budget, data_limit
@@ -200,20 +200,6 @@ def _layout_or_none(budget: int, workers: int, in_use: int, unit_bytes: int) -> 
         return count_layout(budget, workers, in_use, unit_bytes)
     except ValueError:
         return None
-
-
-@contextlib.contextmanager
-def jit_off() -> Iterator[None]:
-    """The JIT off for what runs inside (and the workers it starts), then as it was."""
-    before = os.environ.get(jit.ENV)
-    os.environ[jit.ENV] = "off"
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[jit.ENV]
-        else:
-            os.environ[jit.ENV] = before
 
 
 def count_stream(ctx: RunContext, stream: TextStream, config: TrainConfig, run_dir: str) -> CountResult:
