@@ -171,10 +171,10 @@ class TrainConfig:
         result=False,
         help="RAM limit for the process tree, every stage, e.g. 2GB; counts past a worker's share spill to disk, "
              "and the rarest chunks stay out of training if the merge stage would not fit")
-    jit: str = setting(
-        "auto", group="resources", commands=BOTH, choices=JIT_MODES, result=False, shown="auto",
-        help="numba kernels (pip install 'parbpe[fast]'): auto uses them when numba is installed, on requires it, "
-             "off runs the numpy kernels; the same result either way")
+    jit: str | None = setting(
+        None, group="resources", commands=BOTH, choices=JIT_MODES, result=False, shown="$PARBPE_JIT, else auto",
+        help="numba kernels (pip install 'parbpe[fast]'): auto uses them when numba is installed and the work repays "
+             "loading it, on always (an error without numba), off never (numpy); the same result either way")
     text_column: str = setting(
         "text", group="input", commands=BOTH, metavar="NAME", help="parquet/arrow column or jsonl field with the text")
     max_chunk_bytes: int = setting(
@@ -292,7 +292,7 @@ class TrainConfig:
             raise ValueError(f"memory_budget must be positive, got {self.memory_budget}")
         if not self.text_column:
             raise ValueError("text_column must be a non-empty column name")
-        if self.jit not in JIT_MODES:
+        if self.jit is not None and self.jit not in JIT_MODES:
             raise ValueError(f"jit must be one of {', '.join(JIT_MODES)}, got {self.jit!r}")
         if self.jit == "on":
             require_jit()  # ImportError naming the extra, before any work

@@ -74,3 +74,15 @@ def test_worth_is_the_size_rule_under_auto_only(monkeypatch):
     assert jit.worth(0, 10)
     monkeypatch.setenv(jit.ENV, "off")
     assert not jit.worth(100, 10)
+
+
+def test_a_run_keeps_the_environments_mode_unless_it_names_one(monkeypatch):
+    from parbpe.config import RunOptions
+    from parbpe.pipeline.context import run_context
+
+    monkeypatch.setenv(jit.ENV, "off")
+    with run_context(TrainConfig(vocab_size=300), RunOptions(progress="none")) as ctx:
+        assert jit.mode() == "off" and ctx.config.jit == "off"  # the mode Ray's tasks are given
+    with run_context(TrainConfig(vocab_size=300, jit="auto"), RunOptions(progress="none")) as ctx:
+        assert jit.mode() == "auto" and ctx.config.jit == "auto"
+    assert jit.mode() == "off"

@@ -37,7 +37,7 @@ def count_task(units: Sequence[WorkUnit], config: TrainConfig, data_limit: int |
     directory there; removed when the attempt ends), so a failed attempt leaves nothing another
     attempt reads.
     """
-    jit.set_mode(config.jit)  # a Ray worker does not inherit the driver's environment
+    jit.set_mode(config.jit or jit.mode())  # a Ray worker does not inherit the driver's environment
     with tempfile.TemporaryDirectory(prefix="parbpe-task-") as run_dir:
         shard = ShardCounter(config, run_dir, "t", data_limit)
         for unit in units:

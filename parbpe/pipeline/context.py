@@ -133,7 +133,8 @@ def run_context(config: TrainConfig, options: RunOptions) -> Iterator[RunContext
     """The context of one run: the memory budget read once (half the available RAM unless given) and
     the peak sampler running; the executor starts when the counting stages open it (ctx.executor())."""
     budget = config.memory_budget or default_budget()
-    with PeakSampler() as sampler, jit.using(config.jit):
-        yield RunContext(config=dataclasses.replace(config, memory_budget=budget), options=options,
+    mode = config.jit or jit.mode()  # PARBPE_JIT unless the run names a mode; then fixed, for Ray's tasks too
+    with PeakSampler() as sampler, jit.using(mode):
+        yield RunContext(config=dataclasses.replace(config, memory_budget=budget, jit=mode), options=options,
                          reporter=reporter_of(options.progress), sampler=sampler, given=config,
                          caller_held=max(process_rss() - CALLER_FLOOR, 0))
