@@ -64,8 +64,8 @@ def test_kernels_give_the_numpy_merges(monkeypatch, corpus, setting):
         monkeypatch.setattr(LinkedEngine, "GROUP_ENTRIES", 7)
     numpy_result = _run(monkeypatch, "off", counts, n, **SETTINGS[setting])
     assert _run(monkeypatch, "on", counts, n, **SETTINGS[setting]) == numpy_result
-    if setting in ("exact", "serial"):
-        assert numpy_result[0] == reference_train(counts, n)
+    if setting in ("exact", "serial") and corpus != "wide":  # the wide corpus: numpy's merges against the
+        assert numpy_result[0] == reference_train(counts, n)  # reference in test_merge_exact (12 s here)
 
 
 def test_kernels_match_the_reference_in_batches(monkeypatch):
