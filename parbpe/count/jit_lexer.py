@@ -13,9 +13,11 @@ tests/count/test_jit_lexer.py checks these kernels against `regex.findall`.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import os
 import unicodedata
+import zipfile
 
 import numpy as np
 import regex
@@ -41,23 +43,29 @@ def char_tables() -> tuple[np.ndarray, np.ndarray]:
     else 0) of every code point, read off `regex` (about 0.3 s) and kept in a cache file named
     after `regex`'s and Unicode's versions (a few ms to load), once per process."""
     path = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "parbpe",
-                        f"char-classes-v1-regex{regex.__version__}-unicode{unicodedata.unidata_version}.npy")
+                        f"char-classes-v2-regex{regex.__version__}-unicode{unicodedata.unidata_version}.npz")
     try:
-        both = np.load(path)
-        if both.shape == (2, 0x110000):
+        with np.load(path) as saved:
+            both, digest = saved["tables"], saved["digest"].tobytes()
+        if both.shape == (2, 0x110000) and both.dtype == np.uint8 and digest == _digest(both):
             return both[0], both[1]
-    except (OSError, ValueError):
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):  # missing, garbage or changed: built again
         pass
     both = np.stack(_read_char_tables())
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         temporary = f"{path}.{os.getpid()}.tmp"
         with open(temporary, "wb") as f:
-            np.save(f, both)
+            np.savez(f, tables=both, digest=np.frombuffer(_digest(both), dtype=np.uint8))
         os.replace(temporary, path)
-    except OSError:  # a read-only home: build the tables in each process
+    except OSError:  # a read-only home or a full disk: build the tables in each process
         pass
     return both[0], both[1]
+
+
+def _digest(tables: np.ndarray) -> bytes:
+    """The tables' BLAKE2b: a cache file whose bytes changed after it was written is not used."""
+    return hashlib.blake2b(np.ascontiguousarray(tables).tobytes(), digest_size=16).digest()
 
 
 def _read_char_tables() -> tuple[np.ndarray, np.ndarray]:

@@ -142,7 +142,45 @@ def test_the_character_tables_are_cached_on_disk(monkeypatch, tmp_path):
         jit_lexer.char_tables.cache_clear()
         loaded = jit_lexer.char_tables()
         assert all((a == b).all() for a, b in zip(built, loaded))
-        assert np.load(cached).shape == (2, 0x110000)
+        with np.load(cached) as saved:
+            assert saved["tables"].shape == (2, 0x110000)
+    finally:
+        jit_lexer.char_tables.cache_clear()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "edited"])
+def test_a_damaged_cache_file_is_built_again(monkeypatch, tmp_path, damage):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    jit_lexer.char_tables.cache_clear()
+    try:
+        built = jit_lexer.char_tables()
+        (cached,) = list((tmp_path / "parbpe").iterdir())
+        if damage == "garbage":
+            cached.write_bytes(b"not a numpy file")
+        elif damage == "truncated":
+            cached.write_bytes(cached.read_bytes()[:1000])
+        else:  # the right shape and type, a letter made a digit: only the digest tells
+            with np.load(cached) as saved:
+                tables, digest = saved["tables"].copy(), saved["digest"]
+            tables[0, ord("a")] = jit_lexer.NUMBER
+            with open(cached, "wb") as f:
+                np.savez(f, tables=tables, digest=digest)
+        jit_lexer.char_tables.cache_clear()
+        loaded = jit_lexer.char_tables()
+        assert all((a == b).all() for a, b in zip(built, loaded))
+        jit_lexer.char_tables.cache_clear()
+        assert all((a == b).all() for a, b in zip(built, jit_lexer.char_tables()))  # and the file was rewritten
+    finally:
+        jit_lexer.char_tables.cache_clear()
+
+
+def test_an_unwritable_cache_directory_builds_the_tables_each_time(monkeypatch, tmp_path):
+    (tmp_path / "parbpe").write_text("a file where the cache directory would be")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    jit_lexer.char_tables.cache_clear()
+    try:
+        bits, _ = jit_lexer.char_tables()
+        assert bits[ord("a")] & jit_lexer.LETTER and bits[ord("7")] & jit_lexer.NUMBER
     finally:
         jit_lexer.char_tables.cache_clear()
 
