@@ -56,8 +56,11 @@ SETTINGS = {
 }
 
 
-@pytest.mark.parametrize("setting", sorted(SETTINGS))
-@pytest.mark.parametrize("corpus", sorted(CORPORA))
+# Merge workers (spawned interpreters, numba loaded in each: 4 s a case) on the corpus of runs and the wide one.
+CASES = [(c, s) for c in sorted(CORPORA) for s in sorted(SETTINGS) if "workers" not in s or c in ("runs", "wide")]
+
+
+@pytest.mark.parametrize("corpus, setting", CASES)
 def test_kernels_give_the_numpy_merges(monkeypatch, corpus, setting):
     counts, n = CORPORA[corpus]
     if setting == "engine groups":

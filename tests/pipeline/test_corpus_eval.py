@@ -35,7 +35,18 @@ def setup(tmp_path_factory):
     return corpus, {"plain": plain, "stop list": stop, "superbpe": superbpe}
 
 
+_REFERENCES: dict[tuple, dict] = {}
+
+
 def _reference(tok, corpus, method, alpha=2.5):
+    """_reference_row, computed once per tokenizer, corpus and method (the parametrized tests share it)."""
+    key = (id(tok), tuple(corpus), method, alpha)
+    if key not in _REFERENCES:
+        _REFERENCES[key] = _reference_row(tok, corpus, method, alpha)
+    return dict(_REFERENCES[key])
+
+
+def _reference_row(tok, corpus, method, alpha):
     """Every document encoded by itself (greedy and shortest by segment.py's numpy, whatever the JIT)."""
     counts = np.zeros(max(tok.vocab) + 2, dtype=np.int64)
     n_bytes = words = 0
