@@ -104,6 +104,22 @@ def using(new_mode: str) -> Iterator[None]:
             os.environ[ENV] = before
 
 
+_PENDING_HELPERS: list[tuple[dict, str]] = []
+
+
+def helper(python: Callable) -> Callable:
+    """Declare a function kernels call: plain Python until the next kernel compiles, which compiles
+    the helpers declared so far in place first (numba resolves a kernel's globals when it compiles it)."""
+    _PENDING_HELPERS.append((python.__globals__, python.__name__))
+    return python
+
+
+def _compile_helpers() -> None:
+    while _PENDING_HELPERS:
+        space, name = _PENDING_HELPERS.pop()
+        space[name] = numba_module().njit(cache=True, nogil=True, inline="always")(space[name])
+
+
 class Kernel:
     """A numba kernel compiled on first call (njit, nogil, cached on disk); `python` is the plain function."""
 
@@ -117,6 +133,7 @@ class Kernel:
     def __call__(self, *args: Any) -> Any:
         if self._compiled is None:
             require()
+            _compile_helpers()
             self._compiled = numba_module().njit(cache=True, nogil=True, **self.options)(self.python)
         return self._compiled(*args)
 

@@ -19,6 +19,19 @@ def _total(values):
     return total
 
 
+@jit.helper
+def _doubled(v):
+    return 2 * v
+
+
+@jit.kernel
+def _doubled_total(values):
+    total = 0
+    for v in values:
+        total += _doubled(v)
+    return total
+
+
 @pytest.fixture
 def no_numba(monkeypatch):
     """This process as if numba were not installed."""
@@ -86,3 +99,11 @@ def test_a_run_keeps_the_environments_mode_unless_it_names_one(monkeypatch):
     with run_context(TrainConfig(vocab_size=300, jit="auto"), RunOptions(progress="none")) as ctx:
         assert jit.mode() == "auto" and ctx.config.jit == "auto"
     assert jit.mode() == "off"
+
+
+def test_a_kernel_calls_a_helper_compiled_before_it():
+    pytest.importorskip("numba")
+    values = np.arange(100, dtype=np.int64)
+    assert _doubled_total.python(values) == 2 * values.sum()  # the helper as plain Python, before compiling
+    assert _doubled_total(values) == 2 * values.sum()
+    assert hasattr(_doubled, "py_func")  # the module global, compiled in place by the first kernel

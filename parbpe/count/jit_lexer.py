@@ -23,7 +23,7 @@ import numpy as np
 import regex
 
 from .. import jit
-from ..jit import kernel
+from ..jit import helper, kernel
 from ..patterns import digit_groups
 
 # Class bits of a character: letter, number, whitespace, GPT-4o's [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
@@ -93,24 +93,6 @@ def kind_of(pattern: str) -> tuple[int, int] | None:
     if group is None:
         group = NO_GROUP if name == "gpt2" else 3
     return KINDS[name], group
-
-
-_HELPERS: list[tuple[dict, str]] = []
-
-
-def helper(python):
-    """A function kernels call: plain Python until jit_helpers() compiles it in place (numba resolves
-    a kernel's globals when it compiles the kernel, so its helpers must be compiled first)."""
-    _HELPERS.append((python.__globals__, python.__name__))
-    return python
-
-
-@functools.lru_cache(maxsize=1)
-def jit_helpers() -> None:
-    """Compile the helpers the kernels call (once per process, before any kernel compiles)."""
-    numba = jit.numba_module()
-    for space, name in _HELPERS:
-        space[name] = numba.njit(cache=True, nogil=True, inline="always")(space[name])
 
 
 @kernel
@@ -331,7 +313,6 @@ def chunk_bounds(data: np.ndarray, docs: np.ndarray, kind: int, group: int,
                  tables: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """Bounds (int32, from 0 to len(data)) of the chunks of the UTF-8 documents data[docs[d]:docs[d + 1]],
     split by the pattern `kind` (KINDS) with `group` digits a chunk at most; tables: char_tables()."""
-    jit_helpers()
     size = len(data)
     bits, low, folded = (np.empty(size, np.uint8) for _ in range(3))
     pos = np.empty(size + 1, np.int32)  # (a pyarrow string array's bytes fit in int32)
