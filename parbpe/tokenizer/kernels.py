@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..jit import kernel
+from ..jit import helper, kernel
 from .segment import _matrix
 
 _MIX = -7046029254386353131  # 0x9E3779B97F4A7C15 as int64: multiplicative hashing
@@ -36,13 +36,19 @@ def fill_hash(keys: np.ndarray, bits: int) -> np.ndarray:
     mask = (1 << bits) - 1
     slots = np.full((1 << bits, 2), -1, dtype=np.int64)
     for k in range(len(keys)):
-        key = keys[k]
-        slot = ((key * _MIX) >> (64 - bits)) & mask
-        while slots[slot, 0] != -1 and slots[slot, 0] != key:
-            slot = (slot + 1) & mask
-        slots[slot, 0] = key
+        slot = _slot_of(slots, keys[k], bits, mask)
+        slots[slot, 0] = keys[k]
         slots[slot, 1] = k
     return slots
+
+
+@helper
+def _slot_of(slots, key, bits, mask):
+    """The slot holding key in an open-addressing table, or the empty slot where it would go."""
+    slot = ((key * _MIX) >> (64 - bits)) & mask
+    while slots[slot, 0] != key and slots[slot, 0] != -1:
+        slot = (slot + 1) & mask
+    return slot
 
 
 @dataclass
@@ -169,9 +175,7 @@ def segment_kernel(data: np.ndarray, offsets: np.ndarray, weights: np.ndarray, f
                     node = second[data[a + s] * 256 + data[a + e]]
                 else:
                     key = node * 256 + data[a + e]
-                    slot = ((key * _MIX) >> (64 - bits)) & mask
-                    while edges[slot, 0] != key and edges[slot, 0] != -1:
-                        slot = (slot + 1) & mask
+                    slot = _slot_of(edges, key, bits, mask)
                     node = edges[slot, 1] if edges[slot, 0] == key else -1
                 if node < 0:
                     break
@@ -235,9 +239,7 @@ def merges_kernel(data: np.ndarray, offsets: np.ndarray, weights: np.ndarray, by
                     rank = byte_pairs[data[a + left] * 256 + data[a + left + 1]]
                 else:
                     key = (tokens[left] << 32) | tokens[nxt[left]]
-                    slot = ((key * _MIX) >> (64 - bits)) & mask
-                    while pairs[slot, 0] != key and pairs[slot, 0] != -1:
-                        slot = (slot + 1) & mask
+                    slot = _slot_of(pairs, key, bits, mask)
                     rank = pairs[slot, 1] if pairs[slot, 0] == key else -1
                 if rank < 0:
                     continue
