@@ -145,8 +145,7 @@ class PairQueue:
         # order tokens by bytes in numpy, but for tokens longer than 8 bytes that share their first 8.
         self._prefix = np.zeros(max(len(vocab), 1024), dtype=np.uint64)
         self._length = np.zeros(len(self._prefix), dtype=np.int64)
-        for token, token_bytes in enumerate(self._bytes):
-            self._set_prefix(token, token_bytes)
+        self._set_prefixes(0, self._bytes)
         self._heap: list[tuple[int, Descending, int, Descending, int, int]] = []
         self._heap_threshold = float("inf")
         # The pool: sorted keys and their current counts, kept up to date from the deltas.
@@ -156,15 +155,25 @@ class PairQueue:
 
     def add_token(self, token_bytes: bytes) -> None:
         """Register the bytes of the next token id (called once per merge, in id order)."""
-        self._bytes.append(token_bytes)
-        if len(self._bytes) > len(self._prefix):
-            self._prefix = np.concatenate([self._prefix, np.zeros_like(self._prefix)])
-            self._length = np.concatenate([self._length, np.zeros_like(self._length)])
-        self._set_prefix(len(self._bytes) - 1, token_bytes)
+        self.add_tokens([token_bytes])
 
-    def _set_prefix(self, token: int, token_bytes: bytes) -> None:
-        self._prefix[token] = int.from_bytes(token_bytes[:8].ljust(8, b"\0"), "big")
-        self._length[token] = min(len(token_bytes), 9)
+    def add_tokens(self, tokens: list[bytes]) -> None:
+        """Register the bytes of the next token ids, in id order (a round's merges at once)."""
+        first = len(self._bytes)
+        self._bytes.extend(tokens)
+        if len(self._bytes) > len(self._prefix):
+            room = max(len(self._bytes), 2 * len(self._prefix))
+            self._prefix = np.concatenate([self._prefix, np.zeros(room - len(self._prefix), dtype=np.uint64)])
+            self._length = np.concatenate([self._length, np.zeros(room - len(self._length), dtype=np.int64)])
+        self._set_prefixes(first, tokens)
+
+    def _set_prefixes(self, first: int, tokens: list[bytes]) -> None:
+        """Tokens first, first + 1, ...: their first 8 bytes as a big-endian number and length up to 9."""
+        if not tokens:
+            return
+        padded = b"".join(token[:8].ljust(8, b"\0") for token in tokens)
+        self._prefix[first:first + len(tokens)] = np.frombuffer(padded, dtype=">u8")
+        self._length[first:first + len(tokens)] = np.minimum(np.fromiter(map(len, tokens), np.int64, len(tokens)), 9)
 
     def _byte_order(self, tokens: np.ndarray) -> np.ndarray:
         """tokens (ascending ids) by bytes descending, the higher id first among equal bytes."""

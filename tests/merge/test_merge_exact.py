@@ -10,6 +10,7 @@ from corpora import random_corpus
 from reference import reference_counts, reference_train
 
 import parbpe
+from parbpe.merge import coordinator
 from parbpe.merge.coordinator import learn_merges
 from parbpe.merge.table import build_table
 from parbpe.patterns import PATTERNS
@@ -258,3 +259,20 @@ def test_exact_batching_through_train_equals_serial(tmp_path):
     exact = parbpe.train([str(tmp_path / "t.txt")], vocab_size=700, workers=1, batching="exact")
     assert exact.tokenizer.merges == serial.tokenizer.merges
     assert exact.stats["rounds"] < serial.stats["rounds"] / 2
+
+
+@pytest.mark.parametrize("first_width,growth", [(1, 2), (2, 4), (4, 3)])
+def test_exact_batching_ranks_a_width_grown_from_its_prefixes(monkeypatch, first_width, growth):
+    """Exact batching ranks only EXACT_GROWTH times the last prefix (EXACT_FIRST_WIDTH at first); a
+    prefix cut short by that width still ends in serial BPE's merges, whatever the widths."""
+    monkeypatch.setattr(coordinator, "EXACT_FIRST_WIDTH", first_width)
+    monkeypatch.setattr(coordinator, "EXACT_GROWTH", growth)
+    rng = random.Random(11)
+    counts = random_corpus(rng, bytes(range(33, 127)), 2000, 10)
+    result = exact_result(counts, 300)
+    assert result.merges == reference_train(counts, 300)
+    width = first_width
+    for size in result.batch_sizes:
+        assert size <= width
+        width = max(first_width, growth * size)
+    assert max(result.batch_sizes) > first_width  # the width grew
