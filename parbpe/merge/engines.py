@@ -250,10 +250,12 @@ class LinkedEngine:
         so applying the groups in turn ends in the same table; the count changes add up (a pair
         made by one group and consumed by the next sums to zero and is left out)."""
         new_ids = np.asarray(new_ids, dtype=np.int64)
-        sizes = self.index.entries_of(pack(first, second))
+        batch_keys = pack(first, second)
+        spans = self.index.spans(batch_keys)  # searched once: a batch applied whole looks its entries up there
+        sizes = self.index.entries_of(batch_keys, spans)
         limit = max(self.GROUP_ENTRIES, self.live_pairs // self.GROUP_SHARE)
         if int(sizes.sum()) <= limit:
-            hits, which = self.find_hits(first, second)
+            hits, which = self.find_hits(first, second, spans)
             return self.apply_hits(hits, which, new_ids)
         keys, deltas, lo = [], [], 0
         ends = np.cumsum(sizes)
@@ -266,13 +268,15 @@ class LinkedEngine:
             lo = hi
         return aggregate(np.concatenate(keys), np.concatenate(deltas))
 
-    def find_hits(self, first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Where a safe batch merges: (positions of the first token, index of the merge in the batch)."""
+    def find_hits(self, first: np.ndarray, second: np.ndarray, spans: list | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """Where a safe batch merges: (positions of the first token, index of the merge in the batch).
+        spans: the batch's spans in the index (PairIndex.spans), if the caller has them."""
         tokens, nxt, prv = self.table.tokens, self.next, self.prev
         batch_keys = pack(first, second)
 
         # Candidate positions from the index; keep those that still hold their pair.
-        cand, which = self.index.lookup(batch_keys)
+        cand, which = self.index.lookup(batch_keys, spans)
         if self.jit:
             return linked_kernels.find_hits(self.records, cand, which, np.asarray(first, dtype=np.int64),
                                             np.asarray(second, dtype=np.int64))

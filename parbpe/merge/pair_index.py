@@ -100,31 +100,27 @@ class PairIndex:
         """Entries held, stale ones included."""
         return sum(len(block) for block in self.blocks)
 
-    def entries_of(self, keys: np.ndarray) -> np.ndarray:
-        """How many entries (stale ones included) each of the given pair keys has."""
-        sizes = np.zeros(len(keys), dtype=np.int64)
-        if self.packed:
-            low = narrow_key(keys) << np.uint64(32)
-            high = low | _LOW32
-        for block in self.blocks:
-            if self.packed:
-                sizes += np.searchsorted(block, high, side="right") - np.searchsorted(block, low)
-            else:
-                sizes += np.searchsorted(block.keys, keys, side="right") - np.searchsorted(block.keys, keys)
-        return sizes
-
-    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """All entries of the given keys: (values, index into keys of the key each belongs to)."""
-        values, which = [], []
+    def spans(self, keys: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Where the given pair keys' entries lie in each block: (first, end) index arrays, a pair per block."""
         if self.packed:
             low = narrow_key(keys) << np.uint64(32)
             high = low | _LOW32  # every value of the key (the last key, 0xFFFFFFFF, cannot overflow)
-        for block in self.blocks:
-            if self.packed:
-                lo, hi = np.searchsorted(block, low), np.searchsorted(block, high, side="right")
-            else:
-                lo = np.searchsorted(block.keys, keys, side="left")
-                hi = np.searchsorted(block.keys, keys, side="right")
+            return [(np.searchsorted(block, low), np.searchsorted(block, high, side="right")) for block in self.blocks]
+        return [(np.searchsorted(block.keys, keys, side="left"), np.searchsorted(block.keys, keys, side="right"))
+                for block in self.blocks]
+
+    def entries_of(self, keys: np.ndarray, spans: list | None = None) -> np.ndarray:
+        """How many entries (stale ones included) each of the given pair keys has (spans: theirs, if known)."""
+        sizes = np.zeros(len(keys), dtype=np.int64)
+        for lo, hi in self.spans(keys) if spans is None else spans:
+            sizes += hi - lo
+        return sizes
+
+    def lookup(self, keys: np.ndarray, spans: list | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """All entries of the given keys: (values, index into keys of the key each belongs to).
+        spans: the keys' spans (self.spans), if the caller has them and the index has not changed since."""
+        values, which = [], []
+        for block, (lo, hi) in zip(self.blocks, self.spans(keys) if spans is None else spans):
             sizes = hi - lo
             if sizes.any():
                 idx, seg = gather(block, lo, sizes)

@@ -141,6 +141,7 @@ class PairQueue:
     def __init__(self, keys: np.ndarray, counts: np.ndarray, vocab: list[bytes]) -> None:
         self.counts = PairCounts(keys, counts)
         self._bytes: list[bytes] = list(vocab)  # every token's bytes
+        self._ties: list[Descending] = []  # tie_key of tokens 0, 1, ..., made as asked
         # Each token's first 8 bytes as a big-endian number (zero-padded) and its length up to 9: they
         # order tokens by bytes in numpy, but for tokens longer than 8 bytes that share their first 8.
         self._prefix = np.zeros(max(len(vocab), 1024), dtype=np.uint64)
@@ -193,8 +194,11 @@ class PairQueue:
         return self.counts.live
 
     def tie_key(self, token: int) -> Descending:
-        """The tie-rule key of a token: its bytes, greater first."""
-        return Descending(self._bytes[token])
+        """The tie-rule key of a token: its bytes, greater first (made once per token: heap entries
+        of serial rounds ask for them tens of thousands of times)."""
+        while len(self._ties) <= token:
+            self._ties.append(Descending(self._bytes[len(self._ties)]))
+        return self._ties[token]
 
     def _entry(self, key: int, count: int) -> tuple[int, Descending, int, Descending, int, int]:
         first, second = key >> 32, key & 0xFFFFFFFF

@@ -39,7 +39,8 @@ def test_index_rebuilds_slices_and_groups_keep_the_merges(seed, monkeypatch):
     monkeypatch.setattr(LinkedEngine, "_index_live_pairs",
                         lambda self, count: rebuilds.append(count) or original(self, count))
     find_hits = LinkedEngine.find_hits
-    monkeypatch.setattr(LinkedEngine, "find_hits", lambda self, a, b: groups.append(len(a)) or find_hits(self, a, b))
+    monkeypatch.setattr(LinkedEngine, "find_hits",
+                        lambda self, a, b, spans=None: groups.append(len(a)) or find_hits(self, a, b, spans))
     rng = random.Random(500 + seed)
     counts = random_corpus(rng, rng.choice([b"ab", b"abc", b"the quick"]), rng.randint(5, 80), rng.randint(2, 16))
     n = rng.randint(5, 100)
