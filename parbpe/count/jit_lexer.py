@@ -24,12 +24,13 @@ import regex
 
 from .. import jit
 from ..jit import helper, kernel
-from ..patterns import digit_groups
+from ..patterns import SUPERWORD_PATTERN, digit_groups
 
 # Class bits of a character: letter, number, whitespace, GPT-4o's [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
 # (UPPER) and [\p{Ll}\p{Lm}\p{Lo}\p{M}] (LOWER), a line break (\r \n).
 LETTER, NUMBER, SPACE, UPPER, LOWER, BREAK = 1, 2, 4, 8, 16, 32
 KINDS = {"gpt2": 0, "gpt4": 1, "gpt4o": 2}
+SUPERWORD = 3  # the superword split line by line (its own kind: no --digits variants)
 NO_GROUP = 1 << 30  # GPT-2's \p{N}+: no bound on the digits of a chunk
 # What numba and the kernels add to a process's RSS (prepare(): 83 -> 223 MB, 2026-11-25; the numba
 # import alone 108 MB); a worker forked after them starts far lower (107 MB measured).
@@ -85,7 +86,10 @@ def _read_char_tables() -> tuple[np.ndarray, np.ndarray]:
 
 
 def kind_of(pattern: str) -> tuple[int, int] | None:
-    """(lexer kind, digits a chunk at most) of a built-in pattern or --digits variant, else None."""
+    """(lexer kind, digits a chunk at most) of a built-in pattern, --digits variant or the superword
+    split (the pattern a run names: SUPERWORD_PATTERN, counted line by line), else None."""
+    if pattern == SUPERWORD_PATTERN:
+        return SUPERWORD, 3
     known = digit_groups(pattern)
     if known is None:
         return None
@@ -223,6 +227,97 @@ def gpt4o_starts(bits, low, folded, char_docs, group, out):
     return k
 
 
+# The superword split's classes of a character (superword.py's LETTER_ ... EDGE_).
+SW_LETTER, SW_DIGIT, SW_SYMBOL, SW_SPACE, SW_CR, SW_NL, SW_OTHER_WS, SW_EDGE = range(8)
+
+
+@kernel
+def superword_starts(bits, low, char_docs, start, out):
+    r"""Chunk starts of the superword split line by line (patterns.SUPERWORD_LINES_PATTERN: the rules
+    of superword.py's docstring, which superword._starts applies with numpy) over each document, into
+    out; start: scratch of a bool per character, all False. Returns how many."""
+    n = len(start)
+    cls = np.empty(n + 2, np.uint8)  # each character's class, then two of SW_EDGE (read past the last)
+    for i in range(n):
+        b = bits[i]
+        x = low[i]
+        if b & LETTER:
+            cls[i] = SW_LETTER
+        elif b & NUMBER:
+            cls[i] = SW_DIGIT
+        elif b & SPACE:
+            cls[i] = SW_SPACE if x == 32 else SW_CR if x == 13 else SW_NL if x == 10 else SW_OTHER_WS
+        else:
+            cls[i] = SW_SYMBOL
+    cls[n] = SW_EDGE
+    cls[n + 1] = SW_EDGE
+    for d in range(len(char_docs) - 1):
+        f = char_docs[d]
+        e = char_docs[d + 1]
+        if e > f:
+            _superword_document(cls, f, e, start)
+    k = 0
+    for i in range(n):
+        if start[i]:
+            out[k] = i
+            k += 1
+            start[i] = False
+    return k
+
+
+@helper
+def _superword_document(cls, f, e, start):
+    """Mark the chunk starts of one document, characters [f, e) (e > f) of cls."""
+    saved = cls[e]  # the document's end reads as SW_EDGE (the next document's first class is put back)
+    saved2 = cls[e + 1]
+    cls[e] = SW_EDGE
+    cls[e + 1] = SW_EDGE
+    start[f] = True
+    prev = SW_EDGE
+    digits = 0  # the run of digits so far
+    i = f
+    while i < e:
+        c = cls[i]
+        if prev == SW_NL:
+            start[i] = True
+        if c == SW_DIGIT:  # a chunk every three digits from the run's start, and one after the run
+            if digits % 3 == 0:
+                start[i] = True
+            digits += 1
+        elif digits:
+            start[i] = True
+            digits = 0
+        if c == SW_SYMBOL and prev != SW_SYMBOL and cls[i + 1] == SW_SYMBOL:
+            start[i - 1 if prev == SW_SPACE else i] = True  # two or more symbols, a space before them
+            j = i + 2
+            while cls[j] == SW_SYMBOL:
+                j += 1
+            while cls[j] == SW_CR:  # the carriage returns after them
+                j += 1
+            if cls[j] == SW_NL:  # and one line feed
+                j += 1
+            if j < e:
+                start[j] = True
+        elif c == SW_SPACE and prev != SW_SPACE:  # a run of spaces [i, last]
+            last = i
+            while cls[last + 1] == SW_SPACE:
+                last += 1
+            after = cls[last + 1]
+            after2 = cls[last + 2] if after != SW_EDGE else SW_EDGE
+            several = last > i
+            to_whitespace = after == SW_EDGE or after == SW_CR or after == SW_NL or after == SW_OTHER_WS
+            if to_whitespace or several:
+                start[i] = True
+            if to_whitespace and after != SW_EDGE:
+                start[last + 1] = True
+            if not to_whitespace and not (after == SW_SYMBOL and after2 == SW_SYMBOL) and several:
+                start[last] = True
+        prev = c
+        i += 1
+    cls[e] = saved
+    cls[e + 1] = saved2
+
+
 @helper
 def _is_class(b, cls):
     """Letter (cls 0), number (1) or other symbol (2: neither, nor whitespace)."""
@@ -332,14 +427,19 @@ def chunk_starts(kind: int, group: int, bits, low, folded, char_docs, out) -> in
         return gpt2_starts(bits, low, char_docs, group, out)
     if kind == 1:
         return gpt4_starts(bits, low, folded, char_docs, group, out)
+    if kind == SUPERWORD:
+        return superword_starts(bits, low, char_docs, np.zeros(len(out), np.bool_), out)
     return gpt4o_starts(bits, low, folded, char_docs, group, out)
 
 
-# Under --jit auto the numba lexer splits GPT-4o's pieces only: numpy's lexers split all of GPT-2's and
-# GPT-4's (UTF-8 too) nearly as fast, so numba's start (about 1 s of CPU and 140 MB in the parent) did
-# not pay on realmix; GPT-4o's pieces that are not ASCII went to `regex` one by one (BENCHMARKS 22).
+# Under --jit auto the numba lexer splits GPT-4o's pieces and the superword split's text only: numpy's
+# lexers split all of GPT-2's and GPT-4's (UTF-8 too) nearly as fast, so numba's start (about 1 s of
+# CPU and 140 MB in the parent) did not pay on realmix; GPT-4o's pieces that are not ASCII went to
+# `regex` one by one (BENCHMARKS 22), and numpy's superword split took 4 of a worker's 10 s of CPU on
+# realmix (BENCHMARKS 25; below SUPERWORD_JIT_MIN_BYTES of text it stays numpy's: pipeline/count.py).
 # --jit on uses it for every built-in pattern.
-AUTO_KINDS = (KINDS["gpt4o"],)
+AUTO_KINDS = (KINDS["gpt4o"], SUPERWORD)
+SUPERWORD_JIT_MIN_BYTES = 64 * 10**6
 
 
 def _wanted(pattern: str, mode: str) -> bool:

@@ -24,6 +24,7 @@ import functools
 
 import numpy as np
 
+from . import jit_lexer
 from .lexer import BREAK, DIGIT, LETTER, SPACE, TAB, code_point_tables, decode_utf8, mark_digit_groups
 from .pieces import BatchCounter, _buffers
 
@@ -113,6 +114,10 @@ class SuperwordCounter(BatchCounter):
 
     compact_rows = 2_000_000
 
+    def __init__(self, use_jit: bool = False) -> None:
+        super().__init__()
+        self._use_jit = use_jit  # the numba lexer finds the chunks (jit_lexer.superword_starts)
+
     def add(self, texts) -> None:
         """Add the chunks of texts (a string array), a window of texts at a time."""
         offsets, data = _buffers(texts)
@@ -120,11 +125,17 @@ class SuperwordCounter(BatchCounter):
         while first < len(offsets) - 1:
             last = max(int(np.searchsorted(offsets, offsets[first] + _WINDOW, "right")) - 1, first + 1)
             part = data[offsets[first]:offsets[last]]
-            starts = superword_chunk_starts(part, offsets[first:last + 1] - offsets[first])
             if len(part):
-                self._held.add(part, np.append(starts, len(part)))
+                self._held.add(part, self._bounds(part, offsets[first:last + 1] - offsets[first]))
             first = last
         self._added()
+
+    def _bounds(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """Bounds of the chunks of the texts data[offsets[i]:offsets[i + 1]]: numpy's, or the numba lexer's."""
+        if self._use_jit:
+            bounds = jit_lexer.chunk_bounds(data, offsets, jit_lexer.SUPERWORD, 0, jit_lexer.char_tables())
+            return bounds.astype(np.int64)
+        return np.append(superword_chunk_starts(data, offsets), len(data))
 
     def chunk_counts(self):
         """The chunk counts of everything added (and the counter is emptied)."""

@@ -17,12 +17,13 @@ from reference import count_with
 
 from parbpe.config import TrainConfig
 from parbpe.io.plan import plan
-from parbpe.patterns import PATTERNS, with_digits
+from parbpe.patterns import PATTERNS, SUPERWORD_LINES_PATTERN, SUPERWORD_PATTERN, with_digits
 
 pytest.importorskip("numba")
 
 from parbpe.count import jit_lexer  # noqa: E402  (after the skip: its kernels compile with numba)
 from parbpe.count.pieces import PieceCounter  # noqa: E402
+from parbpe.count.superword import superword_chunk_starts  # noqa: E402
 
 # Each built-in pattern and its --digits variants.
 PATTERN_VARIANTS = {name: PATTERNS[name] for name in ("gpt2", "gpt4", "gpt4o")}
@@ -116,6 +117,48 @@ def test_real_text_equals_regex(shared_data, name):
     assert jit_chunks(documents, pattern) == regex_chunks(documents, pattern)
 
 
+def superword_documents(documents: list[str]) -> list[str]:
+    """The documents the superword split's lexers take: those holding "\r/" go to `regex` (counter.py)."""
+    return [d for d in documents if "\r/" not in d]
+
+
+def test_superword_tricky_strings_alone_equal_regex():
+    for text in superword_documents(TRICKY + ["a  !!\r\r\nb", " ..\n", "12345 678", "x   y", "  ", "a ..b"]):
+        assert jit_chunks([text], SUPERWORD_PATTERN) == regex_chunks([text], SUPERWORD_LINES_PATTERN), text
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_superword_random_text_of_every_category_equals_regex(seed):
+    rng = random.Random(seed)
+    documents = superword_documents([random_text(rng, rng.randint(0, 80)) for _ in range(400)])
+    assert jit_chunks(documents, SUPERWORD_PATTERN) == regex_chunks(documents, SUPERWORD_LINES_PATTERN)
+    assert jit_chunks(documents, SUPERWORD_PATTERN) == numpy_superword_chunks(documents)
+
+
+def numpy_superword_chunks(documents: list[str]) -> list[str]:
+    """superword.py's numpy split, for the kernel's comparison on what `regex` is too slow for."""
+    encoded = [d.encode() for d in documents]
+    data = np.frombuffer(b"".join(encoded), np.uint8)
+    starts = superword_chunk_starts(data, np.cumsum([0] + [len(e) for e in encoded]).astype(np.int64)).tolist()
+    return [data[a:b].tobytes().decode() for a, b in zip(starts, starts[1:] + [len(data)])]
+
+
+@pytest.mark.shared_data
+def test_superword_real_text_equals_regex(shared_data):
+    documents = pq.read_table(shared_data / "realmix" / "heldout.parquet", columns=["text"]).column(0).to_pylist()
+    documents = superword_documents([d for d in documents if d])
+    assert jit_chunks(documents, SUPERWORD_PATTERN) == regex_chunks(documents, SUPERWORD_LINES_PATTERN)
+
+
+def test_a_wrong_superword_rule_is_caught(monkeypatch):
+    """The comparison can fail: with digits read as letters, the superword chunks differ."""
+    bits, canon = jit_lexer.char_tables()
+    bits = bits.copy()
+    bits[ord("0"):ord("9") + 1] = jit_lexer.LETTER
+    monkeypatch.setattr(jit_lexer, "char_tables", lambda: (bits, canon))
+    assert jit_chunks(["abc 12345"], SUPERWORD_PATTERN) != regex_chunks(["abc 12345"], SUPERWORD_LINES_PATTERN)
+
+
 def piece_counts(documents: list[str], pattern: str, use_jit: bool) -> dict[str, int]:
     counter = PieceCounter(pattern, regex.compile(pattern).findall, use_jit=use_jit)
     for start in range(0, len(documents), 50):  # several batches
@@ -201,11 +244,12 @@ def corpus(tmp_path_factory):
     return d
 
 
-@pytest.mark.parametrize("name", ["gpt2", "gpt4", "gpt4o", "gpt4-d1"])
+@pytest.mark.parametrize("name", ["gpt2", "gpt4", "gpt4o", "gpt4-d1", "superword"])
 @pytest.mark.parametrize("workers", [1, 2])
 def test_counts_with_the_jit_on_and_off_are_identical(corpus, tmp_path, monkeypatch, name, workers):
     units = plan([str(corpus)])
-    config = TrainConfig(pattern=PATTERN_VARIANTS[name], special_tokens=(SPECIAL,), workers=workers)
+    config = TrainConfig(pattern=PATTERN_VARIANTS.get(name, SUPERWORD_PATTERN), special_tokens=(SPECIAL,),
+                         workers=workers)
     results = {}
     for mode in ("off", "on"):
         monkeypatch.setenv("PARBPE_JIT", mode)
@@ -233,3 +277,16 @@ def test_a_custom_pattern_is_never_the_numba_lexers(monkeypatch):
     assert ShardCounter(TrainConfig(pattern=r"\w+|\s+|."), "/nonexistent", "t").pieces is None  # custom: regex
     assert not jit_lexer.jit_would_count(r"\w+|\s+|.")
     assert "numba" in sys.modules
+
+
+@pytest.mark.parametrize(("mode", "text_bytes", "numba"), [
+    ("auto", jit_lexer.SUPERWORD_JIT_MIN_BYTES - 1, False), ("auto", jit_lexer.SUPERWORD_JIT_MIN_BYTES, True),
+    ("on", 1, True), ("off", 10**12, False)])
+def test_the_superword_split_is_numbas_from_enough_text_under_auto(monkeypatch, mode, text_bytes, numba):
+    """Under auto the superword split takes the numba lexer when there is enough text to repay numba's start."""
+    from parbpe.count.counter import ShardCounter
+    from parbpe.pipeline.count import jit_fits
+
+    monkeypatch.setenv("PARBPE_JIT", mode)
+    assert jit_fits(10**11, 2, 10**8, 10**6, SUPERWORD_PATTERN, text_bytes) == numba
+    assert ShardCounter(TrainConfig(pattern="superword"), "/nonexistent", "t").pieces._use_jit == (mode != "off")
