@@ -88,6 +88,9 @@ def main(argv: list[str] | None = None) -> None:
     curve = sub.add_parser("curve", help="the groups' counts summed in order; Heaps' law fitted")
     curve.add_argument("--out-dir", required=True)
     curve.add_argument("--json", required=True)
+    curve.add_argument("--subtract", type=int, default=0,
+                       help="also fit V minus this many chunks (a resampled source's own), from --subtract-from bytes")
+    curve.add_argument("--subtract-from", type=float, default=0.0)
     runs = sub.add_parser("runs", help="each group's counts as a run file (a Ray count task's output)")
     runs.add_argument("--out-dir", required=True, help="the groups' counts (count's --out-dir)")
     runs.add_argument("--to", required=True)
@@ -103,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "count":
         count_groups(args.inputs, args.out_dir, args.per, args.keep_runs)
     elif args.command == "curve":
-        _dump(args.json, growth_curve(args.out_dir))
+        _dump(args.json, growth_curve(args.out_dir, args.subtract, args.subtract_from))
     elif args.command == "runs":
         write_group_runs(args.out_dir, args.to)
     elif args.command == "reduce":
@@ -246,8 +249,9 @@ def read_group(name: str) -> pa.Table:
     return pa.table({"chunk": table.column("chunk").cast(pa.string()), "count": table.column("count")}, schema=SCHEMA)
 
 
-def growth_curve(out_dir: str) -> dict:
-    """Cumulative counts over the groups in order, a row per prefix, and Heaps' law fitted to each column."""
+def growth_curve(out_dir: str, subtract: int = 0, subtract_from: float = 0.0) -> dict:
+    """Cumulative counts over the groups in order, a row per prefix, and Heaps' law fitted to each column
+    (and to the distinct chunks less `subtract`, on the prefixes of at least subtract_from bytes)."""
     rows, groups, total = [], [], SCHEMA.empty_table()
     text_bytes = documents = 0
     for name in group_names(out_dir):
@@ -260,7 +264,11 @@ def growth_curve(out_dir: str) -> dict:
         documents += record["stats"]["documents"]
         rows.append({"text_bytes": text_bytes, "documents": documents, **table_row(total)})
         print(f"{len(rows)}: {text_bytes / 1e9:.3f} GB, {rows[-1]['distinct'][1]:,} distinct", flush=True)
-    return {"out_dir": out_dir, "groups": groups, "prefixes": rows, "fits": fit_all(rows),
+    fits = fit_all(rows)
+    if subtract:
+        points = [(r["text_bytes"], r["distinct"][1] - subtract) for r in rows if r["text_bytes"] >= subtract_from]
+        fits[f"distinct-{subtract}"] = heaps_fit(*zip(*points))
+    return {"out_dir": out_dir, "groups": groups, "prefixes": rows, "fits": fits,
             "collapse": collapse(rows), "backtest": backtest(rows),
             "whole": {"arrow_bytes_per_row": total.nbytes / max(total.num_rows, 1)}}
 
@@ -329,15 +337,16 @@ def table_row(table: pa.Table, cutoffs: tuple[int, ...] | list[int] = CUTOFFS) -
 
 def heaps_fit(n: list[float], v: list[float]) -> dict:
     """V = K * n^beta by least squares on log10: K, beta, R^2, each point's residual (log10 of measured /
-    fitted) and the local slope between the last two points."""
+    fitted), the local slopes between neighbouring points (in the order given) and the last of them."""
     x, y = np.log10(np.asarray(n, float)), np.log10(np.asarray(v, float))
     beta, log_k = np.polyfit(x, y, 1)
     residuals = y - (log_k + beta * x)
     r2 = 1 - float((residuals ** 2).sum()) / max(float(((y - y.mean()) ** 2).sum()), 1e-300)
-    last = float((y[-1] - y[-2]) / (x[-1] - x[-2])) if len(x) > 1 else float("nan")
+    slopes = [round(float(s), 4) for s in np.diff(y) / np.diff(x)]
     return {"K": float(10 ** log_k), "beta": float(beta), "r2": r2,
             "max_abs_residual_log10": float(abs(residuals).max()),
-            "residuals_log10": [round(float(r), 4) for r in residuals], "last_slope": last}
+            "residuals_log10": [round(float(r), 4) for r in residuals], "local_slopes": slopes,
+            "last_slope": slopes[-1] if slopes else float("nan")}
 
 
 def fit_all(rows: list[dict]) -> dict:
@@ -399,6 +408,7 @@ def measure_reduce(runs_dir: str) -> dict:
 
 FIGURES = ("distinct", "table_tokens", "table_chunks", "chunk_bytes")
 ANCHOR_GRID = (10, 12, 15, 20, 25, 30, 40, 50, 60, 80, 100, 150, 200, 300, 500, 1000)
+SLOPES = (0.64, 0.66, 0.70, 0.73)  # steeper slopes of F past the counts file, for the head's need
 HEAD_GRID = (10, 12, 15, 20, 25, 30, 40, 50, 60, 80, 100, 120, 150, 200, 250, 300, 400, 500, 700, 1000, 2000)
 
 
@@ -419,7 +429,7 @@ def anchor_fits(anchor: dict) -> dict:
     fits = {}
     for key in FIGURES:
         for name, top in (("top_decade", 100), ("two_decades", 1000)):
-            grid = [c for c in ANCHOR_GRID if c <= top]
+            grid = [c for c in reversed(ANCHOR_GRID) if c <= top]  # m = 1 GB / c ascending
             fits[f"{key}:{name}"] = heaps_fit([FINEWEB_ANCHOR_BYTES / c for c in grid], [anchor[key][c] for c in grid])
     return fits
 
@@ -475,7 +485,7 @@ def head_plan(anchor: dict, fits: dict) -> dict:
         f = {key: fineweb_at(anchor, fits, key, c) for key in FIGURES}
         rows[c] = {**f, **head_need(f), "merge_seconds": f["table_tokens"] * MERGE_SECONDS_PER_TOKEN,
                    "extrapolated": FINEWEB_TEXT_BYTES / c > FINEWEB_ANCHOR_BYTES / 10,
-                   "beta_limit": beta_limit(anchor, c)}
+                   "beta_limit": beta_limit(anchor, c), "need_at_slope": need_at_slopes(anchor, c)}
     fitting = [c for c in HEAD_GRID if rows[c]["need_bytes"] <= HEAD_BUDGET]
     return {"by_cutoff": rows, "smallest_cutoff_that_fits": fitting[0] if fitting else None}
 
@@ -489,6 +499,13 @@ def head_need(f: dict) -> dict:
     measured = MERGE_BYTES_PER_TOKEN_MEASURED * f["table_tokens"]
     return {"training_chunk_arrays": arrays, "merge_estimate": measured, "merge_estimate_model": model,
             "need_bytes": HEAD_BASE_RSS + arrays + measured, "need_bytes_model": HEAD_BASE_RSS + arrays + model}
+
+
+def need_at_slopes(anchor: dict, c: float) -> dict:
+    """The head's need at cutoff c if F's slope from the counts file's top (100 MB) on were each of SLOPES."""
+    scale = FINEWEB_TEXT_BYTES / c / (FINEWEB_ANCHOR_BYTES / 10)
+    return {beta: head_need({key: anchor[key][10] * scale ** beta for key in FIGURES})["need_bytes"]
+            for beta in SLOPES} if scale > 1 else {}
 
 
 def beta_limit(anchor: dict, c: float) -> float | None:
