@@ -502,10 +502,14 @@ def head_need(f: dict) -> dict:
 
 
 def need_at_slopes(anchor: dict, c: float) -> dict:
-    """The head's need at cutoff c if F's slope from the counts file's top (100 MB) on were each of SLOPES."""
+    """The head's need (and table tokens) at cutoff c if F's slope from the counts file's top (100 MB) on
+    were each of SLOPES."""
     scale = FINEWEB_TEXT_BYTES / c / (FINEWEB_ANCHOR_BYTES / 10)
-    return {beta: head_need({key: anchor[key][10] * scale ** beta for key in FIGURES})["need_bytes"]
-            for beta in SLOPES} if scale > 1 else {}
+    out = {}
+    for beta in SLOPES if scale > 1 else ():
+        f = {key: anchor[key][10] * scale ** beta for key in FIGURES}
+        out[beta] = {"need_bytes": head_need(f)["need_bytes"], "table_tokens": f["table_tokens"]}
+    return out
 
 
 def beta_limit(anchor: dict, c: float) -> float | None:
