@@ -64,7 +64,7 @@ NODE_CORES = 16
 NODE_MEMORY = 64e9
 NODE_BUDGET = 48e9  # `ray start --memory` and --memory-budget per node, as docs/SCALE.md's config sets it
 HEAD_BUDGET = 60e9  # the 64 GB head node's --memory-budget, 4 GB left to the system and Ray's own processes
-HEAD_BASE_RSS = 0.5e9  # the driver before the merge stage (Ray shut down): a few hundred MB (BENCHMARKS 10)
+HEAD_BASE_RSS = 0.5e9  # assumed: above M6's 133 MB before the merge stage and the Ray driver's 0.23 GB (BENCHMARKS 7)
 NODES = (1, 8, 32, 128)
 TASKS_PER_CPU = 4  # count/on_ray.py: count tasks per cluster CPU
 RAY_OBJECT_STORE_SHARE = 0.3  # Ray's default object store: 30% of a node's memory
@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> None:
     reduce.add_argument("--runs", required=True, help="a directory of run files (runs --to, or count --keep-runs)")
     reduce.add_argument("--json", required=True)
     plan = sub.add_parser("plan", help="FineWeb-Edu in full from the measured figures")
-    plan.add_argument("--curve", action="append", required=True, help="curve JSON (realmix's first)")
+    plan.add_argument("--curve", action="append", required=True,
+                      help="curve JSON of a family whose V_1 / V_10 and bytes a row stand in for FineWeb's")
     plan.add_argument("--reduce", action="append", required=True, help="reduce JSON (several: a line is fitted)")
     plan.add_argument("--fineweb", required=True, help="the FineWeb-Edu counts CSV (cutoff 10)")
     plan.add_argument("--json")
@@ -113,6 +114,11 @@ def main(argv: list[str] | None = None) -> None:
         _dump(args.json, measure_reduce(args.runs))
     else:
         _dump(args.json, fineweb_plan(args.curve, args.reduce, args.fineweb))
+
+
+def _load(path: str) -> dict:
+    with open(path) as f:
+        return json.load(f)
 
 
 def _dump(path: str | None, result: dict) -> None:
@@ -162,7 +168,8 @@ def count_one(files: list[str], name: str, keep_runs: bool) -> dict:
               "run_files": sampler.run_files, "run_bytes": sampler.run_bytes}
     with open(name + ".json", "w") as f:
         json.dump(record, f, indent=1)
-    os.rmdir(tmp) if not os.listdir(tmp) else None
+    if not os.listdir(tmp):
+        os.rmdir(tmp)
     return record
 
 
@@ -449,8 +456,7 @@ def reduce_model(paths: list[str]) -> dict:
     reduce measurements), and its input MB/s (the median)."""
     runs = []
     for path in paths:
-        with open(path) as f:
-            runs.append({k: v for k, v in json.load(f).items() if k != "partitions"})
+        runs.append({k: v for k, v in _load(path).items() if k != "partitions"})
     x = [r["partition_input_bytes"] for r in runs]
     slope, fixed = np.polyfit(x, [r["peak_above_start"] for r in runs], 1) if len(runs) > 1 else (3.0, 0.0)
     return {"slope": float(slope), "fixed": float(fixed), "measurements": runs,
@@ -460,7 +466,7 @@ def reduce_model(paths: list[str]) -> dict:
 def fineweb_plan(curve_paths: list[str], reduce_paths: list[str], fineweb_csv: str) -> dict:
     """Every figure of SCALE.md's FineWeb-Edu plan; what FineWeb's counts file cannot say (chunks seen
     fewer than 10 times) from each measured family in turn."""
-    curves = {os.path.basename(p).rsplit(".", 1)[0]: json.load(open(p)) for p in curve_paths}
+    curves = {os.path.basename(p).rsplit(".", 1)[0]: _load(p) for p in curve_paths}
     reduce = reduce_model(reduce_paths)
     anchor = fineweb_anchor(fineweb_csv)
     fits = anchor_fits(anchor)
