@@ -17,6 +17,7 @@ for each cutoff c, the distinct chunks seen at least c times, their bytes and th
 make (chunks of more than one byte, their bytes); then Heaps' law V = K * n^beta fitted to each
 (least squares on log10 V against log10 n: K, beta, R^2, residuals), and two checks of the plan's
 method (collapse, backtest).
+objects: one Ray count task's partitions, their bytes in the object store against their Arrow bytes.
 runs: each group's counts as a run file (what a Ray count task returns for that text: its counts
 cut into the hash partitions). reduce: run files reduced partition by partition by count/reduce.py's
 reduce_runs in this process, its RSS sampled: the peak above the start per byte of a partition's input.
@@ -97,6 +98,8 @@ def main(argv: list[str] | None = None) -> None:
     reduce = sub.add_parser("reduce", help="run files reduced partition by partition, RSS sampled")
     reduce.add_argument("--runs", required=True, help="a directory of run files (runs --to, or count --keep-runs)")
     reduce.add_argument("--json", required=True)
+    objects = sub.add_parser("objects", help="one Ray count task's partitions: object store bytes against Arrow's")
+    objects.add_argument("inputs", nargs="+")
     plan = sub.add_parser("plan", help="FineWeb-Edu in full from the measured figures")
     plan.add_argument("--curve", action="append", required=True,
                       help="curve JSON of a family whose V_1 / V_10 and bytes a row stand in for FineWeb's")
@@ -112,6 +115,8 @@ def main(argv: list[str] | None = None) -> None:
         write_group_runs(args.out_dir, args.to)
     elif args.command == "reduce":
         _dump(args.json, measure_reduce(args.runs))
+    elif args.command == "objects":
+        _dump(None, task_objects(args.inputs))
     else:
         _dump(args.json, fineweb_plan(args.curve, args.reduce, args.fineweb))
 
@@ -403,6 +408,29 @@ def measure_reduce(runs_dir: str) -> dict:
             "seconds": seconds, "input_MB_per_s": run_bytes / 1e6 / seconds,
             "reduced_rows": sum(p["rows"] for p in parts), "reduced_arrow_bytes": sum(p["arrow_bytes"] for p in parts),
             "partitions": [{**part, "peak_above_start": a} for part, a in zip(parts, above)]}
+
+
+def task_objects(inputs: list[str]) -> dict:
+    """count/on_ray.py's count_task over the inputs' units as one task on a local Ray instance (1 CPU):
+    its partitions' bytes in the object store (ray.experimental.get_object_locations) and as Arrow."""
+    import ray
+    from ray.experimental import get_object_locations
+
+    from parbpe.config import TrainConfig
+    from parbpe.count.on_ray import count_task
+
+    config = TrainConfig(vocab_size=300, special_tokens=(SPECIAL,), workers=1)
+    ray.init(num_cpus=1, include_dashboard=False)
+    try:
+        refs = ray.remote(count_task).options(num_returns=1 + N_PARTITIONS).remote(plan_units(inputs), config, None)
+        read = ray.get(refs[0])["read"]
+        parts = ray.get(refs[1:])
+        stored = sum(v["object_size"] for v in get_object_locations(list(refs[1:])).values())
+    finally:
+        ray.shutdown()
+    rows, arrow = sum(p.num_rows for p in parts), sum(p.nbytes for p in parts)
+    return {"text_bytes": read.bytes, "rows": rows, "arrow_bytes": arrow, "object_store_bytes": stored,
+            "object_bytes_per_row": stored / rows, "arrow_bytes_per_row": arrow / rows}
 
 
 # ---- plan ----------------------------------------------------------------------------------------
