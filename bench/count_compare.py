@@ -32,7 +32,8 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def count_once(tree: str, files: list[str], pattern: str, workers: int, budget: str | None, out: str) -> dict:
     """One `parbpe count` with parbpe imported from tree: count seconds, MB, spills and the file's SHA-256."""
     stats = out + ".json"
-    cmd = [sys.executable, "-m", "parbpe.cli", "count", *files, "--out", out, "--workers", str(workers),
+    # -P: without it `python -m` imports the parbpe of the working directory, whatever PYTHONPATH says.
+    cmd = [sys.executable, "-P", "-m", "parbpe.cli", "count", *files, "--out", out, "--workers", str(workers),
            "--progress", "none", "--pattern", pattern, "--special-tokens", "<|endoftext|>", "--stats", stats]
     if budget:
         cmd += ["--memory-budget", budget]

@@ -153,9 +153,9 @@ def count_one(files: list[str], name: str, keep_runs: bool) -> dict:
     """`parbpe count` of files into NAME.parquet, sampled; NAME.json holds what was measured."""
     tmp = name + ".tmp"
     os.makedirs(tmp, exist_ok=True)
-    command = ["nice", "-n", "10", sys.executable, "-m", "parbpe.cli", "count", *files, "--out", name + ".parquet",
-               "--workers", "1", "--special-tokens", SPECIAL, "--progress", "jsonl", "--stats", name + ".stats.json",
-               "--tmp-dir", tmp]
+    command = ["nice", "-n", "10", sys.executable, "-P", "-m", "parbpe.cli", "count", *files,
+               "--out", name + ".parquet", "--workers", "1", "--special-tokens", SPECIAL, "--progress", "jsonl",
+               "--stats", name + ".stats.json", "--tmp-dir", tmp]
     started = time.time()
     tree = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": tree})

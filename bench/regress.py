@@ -73,7 +73,9 @@ def run_tree(tree: str, args: list[str], out: str, cold_jit: bool = False, jit: 
         args = [*args, "--jit", jit]
     if cold_jit:
         env["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(dir=os.path.dirname(out))
-    cmd = [sys.executable, "-m", "parbpe.cli", "train", *args, "--progress", "none", "--out", out]
+    # -P: `python -m` puts the working directory first on sys.path, which would import the checkout the
+    # command is run from for both trees; PYTHONPATH alone picks the tree.
+    cmd = [sys.executable, "-P", "-m", "parbpe.cli", "train", *args, "--progress", "none", "--out", out]
     start = time.perf_counter()
     done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     wall = time.perf_counter() - start
