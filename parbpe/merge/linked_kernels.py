@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import jit
-from ..jit import kernel
+from ..jit import helper, kernel
 
 # In auto mode the kernels run on tables of at least this many tokens (a merge worker's slice counts
 # on its own): below, importing numba and loading the kernels (about 1 s) costs more than they save.
@@ -145,38 +145,68 @@ def sum_by_key(keys: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, np.nda
 
 @kernel
 def _sums(keys, deltas):
-    """Unique keys and their non-zero sums, unsorted, from a hash table grown as keys come."""
+    """Unique keys and their non-zero sums, unsorted, from a hash table first sized for half the keys
+    distinct (realmix: 7% are; grown from 1,024 slots as keys came, the table placed most keys again
+    several times) and doubled past half full."""
     bits = 10
+    while (1 << bits) < len(keys) // 2:
+        bits += 1
     table = np.full((1 << bits, 2), -1, dtype=np.int64)  # (key, sum); key -1: empty (keys are >= 0)
     used = 0
-    for i in range(len(keys)):
-        if 2 * (used + 1) > len(table):
-            old = table
-            bits += 2
-            table = np.full((1 << bits, 2), -1, dtype=np.int64)
-            for j in range(len(old)):
-                key = old[j, 0]
-                if key >= 0:
-                    at = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - bits))
-                    while table[at, 0] >= 0:
-                        at = (at + 1) & (len(table) - 1)
-                    table[at, 0], table[at, 1] = key, old[j, 1]
-        key = keys[i]
-        at = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - bits))
-        while table[at, 0] >= 0 and table[at, 0] != key:
-            at = (at + 1) & (len(table) - 1)
-        if table[at, 0] < 0:
-            table[at, 0], table[at, 1] = key, 0
-            used += 1
-        table[at, 1] += deltas[i]
+    done = 0
+    while done < len(keys):
+        done, used = _sums_fill(keys, deltas, done, table, bits, used)
+        if done < len(keys):
+            table = _sums_grown(table, bits + 1)
+            bits += 1
     out_keys = np.empty(used, dtype=np.int64)
     out_sums = np.empty(used, dtype=np.int64)
     k = 0
     for j in range(len(table)):
         if table[j, 0] >= 0 and table[j, 1] != 0:
-            out_keys[k], out_sums[k] = table[j, 0], table[j, 1]
+            out_keys[k] = table[j, 0]
+            out_sums[k] = table[j, 1]
             k += 1
     return out_keys[:k], out_sums[:k]
+
+
+@helper
+def _sums_fill(keys, deltas, first, table, bits, used):
+    """Add keys[first:] to the table until it is half full; returns (keys done, slots used)."""
+    half = len(table) // 2
+    for i in range(first, len(keys)):
+        if used >= half:
+            return i, used
+        key = keys[i]
+        at = _sums_slot(table, bits, key)
+        if table[at, 0] < 0:
+            table[at, 0] = key
+            table[at, 1] = 0
+            used += 1
+        table[at, 1] += deltas[i]
+    return len(keys), used
+
+
+@helper
+def _sums_slot(table, bits, key):
+    """key's slot in a table of 2**bits (key, sum) slots: its own, or the empty one where it goes."""
+    mask = (np.int64(1) << bits) - 1
+    at = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - bits))
+    while table[at, 0] >= 0 and table[at, 0] != key:
+        at = (at + 1) & mask
+    return at
+
+
+@helper
+def _sums_grown(table, bits):
+    """The (key, sum) table placed again in 2**bits slots."""
+    bigger = np.full((np.int64(1) << bits, 2), -1, dtype=np.int64)
+    for j in range(len(table)):
+        if table[j, 0] >= 0:
+            at = _sums_slot(bigger, bits, table[j, 0])
+            bigger[at, 0] = table[j, 0]
+            bigger[at, 1] = table[j, 1]
+    return bigger
 
 
 @kernel
