@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -63,6 +62,7 @@ class Counted:
 
     chunks: TrainingChunks
     stats: dict[str, Any]
+    superword: Counted | None = None  # SuperBPE: the same text counted with the superword split
 
 
 def count_stage(ctx: RunContext, units: list[WorkUnit] | TextStream, config: TrainConfig | None = None,
@@ -188,17 +188,14 @@ def jit_fits(budget: int, workers: int, in_use: int, unit_bytes: int, pattern: s
     """Whether the numba lexer may split the text: always with --jit on; with auto, when numba is
     there and its weight (JIT_RSS a process, as count_layout reckons starts) leaves as many counting
     shards as the numpy path has (under a tight budget, two numpy shards count faster than one with
-    numba), and for the superword split, when there is SUPERWORD_JIT_MIN_BYTES of text to repay its
-    start or numba is loaded already (SuperBPE's stage 1 merged with it: in_use holds its weight)."""
+    numba), and for the superword split, when there is SUPERWORD_JIT_MIN_BYTES of text to repay its start."""
     if not jit_would_count(pattern):
         return False
     if jit.mode() == "on":
         return True
-    loaded = "numba" in sys.modules
-    if pattern == SUPERWORD_PATTERN and text_bytes < SUPERWORD_JIT_MIN_BYTES and not loaded:
+    if pattern == SUPERWORD_PATTERN and text_bytes < SUPERWORD_JIT_MIN_BYTES:
         return False
-    weight = 0 if loaded else JIT_RSS
-    numpy_layout, jit_layout = (_layout_or_none(budget, workers, in_use + extra, unit_bytes) for extra in (0, weight))
+    numpy_layout, jit_layout = (_layout_or_none(budget, workers, in_use + extra, unit_bytes) for extra in (0, JIT_RSS))
     return jit_layout is not None and (numpy_layout is None or jit_layout.shards >= numpy_layout.shards)
 
 

@@ -103,18 +103,17 @@ class SuperBpe(Bpe):
     stage2_run: RunDirectory | None = None
 
     def count(self, ctx: RunContext, job: Inputs) -> Counted:
-        """The chunks of the run's split (stage 2 counts the superword split after stage 1's merges)."""
+        """The chunks of the run's split, then those of the superword split (counted.superword)."""
         counted = super().count(ctx, job)
         self.stage2_run = ctx.run.stage2() if ctx.run is not None else None
+        counted.superword = superword_count_stage(ctx, job.units, self.stage2_run)
         return counted
 
     def build(self, ctx: RunContext, job: Inputs, counted: Counted, n_merges: int | None = None) -> Built:
-        """Stage 1 to the transition, then stage 2: the text counted with the superword split (after
-        stage 1's merges, which load numba when their table is large: its counting kernel then costs no
-        start of its own), the superword table encoded with stage 1's merges (in its rounds' batches)
-        and merged on to the full vocabulary under SuperBPE's rule."""
+        """Stage 1 to the transition, then stage 2: the superword table encoded with stage 1's merges
+        (in its rounds' batches) and merged on to the full vocabulary under SuperBPE's rule."""
         stage1 = super().build(ctx, job, counted, ctx.config.transition_merges)
-        chunks: TrainingChunks = superword_count_stage(ctx, job.units, self.stage2_run).chunks
+        chunks: TrainingChunks = counted.superword.chunks
         stats = {"transition_merges": ctx.config.transition_merges, "chunks": chunks.total_chunks,
                  "unique_chunks": chunks.unique_chunks, "training_chunks": len(chunks),
                  "dropped_by_freq_cutoff": chunks.dropped_by_cutoff}

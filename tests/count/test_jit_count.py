@@ -279,18 +279,14 @@ def test_a_custom_pattern_is_never_the_numba_lexers(monkeypatch):
     assert "numba" in sys.modules
 
 
-@pytest.mark.parametrize(("mode", "text_bytes", "loaded", "numba"), [
-    ("auto", jit_lexer.SUPERWORD_JIT_MIN_BYTES - 1, False, False),
-    ("auto", jit_lexer.SUPERWORD_JIT_MIN_BYTES, False, True),
-    ("auto", 1, True, True), ("on", 1, False, True), ("off", 10**12, True, False)])
-def test_the_superword_split_is_numbas_from_enough_text_under_auto(monkeypatch, mode, text_bytes, loaded, numba):
-    """Under auto the superword split takes the numba lexer when there is enough text to repay numba's
-    start, or numba is loaded already (SuperBPE's stage 1 merged with it)."""
+@pytest.mark.parametrize(("mode", "text_bytes", "numba"), [
+    ("auto", jit_lexer.SUPERWORD_JIT_MIN_BYTES - 1, False), ("auto", jit_lexer.SUPERWORD_JIT_MIN_BYTES, True),
+    ("on", 1, True), ("off", 10**12, False)])
+def test_the_superword_split_is_numbas_from_enough_text_under_auto(monkeypatch, mode, text_bytes, numba):
+    """Under auto the superword split takes the numba lexer when there is enough text to repay numba's start."""
     from parbpe.count.counter import ShardCounter
     from parbpe.pipeline.count import jit_fits
 
     monkeypatch.setenv("PARBPE_JIT", mode)
-    if not loaded:
-        monkeypatch.delitem(sys.modules, "numba")  # (put back after the test)
     assert jit_fits(10**11, 2, 10**8, 10**6, SUPERWORD_PATTERN, text_bytes) == numba
     assert ShardCounter(TrainConfig(pattern="superword"), "/nonexistent", "t").pieces._use_jit == (mode != "off")
