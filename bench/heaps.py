@@ -33,7 +33,6 @@ import math
 import os
 import subprocess
 import sys
-import threading
 import time
 
 import numpy as np
@@ -49,7 +48,7 @@ from parbpe.count.reduce import reduce_runs  # noqa: E402
 from parbpe.io.counts_files import read_counts  # noqa: E402
 from parbpe.io.plan import plan as plan_units  # noqa: E402
 from parbpe.merge.fit import MERGE_BYTES_PER_CHUNK, MERGE_BYTES_PER_TOKEN  # noqa: E402
-from parbpe.run.memory import PeakSampler, process_rss, tree_rss  # noqa: E402
+from parbpe.run.memory import PeakSampler, process_rss  # noqa: E402
 
 CUTOFFS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 SPECIAL = "<|endoftext|>"
@@ -178,22 +177,24 @@ def count_one(files: list[str], name: str, keep_runs: bool) -> dict:
     return record
 
 
-class RunSampler:
-    """The RSS of a `parbpe count` process tree and the run files in its temporary directory, every
-    0.1 s, by phase: `count` until its progress says every unit is counted, then `finish+reduce` (the
-    last run, then the reduce stage). keep: a directory where each run file is hard-linked as it appears."""
+class RunSampler(PeakSampler):
+    """The RSS of a `parbpe count` process tree (PeakSampler, every 0.1 s) and the run files in its
+    temporary directory, by phase: `count` until its progress says every unit is counted, then
+    `finish+reduce` (the last run, then the reduce stage). keep: a directory where each run file is
+    hard-linked as it appears."""
 
     def __init__(self, pid: int, tmp: str, keep: str | None) -> None:
-        self.pid, self.tmp, self.keep = pid, tmp, keep
-        self.phase = "count"
-        self.peak = 0
-        self.by_phase: dict[str, int] = {}
+        super().__init__(interval=0.1, pid=pid)
+        self.tmp, self.keep = tmp, keep
         self.max_run_bytes = 0
         self.runs: dict[str, int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
         if keep:
             os.makedirs(keep, exist_ok=True)
+        self.stage("count")
+
+    @property
+    def by_phase(self) -> dict[str, int]:
+        return self.by_stage
 
     @property
     def run_files(self) -> int:
@@ -209,12 +210,10 @@ class RunSampler:
         except ValueError:
             return
         if event.get("stage") == "count" and event.get("done") == event.get("total"):
-            self.phase = "finish+reduce"
+            self.stage("finish+reduce")
 
-    def sample(self) -> None:
-        rss = tree_rss(self.pid)
-        self.peak = max(self.peak, rss)
-        self.by_phase[self.phase] = max(self.by_phase.get(self.phase, 0), rss)
+    def sample(self) -> int:
+        rss = super().sample()
         total = 0
         for root, _, names in os.walk(self.tmp):
             for n in names:
@@ -228,6 +227,7 @@ class RunSampler:
                     self.runs[path] = max(self.runs.get(path, 0), size)
                     self._link(path, n)
         self.max_run_bytes = max(self.max_run_bytes, total)
+        return rss
 
     def _link(self, path: str, name: str) -> None:
         if self.keep and not os.path.exists(os.path.join(self.keep, name)):
@@ -235,18 +235,6 @@ class RunSampler:
                 os.link(path, os.path.join(self.keep, name))
             except OSError:
                 pass
-
-    def _loop(self) -> None:
-        while not self._stop.wait(0.1):
-            self.sample()
-
-    def __enter__(self) -> RunSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 # ---- curve ---------------------------------------------------------------------------------------
