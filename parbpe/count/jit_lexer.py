@@ -235,7 +235,7 @@ SW_LETTER, SW_DIGIT, SW_SYMBOL, SW_SPACE, SW_CR, SW_NL, SW_OTHER_WS, SW_EDGE = r
 def superword_starts(bits, low, char_docs, start, out):
     r"""Chunk starts of the superword split line by line (patterns.SUPERWORD_LINES_PATTERN: the rules
     of superword.py's docstring, which superword._starts applies with numpy) over each document, into
-    out; start: scratch of a bool per character, all False. Returns how many."""
+    out; start: a bool per character, all False (left marked). Returns how many."""
     n = len(start)
     cls = np.empty(n + 2, np.uint8)  # each character's class, then two of SW_EDGE (read past the last)
     for i in range(n):
@@ -261,7 +261,6 @@ def superword_starts(bits, low, char_docs, start, out):
         if start[i]:
             out[k] = i
             k += 1
-            start[i] = False
     return k
 
 
