@@ -115,3 +115,25 @@ def test_the_run_log_is_compacted_and_grows_without_losing_runs():
     assert result.merges == reference_train(counts, 100, batched=True, max_batch_size=3)
     engine = result.engine
     assert engine.runs == engine.used - engine.dead == int(engine.run_len.sum()) <= len(engine.tok)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_prefers_runs_decides_as_the_runs_counted_whole(seed, monkeypatch):
+    """prefers_runs' quick reject (tokens equal to the one before, chunk boundaries ignored) never
+    decides otherwise than counting the runs: tables near RUNS_FACTOR, where chunk boundaries between
+    equal tokens are what tips the balance, with small slices so that repeats are counted across them."""
+    from parbpe.merge import runs as runs_module
+
+    monkeypatch.setattr(runs_module, "MIN_RUN_TOKENS", 16)
+    monkeypatch.setattr(runs_module, "SLICE", 37)
+    rng = random.Random(seed)
+    for _ in range(40):
+        run_length = rng.choice([1, 2, 3, 4, 5])
+        chunks = []
+        for _ in range(rng.randint(3, 30)):
+            letters = "".join(rng.choice("ab") * rng.randint(1, 2 * run_length) for _ in range(rng.randint(1, 8)))
+            chunks.append(letters.encode())
+        table = build_table(chunks, [1] * len(chunks), 1024)
+        n = int(table.starts[-1])
+        whole = n >= 16 and runs_module.RUNS_FACTOR * len(runs_module.run_starts(table)) <= n
+        assert prefers_runs(table) == whole
