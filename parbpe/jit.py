@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,6 +27,8 @@ EXTRA_HINT = "the numba JIT needs the fast extra: pip install 'parbpe[fast]'"
 
 _numba: Any = None
 _numba_checked = False
+_lock = threading.RLock()  # numba's import and each kernel's dispatcher are made once, whichever thread asks first
+_preloading: dict[str, threading.Thread] = {}
 
 
 def _check_mode(mode: str) -> str:
@@ -50,12 +53,14 @@ def numba_module() -> Any:
     """numba, or None when it is not installed (imported once, on first use)."""
     global _numba, _numba_checked
     if not _numba_checked:
-        _numba_checked = True
-        try:
-            import numba
-        except ImportError:
-            numba = None
-        _numba = numba
+        with _lock:
+            if not _numba_checked:
+                try:
+                    import numba
+                except ImportError:
+                    numba = None
+                _numba = numba
+                _numba_checked = True  # after _numba: another thread reads the flag without the lock
     return _numba
 
 
@@ -88,6 +93,12 @@ def worth(work: int, at_least: int) -> bool:
     never when off; with auto when numba is installed and work >= at_least, the size from which the
     kernels repay numba's import and loading (about 0.5-1 s and 100 MB a process)."""
     return (mode() == "on" or work >= at_least) and enabled()
+
+
+def would_run(work: int, at_least: int) -> bool:
+    """worth(work, at_least) without importing numba (installed or not is all it looks at)."""
+    current = mode()
+    return current != "off" and (current == "on" or work >= at_least) and installed()
 
 
 @contextlib.contextmanager
@@ -132,10 +143,36 @@ class Kernel:
 
     def __call__(self, *args: Any) -> Any:
         if self._compiled is None:
-            require()
-            _compile_helpers()
-            self._compiled = numba_module().njit(cache=True, nogil=True, **self.options)(self.python)
+            with _lock:
+                if self._compiled is None:
+                    require()
+                    _compile_helpers()
+                    self._compiled = numba_module().njit(cache=True, nogil=True, **self.options)(self.python)
         return self._compiled(*args)
+
+
+def preload(name: str, warm: Callable[[], None]) -> None:
+    """Run warm() (kernel calls on tiny arrays: numba's import and the kernels' loading from the cache,
+    0.5-1 s) in a background thread, once per name in this process, while the caller goes on with work
+    that releases the GIL (numpy, pyarrow). The caller checks would_run first. An error in the thread is
+    dropped: the same kernel called for real raises it where it belongs. settle() waits for the thread."""
+    with _lock:
+        if name in _preloading:
+            return
+        _preloading[name] = thread = threading.Thread(target=_quietly, args=(warm,), name=f"parbpe-jit-{name}",
+                                                      daemon=True)
+    thread.start()
+
+
+def _quietly(warm: Callable[[], None]) -> None:
+    with contextlib.suppress(Exception):
+        warm()
+
+
+def settle() -> None:
+    """Wait for every preload thread: called before a fork, which copies a lock a thread holds as held."""
+    for thread in list(_preloading.values()):
+        thread.join()
 
 
 def kernel(python: Callable | None = None, **options: Any) -> Any:

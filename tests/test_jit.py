@@ -107,3 +107,70 @@ def test_a_kernel_calls_a_helper_compiled_before_it():
     assert _doubled_total.python(values) == 2 * values.sum()  # the helper as plain Python, before compiling
     assert _doubled_total(values) == 2 * values.sum()
     assert hasattr(_doubled, "py_func")  # the module global, compiled in place by the first kernel
+
+
+def test_preload_runs_once_per_name_in_a_thread_and_settle_waits(monkeypatch):
+    import threading
+    import time
+
+    monkeypatch.setattr(jit, "_preloading", {})
+    calls, release = [], threading.Event()
+
+    def warm():
+        calls.append(threading.current_thread().name)
+        release.wait(5)
+        time.sleep(0.05)
+
+    jit.preload("x", warm)
+    jit.preload("x", warm)  # the same name again: nothing more
+    thread = jit._preloading["x"]
+    assert thread.is_alive() and thread is not threading.current_thread()
+    release.set()
+    jit.settle()
+    assert not thread.is_alive() and calls == ["parbpe-jit-x"]
+
+
+def test_a_failing_preload_is_dropped_and_the_fork_context_waits_for_it(monkeypatch):
+    import time
+
+    from parbpe.run.pool import get_context
+
+    monkeypatch.setattr(jit, "_preloading", {})
+
+    def warm():
+        time.sleep(0.3)
+        raise RuntimeError("broken numba")
+
+    jit.preload("broken", warm)
+    get_context("spawn")  # every process start goes through here: it waits for the thread
+    assert not jit._preloading["broken"].is_alive()
+
+
+def test_kernels_asked_from_two_threads_at_once_load_once(monkeypatch):
+    """The main thread calls a kernel while a preload thread loads it: one dispatcher, equal results."""
+    pytest.importorskip("numba")
+    import threading
+
+    monkeypatch.setattr(jit, "_preloading", {})
+    fresh = jit.Kernel(_total.python, {})
+    values = np.arange(10_000, dtype=np.int64)
+    seen = []
+    jit.preload("total", lambda: seen.append(fresh(values)))
+    here = fresh(values)
+    jit.settle()
+    dispatcher = fresh._compiled
+    other = threading.Thread(target=lambda: seen.append(fresh(values)))
+    other.start()
+    other.join()
+    assert seen == [here, here] and here == values.sum() and fresh._compiled is dispatcher
+
+
+def test_would_run_imports_nothing(monkeypatch, no_numba):
+    monkeypatch.setenv(jit.ENV, "auto")
+    assert not jit.would_run(10**9, 1)
+    monkeypatch.setattr(jit, "_numba", object())
+    assert jit.would_run(10, 10) and not jit.would_run(9, 10)
+    monkeypatch.setenv(jit.ENV, "on")
+    assert jit.would_run(1, 10)
+    monkeypatch.setenv(jit.ENV, "off")
+    assert not jit.would_run(10**9, 1)

@@ -10,7 +10,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "parbpe"
 # What each part of parbpe may import (besides itself). Stages come in pipeline order; `run` and
 # `io` serve every stage; `patterns` and `config` are the settings every stage reads.
 ALLOWED = {
-    "run": {"io"},  # the run directory writes through io/atomic
+    "run": {"io", "jit"},  # the run directory writes through io/atomic; a fork waits for the JIT's loading
     "patterns": set(),
     "warnings": set(),  # parbpe's warning categories: any part may warn
     "jit": set(),  # the optional numba JIT: any numeric part may declare kernels

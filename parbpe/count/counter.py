@@ -28,7 +28,7 @@ from ..io.sample import sample_documents, sample_lines
 from ..io.units import WorkUnit
 from ..patterns import SUPERWORD_LINES_PATTERN, SUPERWORD_PATTERN, Splitter, training_pattern
 from ..run.memory import format_size, system_pool, trim_heap, use_system_pool
-from ..run.pool import default_start_method, fault_point, parallel
+from ..run.pool import fault_point, get_context, parallel
 from ..run.run_dir import COUNT_COMMIT_SECONDS, checkpoint_seconds, sync_file, test_stop, write_json
 from .counts_file import counts_file_table
 from .jit_lexer import prepare, uses_jit
@@ -345,9 +345,7 @@ def _count_to_runs(units: list[WorkUnit], config: TrainConfig, run_dir: str, dat
                 on_progress(done, len(units), shard.stats.bytes, shard.spills)
         return CountResult(shard.finish(), shard.stats, shard.spills)
 
-    import multiprocess
-
-    context = multiprocess.get_context(start_method or default_start_method())
+    context = get_context(start_method)
     progress = context.Array("q", 3 * workers, lock=False)
     jobs = [(r, units[r::workers], config, run_dir, data_limit) for r in range(workers)]
     first = 1 if parent_counts else 0  # the first shard a worker process takes

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .engines import ChunkEngine, LinkedEngine
+from .engines import ChunkEngine, LinkedEngine, preload_linked_kernels
 from .runs import RunEngine, prefers_runs
 from .selection import Descending, PairQueue, safe_batch, search_width
-from .table import ChunkTable
+from .table import ChunkTable, token_dtype
 from .workers import MIN_TOKENS_PER_WORKER, SlicedEngine
 
 # progress(done, total) is called at most once per this many seconds, and after the last round: the
@@ -145,6 +145,14 @@ def learn_merges(
     finally:
         if sliced is not None:
             sliced.close()
+
+
+def preload_kernels(n_tokens: int, vocab_size: int, workers: int = 1, nonoverlap: bool = False) -> None:
+    """Start loading the numba kernels learn_merges will call in this process on a table of n_tokens
+    (its linked engine's, when it merges here: overlap counting, no merge workers), in a background
+    thread, so that numba's import and loading (0.5-1 s) overlap the table's building."""
+    if not nonoverlap and min(workers, n_tokens // MIN_TOKENS_PER_WORKER) <= 1:
+        preload_linked_kernels(n_tokens, token_dtype(vocab_size))
 
 
 def _uses_runs(table: ChunkTable, engine: str, nonoverlap: bool, batching: str) -> bool:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .. import jit
 from . import linked_kernels
 from .exact import boundary_events, prefix_stop
 from .pair_index import PairIndex
@@ -105,6 +106,26 @@ class ChunkEngine:
         return aggregate(np.concatenate([before_keys, after_keys]), np.concatenate([-before_w, after_w]))
 
 
+def preload_linked_kernels(n_tokens: int, token_dtype: np.dtype) -> None:
+    """Start loading, in a background thread, the kernels a LinkedEngine of n_tokens will call (if it
+    will: see linked_kernels.use_kernels), while the caller builds its table. They are loaded for the
+    dtypes of a table of token_dtype, by merging a tiny one: numba loads a kernel once per dtypes."""
+    if jit.would_run(n_tokens, linked_kernels.JIT_MIN_TOKENS):
+        jit.preload(f"linked-{np.dtype(token_dtype).name}", lambda: _warm_linked(np.dtype(token_dtype)))
+
+
+def _warm_linked(token_dtype: np.dtype) -> None:
+    """Every kernel of the linked engine called once on a table of three chunks (rebuild included)."""
+    data = np.frombuffer(b"aaaabab" + b"abc" + b"ba", dtype=np.uint8)
+    starts = np.array([0, 7, 10, 12], dtype=np.int64)
+    table = ChunkTable(data.astype(token_dtype), starts, np.diff(starts), np.array([3, 2, 1], dtype=np.int64))
+    engine = LinkedEngine(table, use_kernels=True)
+    engine.initial_pair_counts()
+    engine.apply(np.array([97, 98]), np.array([97, 99]), np.array([256, 257]))
+    engine.index.blocks.clear()
+    engine._index_live_pairs(count=False)
+
+
 class LinkedEngine:
     """Applies merge batches at the positions where their pairs occur (overlap counting).
 
@@ -125,11 +146,12 @@ class LinkedEngine:
     GROUP_SHARE = 32  # ... or this share of the live pairs, if more
     COUNTING_SORT_WIDTH = 1024  # with the JIT, a table's first pairs are counting-sorted below this many ids
 
-    def __init__(self, table: ChunkTable) -> None:
+    def __init__(self, table: ChunkTable, use_kernels: bool | None = None) -> None:
         self.table = table
         t = table
         n_tokens = len(t.tokens)
-        self.jit = linked_kernels.use_kernels(n_tokens)  # find and apply the hits with linked_kernels
+        # find and apply the hits with linked_kernels (None: as use_kernels decides for this size)
+        self.jit = linked_kernels.use_kernels(n_tokens) if use_kernels is None else use_kernels
         link_dtype = np.int32 if n_tokens < 2**31 - 1 else np.int64
         # Each position carries its chunk's count (int32 while counts fit; sums are made in int64).
         weight_dtype = np.int32 if len(t.counts) == 0 or int(t.counts.max()) < 2**31 else np.int64

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..count.reduce import TrainingChunks
-from ..merge.coordinator import MergeResult, learn_merges
+from ..merge.coordinator import MergeResult, learn_merges, preload_kernels
 from ..merge.encode import sampled_tokens_per_byte
 from ..merge.fit import MergeFit, fit_merge_stage
 from ..merge.prepare import encode_for_merging
@@ -117,6 +117,7 @@ def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[Merg
     ctx.reporter.event("merge_plan", table_tokens=fit.tokens, table_chunks=fit.chunks, estimate_MB=fit.estimate / 1e6,
                        budget_MB=ctx.budget / 1e6, min_count=fit.min_count, auto_cutoff=fit.auto_cutoff,
                        dropped_chunks=fit.dropped_chunks)  # the merge workers that run: the "merged" event
+    preload_kernels(fit.tokens, config.vocab_size, fit.workers, config.pair_count == "nonoverlap")
     if fit.auto_cutoff:
         ctx.result_changed(
             AutoCutoffWarning,

@@ -18,6 +18,7 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from .. import jit
 from .faults import KILL_HOOK, fault_point  # noqa: F401 (the test hook of dying workers: see run/faults.py)
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -51,8 +52,11 @@ def default_start_method() -> str:
 
 
 def get_context(start_method: str | None = None):
+    """multiprocess's context for start_method (default: default_start_method()), once no thread of
+    this process loads numba kernels (jit.preload): a fork copies a lock a thread holds as held."""
     import multiprocess
 
+    jit.settle()
     return multiprocess.get_context(start_method or default_start_method())
 
 

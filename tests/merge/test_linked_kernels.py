@@ -127,3 +127,38 @@ def test_sum_by_key_is_aggregate(n_keys):
     deltas = rng.integers(-3, 4, n_keys)
     for a, b in zip(sum_by_key(keys, deltas), aggregate(keys, deltas)):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("vocab_size", [1024, 70_000])
+def test_preloading_loads_every_kernel_of_the_engine_in_a_thread(monkeypatch, vocab_size):
+    """coordinator.preload_kernels leaves every linked kernel loaded (for its table's dtypes), and a
+    run after it merges as one without it; nothing is loaded where the rounds would not use them."""
+    from parbpe import jit
+    from parbpe.merge.coordinator import preload_kernels
+
+    kernels = [linked_kernels.fill_records, linked_kernels._holding, linked_kernels._runs_taken,
+               linked_kernels.apply_hits, linked_kernels._sums]
+    if vocab_size <= 2**16:  # the packed index's (token ids below 2**16)
+        kernels += [linked_kernels.count_live_pairs, linked_kernels.packed_live_pairs]
+    monkeypatch.setattr(jit, "_preloading", {})
+    for k in kernels:
+        monkeypatch.setattr(k, "_compiled", None)
+    monkeypatch.setenv("PARBPE_JIT", "on")
+    preload_kernels(100, vocab_size, workers=1, nonoverlap=True)  # the chunk engine: no kernels
+    preload_kernels(10**8, vocab_size, workers=4)  # merge workers: the kernels run in them
+    assert not jit._preloading
+    monkeypatch.setenv("PARBPE_JIT", "auto")
+    preload_kernels(linked_kernels.JIT_MIN_TOKENS - 1, vocab_size)  # auto, too small a table
+    assert not jit._preloading
+    monkeypatch.setenv("PARBPE_JIT", "on")
+    preload_kernels(100, vocab_size)
+    jit.settle()
+    assert len(jit._preloading) == 1 and all(k._compiled is not None for k in kernels)
+    signatures = {k.__name__: len(k._compiled.signatures) for k in kernels}
+    counts, n = _corpora()["small alphabet"]
+    items = sorted(counts.items())
+    table = build_table([c for c, _ in items], [k for _, k in items], vocab_size)
+    merged = learn_merges(table, [bytes([b]) for b in range(256)], n)
+    assert merged.merges == reference_train(counts, n, batched=True)
+    # the run loaded no kernel for other dtypes than the preload did
+    assert {k.__name__: len(k._compiled.signatures) for k in kernels} == signatures
