@@ -7,6 +7,7 @@ prefix), has the engine apply it and adds up the count changes, until the vocabu
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -130,7 +131,7 @@ def learn_merges(
         if use_runs:
             runner = RunEngine(table, nonoverlap=nonoverlap)
         else:
-            runner = ChunkEngine(table, nonoverlap=nonoverlap) if use_chunk else LinkedEngine(table)
+            runner = ChunkEngine(table, nonoverlap=nonoverlap) if use_chunk else LinkedEngine(table, threads=THREADS)
         return _merge_rounds(runner, vocab, n_merges, max_batch_size, cap_divisor, exact, throttled, clock,
                              replay, on_round, allow, min_pair_count, max_token_bytes)
     try:
@@ -145,6 +146,11 @@ def learn_merges(
     finally:
         if sliced is not None:
             sliced.close()
+
+
+# The threads of an engine merging in the coordinator's process (no merge workers): two where the
+# process may run on two cores (LinkedEngine's large rounds), else one.
+THREADS = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 def preload_kernels(n_tokens: int, vocab_size: int, workers: int = 1, nonoverlap: bool = False) -> None:
@@ -239,6 +245,8 @@ def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int
             progress(len(merges), n_merges)
         if on_round is not None:
             on_round(merges, batch_sizes, False)
+    if isinstance(runner, LinkedEngine):
+        runner.settle()  # its last round's index work (a thread's error raised here)
     if on_round is not None:
         on_round(merges, batch_sizes, True)
     if progress is not None:

@@ -146,12 +146,15 @@ class LinkedEngine:
     GROUP_SHARE = 32  # ... or this share of the live pairs, if more
     COUNTING_SORT_WIDTH = 1024  # with the JIT, a table's first pairs are counting-sorted below this many ids
 
-    def __init__(self, table: ChunkTable, use_kernels: bool | None = None) -> None:
+    def __init__(self, table: ChunkTable, use_kernels: bool | None = None, threads: int = 1) -> None:
         self.table = table
         t = table
         n_tokens = len(t.tokens)
         # find and apply the hits with linked_kernels (None: as use_kernels decides for this size)
         self.jit = linked_kernels.use_kernels(n_tokens) if use_kernels is None else use_kernels
+        # 2: large rounds' kernels in two threads (linked_kernels.TWO_THREADS_MIN), when nothing else
+        # runs beside this engine (the coordinator's own, not a merge worker's)
+        self.threads = threads if self.jit else 1
         link_dtype = np.int32 if n_tokens < 2**31 - 1 else np.int64
         # Each position carries its chunk's count (int32 while counts fit; sums are made in int64).
         weight_dtype = np.int32 if len(t.counts) == 0 or int(t.counts.max()) < 2**31 else np.int64
@@ -170,9 +173,22 @@ class LinkedEngine:
                 self.next[t.starts[1:] - 1] = -1
                 self.prev[t.starts[:-1]] = -1
             self.weight = np.repeat(t.counts.astype(weight_dtype), t.lengths)
-        self.index = PairIndex(value_dtype=link_dtype, packed=link_dtype == np.int32 and t.tokens.dtype == np.uint16)
+        self._index = PairIndex(value_dtype=link_dtype, packed=link_dtype == np.int32 and t.tokens.dtype == np.uint16)
+        self._pending: linked_kernels.Beside | None = None  # a round's index work, done beside the next steps
         self._marked = None if self.jit else np.zeros(n_tokens, dtype=bool)  # numpy's scratch, all False between rounds
         self.live_pairs = 0  # adjacent live positions: what a fresh index would hold
+
+    @property
+    def index(self) -> PairIndex:
+        """The pair index, once the last round's additions to it are made."""
+        self.settle()
+        return self._index
+
+    def settle(self) -> None:
+        """Wait for the last round's index work (a thread with threads=2; its error is raised here)."""
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending.wait()
 
     def _pairs_at(self, positions: np.ndarray) -> np.ndarray:
         return pack(self.table.tokens[positions], self.table.tokens[self.next[positions]])
@@ -184,23 +200,23 @@ class LinkedEngine:
     def _index_live_pairs(self, count: bool) -> tuple[np.ndarray, np.ndarray]:
         """Index every pair at a live position as one block (and, if count, return the pair counts)."""
         self.live_pairs = int(np.count_nonzero(self.next >= 0))
-        if not self.index.packed:
+        if not self._index.packed:
             starts = np.flatnonzero(self.next >= 0)
             keys = self._pairs_at(starts)
             order = np.argsort(keys)  # one sort serves both the index and the counts
             keys, starts = keys[order], starts[order]
-            self.index.add(keys, starts, presorted=True)
+            self._index.add(keys, starts, presorted=True)
             return aggregate_sorted(keys, self.weight[starts]) if count else (keys[:0], keys[:0])
         width = int(self.table.tokens.max(initial=0)) + 1
         if self.jit and count and width <= self.COUNTING_SORT_WIDTH:
             packed, keys, counts = linked_kernels.count_live_pairs(self.records, self.live_pairs, width)
-            self.index.add_packed(packed)
+            self._index.add_packed(packed)
             return keys, counts
         # The table's largest moment: the index's packed entries (narrow key, position); then the
         # narrow keys and weights of the counts, a slice at a time. At most one uint64, a uint32 and a
         # weight per pair at once.
         packed = self._packed_entries()
-        self.index.add_packed(packed)
+        self._index.add_packed(packed)
         if not count:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty
@@ -245,13 +261,18 @@ class LinkedEngine:
         packed.sort()
         return packed
 
+    def _index_new_pairs(self, keys: np.ndarray, positions: np.ndarray) -> None:
+        """Index the pairs a round made (at positions), and rebuild the index if it went stale."""
+        self._index.add(keys, positions)
+        self._rebuild_index_if_stale()
+
     def _rebuild_index_if_stale(self) -> None:
         """Rebuild the index from the live positions once it holds STALE_FACTOR times as many
         entries as there are live pairs: entries of merged-away pairs only cost memory (a lookup
         skips them), and a rebuild makes the index the size of what is left of the table."""
         factor = self.JIT_STALE_FACTOR if self.jit else self.STALE_FACTOR
-        if self.index.entries > factor * max(self.live_pairs, self.MIN_REBUILD):
-            self.index.blocks.clear()
+        if self._index.entries > factor * max(self.live_pairs, self.MIN_REBUILD):
+            self._index.blocks.clear()
             self._index_live_pairs(count=False)
 
     def chunk_tokens(self, c: int) -> list[int]:
@@ -272,9 +293,10 @@ class LinkedEngine:
         so applying the groups in turn ends in the same table; the count changes add up (a pair
         made by one group and consumed by the next sums to zero and is left out)."""
         new_ids = np.asarray(new_ids, dtype=np.int64)
+        self.settle()
         batch_keys = pack(first, second)
-        spans = self.index.spans(batch_keys)  # searched once: a batch applied whole looks its entries up there
-        sizes = self.index.entries_of(batch_keys, spans)
+        spans = self._index.spans(batch_keys)  # searched once: a batch applied whole looks its entries up there
+        sizes = self._index.entries_of(batch_keys, spans)
         limit = max(self.GROUP_ENTRIES, self.live_pairs // self.GROUP_SHARE)
         if int(sizes.sum()) <= limit:
             hits, which = self.find_hits(first, second, spans)
@@ -294,14 +316,15 @@ class LinkedEngine:
                   ) -> tuple[np.ndarray, np.ndarray]:
         """Where a safe batch merges: (positions of the first token, index of the merge in the batch).
         spans: the batch's spans in the index (PairIndex.spans), if the caller has them."""
+        self.settle()
         tokens, nxt, prv = self.table.tokens, self.next, self.prev
         batch_keys = pack(first, second)
 
         # Candidate positions from the index; keep those that still hold their pair.
-        cand, which = self.index.lookup(batch_keys, spans)
+        cand, which = self._index.lookup(batch_keys, spans)
         if self.jit:
             return linked_kernels.find_hits(self.records, cand, which, np.asarray(first, dtype=np.int64),
-                                            np.asarray(second, dtype=np.int64))
+                                            np.asarray(second, dtype=np.int64), self.threads)
         after = nxt[cand].astype(np.int64)
         live = after >= 0
         cand, which, after = cand[live], which[live], after[live]
@@ -336,6 +359,7 @@ class LinkedEngine:
 
         A run of chunks of about SLICE positions at a time: a chunk's tokens only move within its
         own region, and the temporaries (several int64 per position) stay small next to the engine."""
+        self.settle()
         t = self.table
         cuts = np.unique(np.searchsorted(t.starts, np.arange(0, int(t.starts[-1]), self.SLICE), side="right") - 1)
         for c0, c1 in zip(cuts.tolist(), [*cuts[1:].tolist(), t.n_chunks]):
@@ -355,12 +379,17 @@ class LinkedEngine:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty
         if self.jit:
-            keys, deltas, made, positions = linked_kernels.apply_hits(
-                self.records, tokens, hits, which, new_ids, self.REMOVED)
-            self.index.add(keys[made:], positions)
+            two = self.threads > 1 and len(hits) >= linked_kernels.TWO_THREADS_MIN
+            apply = linked_kernels.apply_hits_in_two if two else linked_kernels.apply_hits
+            keys, deltas, made, positions = apply(self.records, tokens, hits, which, new_ids, self.REMOVED)
             self.live_pairs -= len(hits)
-            self._rebuild_index_if_stale()
-            return linked_kernels.sum_by_key(keys, deltas)
+            if self.threads > 1 and len(positions) >= linked_kernels.TWO_THREADS_MIN:
+                # The new pairs go to the index beside the sums and the coordinator's update; the next
+                # lookup waits for them (settle). The sums then take one thread.
+                self._pending = linked_kernels.Beside(self._index_new_pairs, keys[made:], positions)
+                return linked_kernels.sum_by_key(keys, deltas)
+            self._index_new_pairs(keys[made:], positions)
+            return linked_kernels.sum_by_key(keys, deltas, self.threads)
         partners = nxt[hits].astype(np.int64)
         beyond = nxt[partners].astype(np.int64)
         marked = self._marked
@@ -388,7 +417,7 @@ class LinkedEngine:
         marked[hits] = False
         after_pos = np.concatenate([lone_lefts, hits[linked]])
         after_keys, after_w = self._pairs_at(after_pos), self.weight[after_pos]
-        self.index.add(after_keys, after_pos)
+        self._index.add(after_keys, after_pos)
         self.live_pairs -= len(hits)  # each merge joins two tokens: one pair fewer in its chunk
         self._rebuild_index_if_stale()
         return aggregate(np.concatenate([before_keys, after_keys]), np.concatenate([-before_w, after_w]))

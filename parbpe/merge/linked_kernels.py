@@ -10,6 +10,10 @@ sorting them. They run when jit.enabled() (parbpe/jit.py).
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from .. import jit
@@ -20,22 +24,67 @@ from ..jit import helper, kernel
 JIT_MIN_TOKENS = 4_000_000
 
 
+# With threads=2 (the coordinator's own engine, no merge workers), a round's kernels run in two
+# threads, each on half of it, from this many positions (hits, candidates, count changes): below, a
+# thread's start (about 0.1 ms) is more than the half saves.
+TWO_THREADS_MIN = 32_768
+
+
+class Beside:
+    """fn(*args) in a new thread, beside this one (kernels and numpy's sorts release the GIL); wait()
+    joins it and returns its result, or raises its exception in the waiting thread."""
+
+    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+        self._fn, self._args, self._box = fn, args, {}
+        self._thread = threading.Thread(target=self._run, name="parbpe-merge-beside", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._box["value"] = self._fn(*self._args)
+        except BaseException as exc:  # noqa: BLE001 (raised again by wait, in the waiting thread)
+            self._box["error"] = exc
+
+    def wait(self) -> Any:
+        self._thread.join()
+        if "error" in self._box:
+            raise self._box["error"]
+        return self._box["value"]
+
+
+def in_two(left: Callable[[], Any], right: Callable[[], Any]) -> tuple[Any, Any]:
+    """left() in a new thread while this one runs right(); both results. An exception in either is
+    raised here, once both are done."""
+    beside = Beside(left)
+    try:
+        right_value = right()
+    finally:
+        left_value = beside.wait()
+    return left_value, right_value
+
+
 def use_kernels(n_tokens: int) -> bool:
     """Whether a table of n_tokens is merged (or encoded) by the kernels: with the JIT on, or in auto
     mode from JIT_MIN_TOKENS (a small table never imports numba)."""
     return (jit.mode() == "on" or n_tokens >= JIT_MIN_TOKENS) and jit.enabled()
 
 
-def find_hits(records: np.ndarray, cand: np.ndarray, which: np.ndarray, first: np.ndarray, second: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray]:
+def find_hits(records: np.ndarray, cand: np.ndarray, which: np.ndarray, first: np.ndarray, second: np.ndarray,
+              threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """LinkedEngine.find_hits after the index lookup: the candidates that still hold their pair,
     and of runs x x x ... of a pair (x, x), the 1st, 3rd, ... (as a left-to-right merge); in table
     order (apply_hits relies on it, and sweeps the table once). Sorted by numpy (faster than numba's
-    sort) as position << member_bits | member, one int64 (member_bits: what positions leave of 63)."""
+    sort) as position << member_bits | member, one int64 (member_bits: what positions leave of 63).
+    threads=2: each half of the candidates checked in its own thread."""
     member_bits = 63 - len(records).bit_length()
     if len(first) >= 2**member_bits:
         raise ValueError(f"a batch of {len(first):,} merges is too large for a table of {len(records):,} tokens")
-    found = _holding(records, cand, which, first, second, member_bits)
+    if threads > 1 and len(cand) >= TWO_THREADS_MIN:
+        h = len(cand) // 2
+        found = np.concatenate(in_two(lambda: _holding(records, cand[:h], which[:h], first, second, member_bits),
+                                      lambda: _holding(records, cand[h:], which[h:], first, second, member_bits)))
+    else:
+        found = _holding(records, cand, which, first, second, member_bits)
     found.sort()
     return _runs_taken(records, found, first, second, member_bits)
 
@@ -78,6 +127,26 @@ def _runs_taken(records, found, first, second, member_bits):
             h += 1
         last, last_taken = p, take
     return hits[:h], members[:h]
+
+
+def apply_hits_in_two(records: np.ndarray, tokens: np.ndarray, hits: np.ndarray, which: np.ndarray,
+                      new_ids: np.ndarray, removed: int) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """apply_hits, each half of the hits in its own thread, cut where no hit's left neighbour is the
+    partner of the hit before it (then the halves read and write no record the other writes: a hit's
+    records are its own, its partner's and its neighbours' tokens and links, and the only neighbour
+    two hits share is such a partner). The results are apply_hits' on the whole, changes reordered."""
+    n = len(hits)
+    cut = n // 2
+    while cut < n and records[hits[cut], 1] == records[hits[cut - 1], 0]:
+        cut += 1
+    if cut == n:
+        return apply_hits(records, tokens, hits, which, new_ids, removed)
+    (keys_a, deltas_a, made_a, pos_a), (keys_b, deltas_b, made_b, pos_b) = in_two(
+        lambda: apply_hits(records, tokens, hits[:cut], which[:cut], new_ids, removed),
+        lambda: apply_hits(records, tokens, hits[cut:], which[cut:], new_ids, removed))
+    keys = np.concatenate([keys_a[:made_a], keys_b[:made_b], keys_a[made_a:], keys_b[made_b:]])
+    deltas = np.concatenate([deltas_a[:made_a], deltas_b[:made_b], deltas_a[made_a:], deltas_b[made_b:]])
+    return keys, deltas, made_a + made_b, np.concatenate([pos_a, pos_b])
 
 
 @kernel
@@ -136,8 +205,15 @@ def apply_hits(records, tokens, hits, which, new_ids, removed):
     return keys[:m], deltas[:m], made, positions[:m - made]
 
 
-def sum_by_key(keys: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """pairs.aggregate with a hash table (_sums): sorted unique keys and their non-zero sums."""
+def sum_by_key(keys: np.ndarray, deltas: np.ndarray, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """pairs.aggregate with a hash table (_sums): sorted unique keys and their non-zero sums.
+    threads=2: each half of the keys summed in its own thread, then their sums (realmix: a tenth as
+    many) summed once more."""
+    if threads > 1 and len(keys) >= TWO_THREADS_MIN:
+        h = len(keys) // 2
+        (keys_a, sums_a), (keys_b, sums_b) = in_two(lambda: _sums(keys[:h], deltas[:h]),
+                                                    lambda: _sums(keys[h:], deltas[h:]))
+        keys, deltas = np.concatenate([keys_a, keys_b]), np.concatenate([sums_a, sums_b])
     keys, sums = _sums(keys, deltas)
     order = np.argsort(keys)
     return keys[order], sums[order]

@@ -9,7 +9,7 @@ import pytest
 from corpora import random_corpus
 from reference import reference_train
 
-from parbpe.merge import linked_kernels
+from parbpe.merge import coordinator, linked_kernels
 from parbpe.merge.coordinator import learn_merges
 from parbpe.merge.engines import LinkedEngine
 from parbpe.merge.pairs import aggregate
@@ -53,6 +53,9 @@ SETTINGS = {
     "3 workers": {"workers": 3},
     "3 workers exact": {"workers": 3, "batching": "exact"},
     "engine groups": {"engine": "linked"},  # with LinkedEngine.GROUP_ENTRIES made small below
+    "two threads": {},  # every round's kernels in two threads (TWO_THREADS_MIN made 1 below)
+    "two threads exact": {"batching": "exact"},
+    "two threads groups": {"engine": "linked"},
 }
 
 
@@ -63,8 +66,10 @@ CASES = [(c, s) for c in sorted(CORPORA) for s in sorted(SETTINGS) if "workers" 
 @pytest.mark.parametrize("corpus, setting", CASES)
 def test_kernels_give_the_numpy_merges(monkeypatch, corpus, setting):
     counts, n = CORPORA[corpus]
-    if setting == "engine groups":
+    if setting.endswith("groups"):
         monkeypatch.setattr(LinkedEngine, "GROUP_ENTRIES", 7)
+    monkeypatch.setattr(coordinator, "THREADS", 2 if setting.startswith("two threads") else 1)
+    monkeypatch.setattr(linked_kernels, "TWO_THREADS_MIN", 1)
     numpy_result = _run(monkeypatch, "off", counts, n, **SETTINGS[setting])
     assert _run(monkeypatch, "on", counts, n, **SETTINGS[setting]) == numpy_result
     if setting in ("exact", "serial") and corpus != "wide":  # the wide corpus: numpy's merges against the
@@ -118,15 +123,73 @@ def test_one_round_gives_the_same_hits_table_counts_and_index(monkeypatch):
         [np.sort(x).tolist() for x in fast.index.lookup(new_pairs)]
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("n_keys", [0, 1, 5, 3000, 100_000])
-def test_sum_by_key_is_aggregate(n_keys):
+def test_sum_by_key_is_aggregate(monkeypatch, n_keys, threads):
     from parbpe.merge.linked_kernels import sum_by_key
 
+    monkeypatch.setattr(linked_kernels, "TWO_THREADS_MIN", 2)
     rng = np.random.default_rng(n_keys)
     keys = rng.integers(0, max(n_keys // 3, 1), n_keys) * (1 << 31) + rng.integers(0, 3, n_keys)
     deltas = rng.integers(-3, 4, n_keys)
-    for a, b in zip(sum_by_key(keys, deltas), aggregate(keys, deltas)):
+    for a, b in zip(sum_by_key(keys, deltas, threads), aggregate(keys, deltas)):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_apply_in_two_threads_is_apply_whole(seed):
+    """apply_hits_in_two on every round of random tables (runs of one token, a b a b, chunk ends
+    next to the cut): the table, the count changes and the new pairs' positions of apply_hits."""
+    rng = random.Random(seed)
+    counts = random_corpus(rng, rng.choice([b"ab", b"abc", b"aab "]), 300, 20)
+    engines = []
+    for _ in range(2):
+        engine = LinkedEngine(_table(counts, 40), use_kernels=True)
+        engines.append(engine)
+        engine.initial_pair_counts()
+    whole, two = engines
+    for new_id in range(256, 296):
+        keys, counts_now = aggregate(*_live_pairs(whole))
+        if len(keys) == 0:
+            break
+        top = keys[np.argmax(counts_now)]
+        first, second = np.array([top >> 32]), np.array([top & 0xFFFFFFFF])
+        hits, which = whole.find_hits(first, second)
+        new_ids = np.array([new_id], dtype=np.int64)
+        a = linked_kernels.apply_hits(whole.records, whole.table.tokens, hits, which, new_ids, whole.REMOVED)
+        b = linked_kernels.apply_hits_in_two(two.records, two.table.tokens, hits, which, new_ids, two.REMOVED)
+        np.testing.assert_array_equal(whole.records, two.records)
+        assert a[2] == b[2] and sorted(a[3].tolist()) == sorted(b[3].tolist())
+        for x, y in zip(aggregate(a[0][:a[2]], a[1][:a[2]]) + aggregate(a[0][a[2]:], a[1][a[2]:]),
+                        aggregate(b[0][:b[2]], b[1][:b[2]]) + aggregate(b[0][b[2]:], b[1][b[2]:])):
+            np.testing.assert_array_equal(x, y)
+
+
+def _live_pairs(engine: LinkedEngine) -> tuple[np.ndarray, np.ndarray]:
+    """Every live pair's key and weight, read from the records (one entry an occurrence)."""
+    records = engine.records.astype(np.int64)
+    live = np.flatnonzero(records[:, 0] >= 0)
+    return records[live, 3] << 32 | records[records[live, 0], 3], records[live, 2]
+
+
+def test_an_error_in_the_index_thread_is_raised_by_the_run(monkeypatch):
+    """The index work a round leaves to a thread fails (memory): the run stops with that error."""
+    from parbpe.merge.pair_index import PairIndex
+
+    counts, n = CORPORA["three letters"]
+    monkeypatch.setenv("PARBPE_JIT", "on")
+    monkeypatch.setattr(coordinator, "THREADS", 2)
+    monkeypatch.setattr(linked_kernels, "TWO_THREADS_MIN", 1)
+    added = PairIndex.add
+
+    def add(self, keys, values, presorted=False):
+        if len(keys) and keys.max() >> 32 >= 260:  # the pairs of the fifth new token on
+            raise MemoryError("no room for the index")
+        return added(self, keys, values, presorted)
+
+    monkeypatch.setattr(PairIndex, "add", add)
+    with pytest.raises(MemoryError, match="no room for the index"):
+        learn_merges(_table(counts, n), [bytes([b]) for b in range(256)], n, max_batch_size=1)
 
 
 @pytest.mark.parametrize("vocab_size", [1024, 70_000])
