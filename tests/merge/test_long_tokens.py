@@ -137,3 +137,22 @@ def test_prefers_runs_decides_as_the_runs_counted_whole(seed, monkeypatch):
         n = int(table.starts[-1])
         whole = n >= 16 and runs_module.RUNS_FACTOR * len(runs_module.run_starts(table)) <= n
         assert prefers_runs(table) == whole
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_runs_per_chunk_counts_each_chunks_runs(seed, monkeypatch):
+    """runs_per_chunk against itertools.groupby on each chunk: empty chunks, equal bytes across chunk
+    ends, slices cut anywhere."""
+    import itertools
+
+    import numpy as np
+
+    from parbpe.merge import runs as runs_module
+
+    monkeypatch.setattr(runs_module, "SLICE", 5 + seed)
+    rng = random.Random(seed)
+    chunks = [bytes(rng.choice(b"aab") for _ in range(rng.choice([0, 1, 2, 5, 12]))) for _ in range(60)]
+    offsets = np.concatenate([[0], np.cumsum([len(c) for c in chunks])]).astype(np.int64)
+    data = np.frombuffer(b"".join(chunks), dtype=np.uint8)
+    expected = [sum(1 for _ in itertools.groupby(c)) for c in chunks]
+    assert runs_module.runs_per_chunk(data, offsets).tolist() == expected
