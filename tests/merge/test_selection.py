@@ -241,3 +241,58 @@ def test_progress_is_throttled_but_always_reports_the_end():
         throttled(done, 100)  # a run that stops early: flush sends the last round held back
     throttled.flush()
     assert calls == [(1, 100), (50, 100)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_gallop_search_is_searchsorted_for_ascending_needles(seed):
+    """The search (compiled into _lower_counts; here plain Python) against numpy: duplicates in both
+    arrays, needles before, between and past every entry, near neighbours and far jumps, empty arrays."""
+    from parbpe.merge.selection import _gallop_search
+
+    rng = np.random.default_rng(seed)
+    for _ in range(30):
+        n, m = int(rng.integers(0, 300)), int(rng.integers(0, 300))
+        high = int(rng.choice([5, 1000, 2**62]))
+        haystack = np.sort(rng.integers(0, high, n)).astype(np.uint64)
+        needles = np.sort(rng.integers(0, high + 3, m)).astype(np.uint64)
+        np.testing.assert_array_equal(_gallop_search(haystack, needles), np.searchsorted(haystack, needles))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_pair_counts_lower_the_same_with_the_kernel(seed):
+    """PairCounts with use_kernels: the same counts and live pairs after rounds of falling and new pairs."""
+    pytest.importorskip("numba")
+    rng = random.Random(seed)
+    keys = np.array(sorted({int(pack(rng.randrange(256), rng.randrange(256))) for _ in range(2000)}), dtype=np.int64)
+    counts = np.array([rng.randint(5, 50) for _ in keys], dtype=np.int64)
+    stores = [PairCounts(keys, counts, use_kernels=k) for k in (False, True)]
+    current = dict(zip(keys.tolist(), counts.tolist()))
+    for new_token in range(256, 280):
+        falling = rng.sample(sorted(k for k, c in current.items() if c), min(300, len(current)))
+        changes = {k: -rng.randint(1, current[k]) for k in falling}
+        changes.update({int(pack(new_token, rng.randrange(new_token))): rng.randint(1, 9) for _ in range(40)})
+        for k, d in changes.items():
+            current[k] = current.get(k, 0) + d
+        upd = np.array(sorted(changes), dtype=np.int64)
+        for store in stores:
+            store.update(upd, np.array([changes[k] for k in upd.tolist()], dtype=np.int64))
+        plain, fast = (store.arrays() for store in stores)
+        np.testing.assert_array_equal(plain[0], fast[0])
+        np.testing.assert_array_equal(plain[1], fast[1])
+        assert stores[0].live == stores[1].live == sum(1 for c in current.values() if c)
+        assert all(stores[1].count_of(k) == c for k, c in list(current.items())[:50])
+
+
+@pytest.mark.parametrize("use_kernels", [False, True])
+def test_a_change_to_an_uncounted_pair_or_below_zero_is_refused_whole(use_kernels):
+    if use_kernels:
+        pytest.importorskip("numba")
+    keys = np.array([int(pack(1, 2)), int(pack(3, 4)), int(pack(5, 6))])
+    store = PairCounts(keys, np.array([3, 4, 5]), use_kernels=use_kernels)
+    with pytest.raises(AssertionError, match="not counted"):
+        store.update(np.array([keys[0], int(pack(7, 8))]), np.array([-1, -1]))
+    with pytest.raises(AssertionError, match="went negative"):
+        store.update(keys, np.array([-3, -5, -1]))
+    assert store.arrays()[1].tolist() == [3, 4, 5] and store.live == 3  # nothing changed
+    store.update(keys, np.array([-3, -1, -5]))
+    assert sorted(store.arrays()[1].tolist()) == [0, 0, 3] and store.live == 1
