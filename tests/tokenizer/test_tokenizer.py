@@ -173,13 +173,20 @@ def test_exports_encode_like_parbpe(trained):
     assert tk.encode(with_special, allowed_special="all") == tok.encode(with_special, allowed_special="all")
 
 
-def test_files_written_in_pieces_are_the_whole_texts(tmp_path, monkeypatch):
+@pytest.mark.parametrize("long, batch", [(None, None), (1, 2), (2, 3), (3, 1)])
+def test_files_written_in_pieces_are_the_whole_texts(tmp_path, monkeypatch, long, batch):
     """tokenizer.json, vocab.json, merges.txt and the tiktoken file are made a token at a time
     (never whole: tokens of hostile text are megabytes); their bytes are those of json.dumps of the
     whole structures, also when a file is past the write buffer and a special token's text equals a
-    regular token's (it takes that entry's place, as a dict update would)."""
+    regular token's (it takes that entry's place, as a dict update would); with tokens counted long
+    (written in pieces of their own) from 1, 2 or 3 bytes, and short ones joined 1, 2 or 3 at a time.
+    parbpe.json is json.dumps with indent=1, its merges' lists written by hand."""
     import parbpe.io.atomic as atomic
     from parbpe.tokenizer import exports
+
+    if long is not None:
+        monkeypatch.setattr(exports, "_LONG", long)
+        monkeypatch.setattr(exports, "_BATCH", batch)
 
     a = ord("a")
     tok = Tokenizer(pattern=GPT4_PATTERN,
@@ -188,9 +195,10 @@ def test_files_written_in_pieces_are_the_whole_texts(tmp_path, monkeypatch):
                     special_tokens={"<|end|>": 263, "aaaa": 264, 'say "é"': 265})
     whole = {
         "tokenizer.json": json.dumps(exports.hf_json(tok), ensure_ascii=False),
-        "vocab.json": exports.gpt2_files(tok)[0],
-        "merges.txt": exports.gpt2_files(tok)[1],
+        "vocab.json": json.dumps(exports.unicode_vocab(tok), ensure_ascii=False),
+        "merges.txt": "#version: 0.2\n" + "".join(line + "\n" for line in exports.merge_lines(tok)),
         "tokenizer.tiktoken": exports.tiktoken_ranks(tok),
+        "parbpe.json": json.dumps(exports.parbpe_json(tok), indent=1),
     }
     assert '"aaaa": 264' in whole["vocab.json"] and whole["vocab.json"].count('"aaaa"') == 1
     for buffer in (atomic.BUFFER_BYTES, 10):  # buffered whole, and written piece by piece
