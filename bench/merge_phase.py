@@ -2,6 +2,10 @@
 
     python bench/merge_phase.py ../shared/data/fineweb-edu-counts/fineweb-edu-1gb-cutoff10.csv \
         --vocab-size 50304 [--max-batch-size N] [--batching batchbpe|exact] [--workers N] [--repeat 3]
+        [--threads 1,2]
+
+--threads 1,2 runs each repeat once with each thread count of the coordinator's own engine
+(merge/coordinator.py THREADS), interleaved, and reports each one's times apart (by_threads).
 
 Peak RSS is sampled over the whole process tree (merge workers included).
 """
@@ -20,6 +24,7 @@ from parbpe.config import TrainConfig
 from parbpe.count.counts_file import load_counts_files
 from parbpe.count.reduce import select_training_chunks
 from parbpe.io.plan import plan
+from parbpe.merge import coordinator
 from parbpe.merge.coordinator import learn_merges
 from parbpe.merge.table import build_table
 from parbpe.run.memory import PeakSampler
@@ -36,6 +41,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="merge worker processes (1: in-process)")
     parser.add_argument("--special-tokens", nargs="*", default=[])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--threads", default=None,
+                        help="comma-separated thread counts of the in-process engine, interleaved (default: parbpe's)")
     args = parser.parse_args()
 
     config = TrainConfig(vocab_size=args.vocab_size, max_batch_size=args.max_batch_size,
@@ -43,7 +50,10 @@ def main() -> None:
                          special_tokens=tuple(args.special_tokens))
     chunks = select_training_chunks(load_counts_files(plan(args.counts), config), config)
     times, cpu_times, merges_seen = [], [], None
-    for _ in range(args.repeat):
+    thread_counts = [int(t) for t in args.threads.split(",")] if args.threads else [coordinator.THREADS]
+    by_threads: dict[int, list[tuple[float, float]]] = {t: [] for t in thread_counts}
+    for threads in [t for _ in range(args.repeat) for t in thread_counts]:
+        coordinator.THREADS = threads
         table = build_table(chunks.chunks, chunks.counts, config.vocab_size)
         vocab = [bytes([b]) for b in range(256)]
         with PeakSampler() as sampler:
@@ -53,6 +63,7 @@ def main() -> None:
                                   batching=config.batching, workers=args.workers)
             times.append(time.perf_counter() - t)
             cpu_times.append(time.process_time() - cpu)
+            by_threads[threads].append((times[-1], cpu_times[-1]))
         if merges_seen is not None:
             assert merges_seen == result.merges, "merges differ between repeats"
         merges_seen = result.merges
@@ -66,6 +77,9 @@ def main() -> None:
         "merge_seconds": {"median": round(statistics.median(times), 3), "min": round(min(times), 3),
                           "max": round(max(times), 3), "runs": [round(x, 3) for x in times]},
         "merge_cpu_seconds": [round(x, 3) for x in cpu_times],
+        "by_threads": {t: {"median": round(statistics.median(w for w, _ in runs), 3),
+                           "runs": [round(w, 3) for w, _ in runs], "cpu": [round(c, 3) for _, c in runs]}
+                       for t, runs in by_threads.items()},
         "peak_rss_mb": round(sampler.peak / 1e6, 1), "python": platform.python_version(),
     }, indent=1))
 

@@ -49,11 +49,13 @@ def test_merge_phase_bench_on_a_counts_file(tmp_path):
     lines = ["str,int"] + [f"{w},{rng.randint(10, 99)}" for w in words]
     (tmp_path / "c.csv").write_text("\n".join(lines) + "\n")
     out = subprocess.run([sys.executable, str(BENCH / "merge_phase.py"), str(tmp_path / "c.csv"),
-                          "--vocab-size", "400", "--repeat", "2"], capture_output=True, text=True, check=True,
-                         timeout=300).stdout
+                          "--vocab-size", "400", "--repeat", "2", "--threads", "1,2"], capture_output=True, text=True,
+                         check=True, timeout=300).stdout
     report = json.loads(out)
     assert report["merges"] == 144 and report["rounds"] >= 1
-    assert len(report["merge_seconds"]["runs"]) == 2
+    assert len(report["merge_seconds"]["runs"]) == 4  # the script checks that every run made the same merges
+    assert sorted(report["by_threads"]) == ["1", "2"]
+    assert all(len(r["runs"]) == 2 for r in report["by_threads"].values())
 
 
 def test_batching_bench_on_a_counts_file(tmp_path):

@@ -75,6 +75,7 @@ def learn_merges(
     sliced: SlicedEngine | None = None,
     min_pair_count: int = 1,
     max_token_bytes: int = 0,
+    threads: int | None = None,
 ) -> MergeResult:
     """Run merge rounds on the table until n_merges merges are made or no pair is left (none seen
     min_pair_count times, when that is over 1).
@@ -102,6 +103,8 @@ def learn_merges(
     not put back; replayed merges are not checked. MergeResult.skipped counts the pairs left out.
     max_token_bytes > 0: a pair whose token would be longer is left out the same way (a length is a
     sum of two numbers: checked with numpy, for the ranked pairs and every count change).
+    threads: of a linked engine merging in this process (None: THREADS; 1 where memory is tight, as
+    two threads hold their temporaries at once).
     sliced: merge workers started on this table already (SlicedEngine, e.g. having encoded it; its
     `table`): they merge it whatever `workers` says, unless the run engine is picked, which merges
     here; they are stopped in the end either way.
@@ -131,8 +134,10 @@ def learn_merges(
     if sliced is None and (workers <= 1 or table.n_chunks < 2 * workers):
         if use_runs:
             runner = RunEngine(table, nonoverlap=nonoverlap)
+        elif use_chunk:
+            runner = ChunkEngine(table, nonoverlap=nonoverlap)
         else:
-            runner = ChunkEngine(table, nonoverlap=nonoverlap) if use_chunk else LinkedEngine(table, threads=THREADS)
+            runner = LinkedEngine(table, threads=THREADS if threads is None else threads)
         return _merge_rounds(runner, vocab, n_merges, max_batch_size, cap_divisor, exact, throttled, clock,
                              replay, on_round, allow, min_pair_count, max_token_bytes)
     try:

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..count.jit_lexer import JIT_RSS
 from ..count.reduce import TrainingChunks
 from ..merge.coordinator import MergeResult, learn_merges, preload_kernels
 from ..merge.encode import sampled_tokens_per_byte
-from ..merge.fit import MergeFit, fit_merge_stage
+from ..merge.fit import MergeFit, fit_merge_stage, merge_estimate
 from ..merge.prepare import encode_for_merging
 from ..merge.table import ChunkTable, table_from_arrays
 from ..run.memory import format_size, trim_heap
@@ -66,7 +67,7 @@ def merge_stage(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> Merge
     config = ctx.config
     table_name, encode_name, merge_name = job.names
     with ctx.stage(table_name):
-        fit, table = _table(ctx, chunks, job)
+        fit, table, roomy = _table(ctx, chunks, job)
     training_chunks, table_tokens = len(chunks), len(table.tokens)
     chunks.data = chunks.offsets = chunks.counts = None  # the table holds them; merge workers fork without them
     release_arrow_memory()
@@ -86,7 +87,7 @@ def merge_stage(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> Merge
             nonoverlap=config.pair_count == "nonoverlap", batching=config.batching, workers=fit.workers,
             start_method=ctx.start_method, progress=ctx.progress(merge_name, job.offset), replay=replay,
             on_round=run.merge_checkpointer() if run is not None else None, allow=job.allow, sliced=sliced,
-            min_pair_count=config.min_pair_count, max_token_bytes=config.max_token_bytes)
+            min_pair_count=config.min_pair_count, max_token_bytes=config.max_token_bytes, threads=None if roomy else 1)
         ctx.reporter.event("merged", merges=len(result.merges), rounds=len(result.batch_sizes),
                            merge_workers=result.workers)
         job.vocab = []  # the tokenizer makes its own: tokens can be megabytes each (hostile text), never hold both
@@ -95,8 +96,9 @@ def merge_stage(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> Merge
                   encoded_table_tokens=encoded_tokens, encode_workers=encode_workers)
 
 
-def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[MergeFit, ChunkTable]:
-    """The chunk table, no larger than the merge stage can hold in the budget (an automatic cutoff)."""
+def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[MergeFit, ChunkTable, bool]:
+    """The chunk table, no larger than the merge stage can hold in the budget (an automatic cutoff), and
+    whether the budget leaves room for the speed-ups that hold more than the fit's estimate (_roomy)."""
     config = ctx.config
     release_arrow_memory()
     tokens_per_byte = None
@@ -117,7 +119,9 @@ def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[Merg
     ctx.reporter.event("merge_plan", table_tokens=fit.tokens, table_chunks=fit.chunks, estimate_MB=fit.estimate / 1e6,
                        budget_MB=ctx.budget / 1e6, min_count=fit.min_count, auto_cutoff=fit.auto_cutoff,
                        dropped_chunks=fit.dropped_chunks)  # the merge workers that run: the "merged" event
-    preload_kernels(fit.tokens, config.vocab_size, fit.workers, config.pair_count == "nonoverlap")
+    roomy = _roomy(fit, ctx.budget)
+    if roomy:
+        preload_kernels(fit.tokens, config.vocab_size, fit.workers, config.pair_count == "nonoverlap")
     if fit.auto_cutoff:
         ctx.result_changed(
             AutoCutoffWarning,
@@ -125,7 +129,14 @@ def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[Merg
             f"{fit.min_count} times ({fit.dropped_chunks:,} chunks, {fit.dropped_occurrences:,} occurrences) are "
             "left out of training (an automatic --freq-cutoff; a larger --memory-budget keeps them)",
             min_count=fit.min_count, dropped_chunks=fit.dropped_chunks, dropped_occurrences=fit.dropped_occurrences)
-    return fit, table_from_arrays(chunks.data, chunks.offsets, chunks.counts, config.vocab_size, fit.min_count)
+    return fit, table_from_arrays(chunks.data, chunks.offsets, chunks.counts, config.vocab_size, fit.min_count), roomy
+
+
+def _roomy(fit: MergeFit, budget: int) -> bool:
+    """Whether the budget holds, beside the fit's estimate, numba loaded while the table is built (its
+    RSS, JIT_RSS) and the engine's second thread (a quarter more of the merge's own need; realmix:
+    25-40 MB of 700): else numba loads when the engine starts, and the engine keeps one thread."""
+    return fit.estimate + JIT_RSS + merge_estimate(fit.tokens, fit.chunks) // 4 <= budget
 
 
 def vocab_of(merges: Pairs) -> list[bytes]:
