@@ -9,11 +9,14 @@ later algorithm over the same chunk table takes the same Counted and ctx.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .. import jit
 from ..count.jit_lexer import JIT_RSS
 from ..count.reduce import TrainingChunks
+from ..merge import linked_kernels
 from ..merge.coordinator import MergeResult, learn_merges, preload_kernels
 from ..merge.encode import sampled_tokens_per_byte
 from ..merge.fit import MergeFit, fit_merge_stage, merge_estimate
@@ -63,13 +66,30 @@ class Merged:
 
 
 def merge_stage(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> Merged:
-    """Fit, table, encoding (if job.encode), rounds. The chunk arrays are handed to the table and let go."""
-    config = ctx.config
-    table_name, encode_name, merge_name = job.names
+    """Fit, table, encoding (if job.encode), rounds. The chunk arrays are handed to the table and let go;
+    under --jit auto the stage merges with numpy where the budget has no room for numba (_room)."""
+    table_name = job.names[0]
     with ctx.stage(table_name):
-        fit, table, roomy = _table(ctx, chunks, job)
-    training_chunks, table_tokens = len(chunks), len(table.tokens)
+        fit, table, room = _table(ctx, chunks, job)
+    training_chunks = len(chunks)
     chunks.data = chunks.offsets = chunks.counts = None  # the table holds them; merge workers fork without them
+    numpy_only = room == "numpy" and jit.mode() == "auto"
+    if numpy_only and jit.would_run(fit.tokens, linked_kernels.JIT_MIN_TOKENS):
+        ctx.note(f"merging with numpy: the {format_size(ctx.budget)} budget leaves no room for numba's "
+                 f"{format_size(JIT_RSS)} beside the merge stage's {format_size(fit.estimate)}")
+    holder, table = [table], None  # handed over: the encoding replaces it, and nothing here keeps it
+    with jit.using("off") if numpy_only else contextlib.nullcontext():
+        return _encode_and_merge(ctx, holder, fit, job, room == "speed", training_chunks)
+
+
+def _encode_and_merge(ctx: RunContext, holder: list[ChunkTable], fit: MergeFit, job: MergeJob, roomy: bool,
+                      training_chunks: int) -> Merged:
+    """merge_stage after the table (holder's one item, taken out: only this function holds it, and lets
+    go of it before the write): the encoding (if job.encode) and the rounds."""
+    config = ctx.config
+    _, encode_name, merge_name = job.names
+    table = holder.pop()
+    table_tokens = len(table.tokens)
     release_arrow_memory()
     sliced, encode_workers, encoded_tokens = None, 0, None
     if job.encode is not None:  # the chunks as the earlier merges leave them (in merge workers if large)
@@ -96,9 +116,9 @@ def merge_stage(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> Merge
                   encoded_table_tokens=encoded_tokens, encode_workers=encode_workers)
 
 
-def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[MergeFit, ChunkTable, bool]:
+def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[MergeFit, ChunkTable, str]:
     """The chunk table, no larger than the merge stage can hold in the budget (an automatic cutoff), and
-    whether the budget leaves room for the speed-ups that hold more than the fit's estimate (_roomy)."""
+    what else the budget holds beside the fit's estimate (_room)."""
     config = ctx.config
     release_arrow_memory()
     tokens_per_byte = None
@@ -119,8 +139,8 @@ def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[Merg
     ctx.reporter.event("merge_plan", table_tokens=fit.tokens, table_chunks=fit.chunks, estimate_MB=fit.estimate / 1e6,
                        budget_MB=ctx.budget / 1e6, min_count=fit.min_count, auto_cutoff=fit.auto_cutoff,
                        dropped_chunks=fit.dropped_chunks)  # the merge workers that run: the "merged" event
-    roomy = _roomy(fit, ctx.budget)
-    if roomy:
+    room = _room(fit, ctx.budget)
+    if room == "speed":
         preload_kernels(fit.tokens, config.vocab_size, fit.workers, config.pair_count == "nonoverlap")
     if fit.auto_cutoff:
         ctx.result_changed(
@@ -129,14 +149,18 @@ def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[Merg
             f"{fit.min_count} times ({fit.dropped_chunks:,} chunks, {fit.dropped_occurrences:,} occurrences) are "
             "left out of training (an automatic --freq-cutoff; a larger --memory-budget keeps them)",
             min_count=fit.min_count, dropped_chunks=fit.dropped_chunks, dropped_occurrences=fit.dropped_occurrences)
-    return fit, table_from_arrays(chunks.data, chunks.offsets, chunks.counts, config.vocab_size, fit.min_count), roomy
+    return fit, table_from_arrays(chunks.data, chunks.offsets, chunks.counts, config.vocab_size, fit.min_count), room
 
 
-def _roomy(fit: MergeFit, budget: int) -> bool:
-    """Whether the budget holds, beside the fit's estimate, numba loaded while the table is built (its
-    RSS, JIT_RSS) and the engine's second thread (a quarter more of the merge's own need; realmix:
-    25-40 MB of 700): else numba loads when the engine starts, and the engine keeps one thread."""
-    return fit.estimate + JIT_RSS + merge_estimate(fit.tokens, fit.chunks) // 4 <= budget
+def _room(fit: MergeFit, budget: int) -> str:
+    """What the budget holds beside the fit's estimate (which counts no numba): "speed", numba's RSS
+    (JIT_RSS) and the engine's second thread (a quarter more of the merge's own need; realmix: 25-40 MB
+    of 700), so numba loads while the table is built and large rounds take two threads; "numba", its
+    RSS only: it loads when the engine starts, one thread; "numpy", not even that: under --jit auto the
+    stage merges with numpy (a 400 MB run whose table passed JIT_MIN_TOKENS went to 490-513 MB)."""
+    if fit.estimate + JIT_RSS + merge_estimate(fit.tokens, fit.chunks) // 4 <= budget:
+        return "speed"
+    return "numba" if fit.estimate + JIT_RSS <= budget else "numpy"
 
 
 def vocab_of(merges: Pairs) -> list[bytes]:
