@@ -385,11 +385,11 @@ class LinkedEngine:
             self.live_pairs -= len(hits)
             if self.threads > 1 and len(positions) >= linked_kernels.TWO_THREADS_MIN:
                 # The new pairs go to the index beside the sums and the coordinator's update; the next
-                # lookup waits for them (settle). The sums then take one thread.
+                # lookup waits for them (settle).
                 self._pending = linked_kernels.Beside(self._index_new_pairs, keys[made:], positions)
-                return linked_kernels.sum_by_key(keys, deltas)
-            self._index_new_pairs(keys[made:], positions)
-            return linked_kernels.sum_by_key(keys, deltas, self.threads)
+            else:
+                self._index_new_pairs(keys[made:], positions)
+            return linked_kernels.sum_by_key(keys, deltas)
         partners = nxt[hits].astype(np.int64)
         beyond = nxt[partners].astype(np.int64)
         marked = self._marked

@@ -25,7 +25,7 @@ JIT_MIN_TOKENS = 4_000_000
 
 
 # With threads=2 (the coordinator's own engine, no merge workers), a round's kernels run in two
-# threads, each on half of it, from this many positions (hits, candidates, count changes): below, a
+# threads, each on half of it, from this many positions (hits, candidates, new pairs): below, a
 # thread's start (about 0.1 ms) is more than the half saves.
 TWO_THREADS_MIN = 32_768
 
@@ -205,15 +205,9 @@ def apply_hits(records, tokens, hits, which, new_ids, removed):
     return keys[:m], deltas[:m], made, positions[:m - made]
 
 
-def sum_by_key(keys: np.ndarray, deltas: np.ndarray, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """pairs.aggregate with a hash table (_sums): sorted unique keys and their non-zero sums.
-    threads=2: each half of the keys summed in its own thread, then their sums (realmix: a tenth as
-    many) summed once more."""
-    if threads > 1 and len(keys) >= TWO_THREADS_MIN:
-        h = len(keys) // 2
-        (keys_a, sums_a), (keys_b, sums_b) = in_two(lambda: _sums(keys[:h], deltas[:h]),
-                                                    lambda: _sums(keys[h:], deltas[h:]))
-        keys, deltas = np.concatenate([keys_a, keys_b]), np.concatenate([sums_a, sums_b])
+def sum_by_key(keys: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """pairs.aggregate with a hash table (_sums): sorted unique keys and their non-zero sums. (Summing
+    by halves in two threads, then their sums again, gained nothing on realmix: BENCHMARKS 27.)"""
     keys, sums = _sums(keys, deltas)
     order = np.argsort(keys)
     return keys[order], sums[order]

@@ -123,16 +123,14 @@ def test_one_round_gives_the_same_hits_table_counts_and_index(monkeypatch):
         [np.sort(x).tolist() for x in fast.index.lookup(new_pairs)]
 
 
-@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("n_keys", [0, 1, 5, 3000, 100_000])
-def test_sum_by_key_is_aggregate(monkeypatch, n_keys, threads):
+def test_sum_by_key_is_aggregate(n_keys):
     from parbpe.merge.linked_kernels import sum_by_key
 
-    monkeypatch.setattr(linked_kernels, "TWO_THREADS_MIN", 2)
     rng = np.random.default_rng(n_keys)
     keys = rng.integers(0, max(n_keys // 3, 1), n_keys) * (1 << 31) + rng.integers(0, 3, n_keys)
     deltas = rng.integers(-3, 4, n_keys)
-    for a, b in zip(sum_by_key(keys, deltas, threads), aggregate(keys, deltas)):
+    for a, b in zip(sum_by_key(keys, deltas), aggregate(keys, deltas)):
         np.testing.assert_array_equal(a, b)
 
 
