@@ -95,6 +95,11 @@ def worth(work: int, at_least: int) -> bool:
     return (mode() == "on" or work >= at_least) and enabled()
 
 
+def loaded() -> bool:
+    """Whether numba is imported in this process already (a kernel then costs no import)."""
+    return _numba_checked and _numba is not None
+
+
 def would_run(work: int, at_least: int) -> bool:
     """worth(work, at_least) without importing numba (installed or not is all it looks at)."""
     current = mode()

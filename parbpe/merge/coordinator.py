@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import jit
 from .engines import ChunkEngine, LinkedEngine, preload_linked_kernels
 from .linked_kernels import use_kernels
 from .runs import RunEngine, prefers_runs
@@ -191,8 +192,10 @@ def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int
                   allow=None, min_pair_count: int = 1, max_token_bytes: int = 0) -> MergeResult:
     """The rounds of learn_merges on a ready engine; merging stops early when no pair is seen
     min_pair_count times (pairs rank by count: a round keeps the ranked pairs above it)."""
-    # The queue's searches by kernel where the table is large enough for the engine's (and numba loaded for them)
-    queue = PairQueue(*runner.initial_pair_counts(), vocab, use_kernels=use_kernels(len(runner.table.tokens)))
+    # The queue's searches by kernel where the table is large enough for the engine's kernels and numba is
+    # loaded here (a chunk engine's or merge workers' table does not import it for them alone)
+    counts = runner.initial_pair_counts()
+    queue = PairQueue(*counts, vocab, use_kernels=use_kernels(len(runner.table.tokens)) and jit.loaded())
     rule = _Rule(allow, vocab) if allow is not None else None
     cap = _LengthCap(vocab, max_token_bytes) if max_token_bytes else None
     seconds = {"counting": time.perf_counter() - clock, "selection": 0.0, "applying": 0.0, "updating": 0.0,

@@ -223,3 +223,29 @@ def test_preloading_loads_every_kernel_of_the_engine_in_a_thread(monkeypatch, vo
     assert merged.merges == reference_train(counts, n, batched=True)
     # the run loaded no kernel for other dtypes than the preload did
     assert {k.__name__: len(k._compiled.signatures) for k in kernels} == signatures
+
+
+@pytest.mark.parametrize("numba_loaded", [True, False])
+def test_the_queue_lowers_counts_by_kernel_only_where_numba_is_loaded(monkeypatch, numba_loaded):
+    """The pair counts' kernel runs where the table is large enough for the engine's kernels and numba is
+    imported in this process already, whatever the engine: no run imports numba for the queue alone."""
+    from parbpe import jit
+    from parbpe.merge import selection
+
+    made = []
+    init = selection.PairCounts.__init__
+
+    def record(self, keys, counts, use_kernels=False):
+        made.append(use_kernels)
+        init(self, keys, counts, use_kernels)
+
+    monkeypatch.setattr(selection.PairCounts, "__init__", record)
+    monkeypatch.setattr(jit, "loaded", lambda: numba_loaded)
+    monkeypatch.setenv("PARBPE_JIT", "on")
+    counts, n = CORPORA["three letters"]
+    for engine in ("linked", "chunk"):
+        learn_merges(_table(counts, n), [bytes([b]) for b in range(256)], n, engine=engine)
+    assert made == [numba_loaded, numba_loaded]
+    monkeypatch.setenv("PARBPE_JIT", "off")
+    learn_merges(_table(counts, n), [bytes([b]) for b in range(256)], n)
+    assert made[-1] is False
