@@ -153,7 +153,19 @@ class Kernel:
                     require()
                     _compile_helpers()
                     self._compiled = numba_module().njit(cache=True, nogil=True, **self.options)(self.python)
-        return self._compiled(*args)
+        try:
+            return self._compiled(*args)
+        except SystemError as exc:
+            raise _raised_by_a_signal_handler(exc) from None
+
+
+def _raised_by_a_signal_handler(exc: SystemError) -> BaseException:
+    """What to raise for a SystemError out of a kernel: a signal's Python handler that raised while the
+    kernel ran (Ctrl-C: KeyboardInterrupt) left its exception set, which numba's dispatcher reports as
+    "returned a result with an exception set", the handler's exception its cause. That one, else exc."""
+    if exc.__cause__ is not None and "with an exception set" in str(exc):
+        return exc.__cause__
+    return exc
 
 
 def preload(name: str, warm: Callable[[], None]) -> None:

@@ -32,6 +32,14 @@ def _doubled_total(values):
     return total
 
 
+@jit.kernel
+def _spin(rounds):
+    total = 0
+    for i in range(rounds):
+        total += (i * 7) % 13
+    return np.full(2, total), total  # a tuple: boxing it finds the handler's exception set
+
+
 @pytest.fixture
 def no_numba(monkeypatch):
     """This process as if numba were not installed."""
@@ -107,6 +115,30 @@ def test_a_kernel_calls_a_helper_compiled_before_it():
     assert _doubled_total.python(values) == 2 * values.sum()  # the helper as plain Python, before compiling
     assert _doubled_total(values) == 2 * values.sum()
     assert hasattr(_doubled, "py_func")  # the module global, compiled in place by the first kernel
+
+
+def test_ctrl_c_while_a_kernel_runs_raises_keyboard_interrupt():
+    """A signal handler that raises while a kernel runs (Ctrl-C) left numba's dispatcher to report a
+    SystemError ("returned a result with an exception set"): a run interrupted in its merge then said
+    "internal error" and exited 3, not 130. The kernel raises what the handler raised."""
+    import signal
+    import threading
+
+    pytest.importorskip("numba")
+    _spin(10)  # compiled: the call below spends its time in the kernel
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGUSR1, interrupt)
+    timer = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGUSR1))
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            _spin(600_000_000)  # 0.5-1 s in the kernel
+    finally:
+        timer.join()
+        signal.signal(signal.SIGUSR1, before)
 
 
 def test_preload_runs_once_per_name_in_a_thread_and_settle_waits(monkeypatch):
