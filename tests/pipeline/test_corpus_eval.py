@@ -26,7 +26,7 @@ def setup(tmp_path_factory):
     words = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(1, 7))) for _ in range(300)]
     for k in range(3):
         ends = ["", "\n", " 123.", "<|x|>"]
-        docs = [" ".join(rng.choice(words) for _ in range(rng.randint(5, 80))) + rng.choice(ends) for _ in range(150)]
+        docs = [" ".join(rng.choice(words) for _ in range(rng.randint(5, 80))) + rng.choice(ends) for _ in range(80)]
         (root / f"part{k}.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
     corpus = sorted(str(p) for p in root.glob("*.jsonl"))
     plain = parbpe.train(corpus, vocab_size=400, special_tokens=["<|x|>"]).tokenizer
