@@ -41,6 +41,8 @@ from ..run.pool import (
     gather_answers,
     get_context,
     ignore_sigint,
+    receive_message,
+    send_message,
     start_piped_workers,
     stop_workers,
 )
@@ -100,10 +102,10 @@ def _worker(conn, handle: BlockHandle, c0: int, c1: int, fault_stage: str) -> No
     fault_point(fault_stage, 0)
     try:
         arrays = attach(handle)
-        conn.send(("ok", None, 0.0))
+        send_message(conn, ("ok", None, 0.0))
         engine = encoded = hits = which = None
         for step in itertools.count(1):
-            command, *args = conn.recv()
+            command, *args = receive_message(conn)
             fault_point(fault_stage, step)
             clock = time.perf_counter()  # each answer says how long the work took (the rest is communication)
             if command == "encode":
@@ -139,13 +141,13 @@ def _worker(conn, handle: BlockHandle, c0: int, c1: int, fault_stage: str) -> No
             elif command == "finish":
                 if isinstance(engine, LinkedEngine):
                     engine.compact()
-                conn.send(("ok", None, 0.0))
+                send_message(conn, ("ok", None, 0.0))
                 return
             else:
                 raise ValueError(f"unknown command {command!r}")
-            conn.send(("ok", answer, time.perf_counter() - clock))
+            send_message(conn, ("ok", answer, time.perf_counter() - clock))
     except Exception:
-        conn.send(("error", traceback.format_exc(limit=6), 0.0))
+        send_message(conn, ("error", traceback.format_exc(limit=6), 0.0))
 
 
 class SlicedEngine:
@@ -240,7 +242,7 @@ class SlicedEngine:
         self._sent_at = time.perf_counter()
         for k, (conn, message) in enumerate(zip(self._conns, messages)):
             try:
-                conn.send(message)
+                send_message(conn, message)
             except OSError:  # a broken pipe: the worker is gone
                 raise self._died(k) from None
 

@@ -31,6 +31,8 @@ from ..run.pool import (
     gather_answers,
     get_context,
     ignore_sigint,
+    receive_message,
+    send_message,
     start_piped_workers,
     stop_workers,
 )
@@ -94,12 +96,12 @@ def _worker(conn, handle: BlockHandle, c0: int, c1: int) -> None:
         arrays = attach(handle)
         chunks = chunk_list(arrays["data"], arrays["offsets"], c0, c1)
         counts = arrays["counts"][c0:c1]
-        conn.send(("ok", None))
+        send_message(conn, ("ok", None))
     except Exception as exc:
-        conn.send(("error", _one_line(exc), traceback.format_exc(limit=6)))
+        send_message(conn, ("error", _one_line(exc), traceback.format_exc(limit=6)))
         return
     for step in itertools.count(1):
-        message = conn.recv()
+        message = receive_message(conn)
         if message is None:
             return
         fault_point(FAULT_STAGE, step)
@@ -108,7 +110,7 @@ def _worker(conn, handle: BlockHandle, c0: int, c1: int) -> None:
             answer = ("ok", token_scores(VocabIndex(tokens), chunks, counts, len(tokens)))
         except Exception as exc:  # the parent raises it; this worker stays ready for the next vocabulary
             answer = ("error", _one_line(exc), traceback.format_exc(limit=6))
-        conn.send(answer)
+        send_message(conn, answer)
 
 
 class ScoringPool:
@@ -161,7 +163,7 @@ class ScoringPool:
         message = (b"".join(tokens), np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens)))
         for k, conn in enumerate(self._conns):
             try:
-                conn.send(message)
+                send_message(conn, message)
             except OSError:  # a broken pipe: the worker is gone
                 raise self._died(k) from None
         return add_scores(self._gather())
