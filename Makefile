@@ -21,9 +21,11 @@ demo: $(STAMP)
 
 # The package's bytecode first: where PYTHONDONTWRITEBYTECODE is set, every process the tests start
 # (CLI runs, spawned workers, Ray workers) would otherwise compile parbpe again, 0.3-0.4 s each.
+# Two test processes (pytest-xdist), a test file each at a time: the suite's tests mostly use one
+# core. A file stays in one process, so tests/conftest.py's order (Ray's tests last) holds in each.
 test: $(STAMP)
 	$(BIN)/python -m compileall -q parbpe bench
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # Two interleaved repetitions keep it under 15 minutes on 2 cores; docs/BENCHMARKS.md used --repeat 3.
 bench: $(STAMP)
