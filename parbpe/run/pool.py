@@ -201,8 +201,14 @@ def send_message(conn, message: Any) -> None:
 
 
 def receive_message(conn) -> Any:
-    """What send_message sent (EOFError or OSError if the pipe broke)."""
-    return pickle.loads(conn.recv_bytes())
+    """What send_message sent (EOFError or OSError if the pipe broke; RuntimeError for bytes that
+    do not unpickle, which only a bug in a worker sends)."""
+    data = conn.recv_bytes()
+    try:
+        return pickle.loads(data)
+    except Exception as exc:
+        raise RuntimeError(f"a worker's message of {len(data)} bytes could not be read: "
+                           f"{type(exc).__name__}: {exc}") from None
 
 
 def stop_workers(procs: list) -> None:

@@ -96,3 +96,47 @@ def test_a_worker_whose_parent_stopped_listening_ends_quietly(tmp_path):
     ''')
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "0" and done.stderr == "", done.stderr
+
+
+def _sends_then_waits(conn, k: int) -> None:
+    """Worker 0 dies half-way through a message, worker 1 sends bytes that are no pickle, worker 2
+    answers; then each waits."""
+    import signal
+    import struct
+
+    from parbpe.run.pool import send_message
+
+    if k == 0:
+        os.write(conn.fileno(), struct.pack("!i", 100000) + b"half a message")
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif k == 1:
+        conn.send_bytes(b"no pickle at all")
+    else:
+        send_message(conn, ("ok", k))
+    time.sleep(30)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork and SIGKILL of a worker")
+@pytest.mark.parametrize("broken", [0, 1])
+def test_merge_style_answers_half_sent_or_unreadable_end_the_wait(broken):
+    """gather_answers (the merge and scoring workers' rounds, send_message's frames): a worker killed
+    half-way through its answer is a WorkerDied at once, an answer that does not unpickle a one-line
+    RuntimeError; never a hang."""
+    from parbpe.run.pool import WorkerDied, gather_answers, get_context, start_piped_workers, stop_workers
+
+    workers = [broken, 2]
+    procs, conns = start_piped_workers(get_context("fork"), _sends_then_waits,
+                                       lambda k, end: (end, workers[k]), len(workers))
+    started = time.monotonic()
+    try:
+        if broken == 0:
+            with pytest.raises(WorkerDied, match="worker 0"):
+                gather_answers(conns, procs, lambda k: WorkerDied(f"worker {k} died"), poll=0.2)
+        else:
+            with pytest.raises(RuntimeError, match="message of 16 bytes could not be read: UnpicklingError"):
+                gather_answers(conns, procs, lambda k: WorkerDied(f"worker {k} died"), poll=0.2)
+        assert time.monotonic() - started < 10
+    finally:
+        for conn in conns:
+            conn.close()
+        stop_workers(procs)
