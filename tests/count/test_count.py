@@ -138,33 +138,68 @@ def test_spill_files_are_removed_on_error(tmp_path):
     assert list(spill_dir.iterdir()) == []
 
 
+def _slow_partition_hash(row: bytes) -> int:
+    """partitions.py's hash of one row, by the obvious Python loop."""
+    total, power, mask = 0, 1, (1 << 64) - 1
+    for b in row:
+        total = (total + b * power) & mask
+        power = power * 1099511628211 & mask
+    h = (len(row) * 0x9E3779B97F4A7C15 & mask) ^ total
+    h ^= h >> 31
+    h = h * 0x9E3779B97F4A7C15 & mask
+    h ^= h >> 29
+    return h >> 33
+
+
+def _hash_rows() -> list[bytes]:
+    rng = random.Random(4)
+    rows = [b"a" * 3000, b"", b"xyz", bytes(rng.getrandbits(8) for _ in range(2500)), b"q" * 1024, b"r" * 1025]
+    return rows + [bytes([rng.randrange(256)]) * rng.randint(0, 30) for _ in range(3000)]
+
+
 def test_long_chunks_hash_in_windows_to_the_same_partition(monkeypatch):
     """A chunk longer than a hashing window (hostile text: one chunk of megabytes) is hashed a
     window at a time; its partition is the one the whole-row hash gives (checked by an obvious
-    polynomial hash in Python)."""
+    polynomial hash in Python). numpy's hash: the JIT off."""
     import numpy as np
 
     import parbpe.count.partitions as partitions
 
-    def slow(row: bytes) -> int:
-        total, power, mask = 0, 1, (1 << 64) - 1
-        for b in row:
-            total = (total + b * power) & mask
-            power = power * 1099511628211 & mask
-        h = (len(row) * 0x9E3779B97F4A7C15 & mask) ^ total
-        h ^= h >> 31
-        h = h * 0x9E3779B97F4A7C15 & mask
-        h ^= h >> 29
-        return h >> 33
-
-    rng = random.Random(4)
-    rows = [b"a" * 3000, b"", b"xyz", bytes(rng.getrandbits(8) for _ in range(2500)), b"q" * 1024, b"r" * 1025]
-    rows += [bytes([rng.randrange(256)]) * rng.randint(0, 30) for _ in range(3000)]
-    expected = np.array([slow(r) for r in rows]) % (1 << 30)
+    monkeypatch.setenv("PARBPE_JIT", "off")
+    rows = _hash_rows()
+    expected = np.array([_slow_partition_hash(r) for r in rows]) % (1 << 30)
     whole = partitions.partition_ids(pa.array(rows, type=pa.binary()), 1 << 30)
     monkeypatch.setattr(partitions, "_HASH_BYTES", 1024)
     windows = partitions.partition_ids(pa.array(rows, type=pa.binary()), 1 << 30)
     assert (whole == expected).all() and (windows == expected).all()
+
+
+def test_the_partition_kernel_hashes_as_numpy_and_runs_only_where_numba_is_loaded(monkeypatch):
+    """The numba kernel gives the slow hash's ids, on sliced arrays and strings too; under --jit auto
+    it runs only in a process that has numba loaded already (no import for the hash alone)."""
+    import numpy as np
+
+    import parbpe.count.partitions as partitions
+    from parbpe import jit
+
+    pytest.importorskip("numba")
+    rows = _hash_rows()
+    monkeypatch.setenv("PARBPE_JIT", "on")
+    assert partitions._kernel_hashes()
+    for n_partitions in (1 << 30, 32, 1):
+        expected = np.array([_slow_partition_hash(r) for r in rows]) % n_partitions
+        assert (partitions.partition_ids(pa.array(rows, type=pa.binary()), n_partitions) == expected).all()
+        sliced = pa.array(rows, type=pa.binary()).slice(7, 900)
+        assert (partitions.partition_ids(sliced, n_partitions) == expected[7:907]).all()
+    texts = ["", "é", "中文 text", "😀" * 50, "<|endoftext|>"]
+    expected = np.array([_slow_partition_hash(t.encode()) for t in texts]) % 32
+    assert (partitions.partition_ids(pa.chunked_array([texts[:2], texts[2:]], pa.string())) == expected).all()
+    monkeypatch.setenv("PARBPE_JIT", "auto")
+    assert partitions._kernel_hashes() == jit.loaded()
+    monkeypatch.setattr(jit, "_numba_checked", False)  # as in a process that never imported numba
+    assert not partitions._kernel_hashes()
+    monkeypatch.setenv("PARBPE_JIT", "off")
+    assert not partitions._kernel_hashes()
 
 
 def _slow_cut(chunk: str, max_bytes: int) -> list[str]:
