@@ -59,16 +59,14 @@ def partition_ids(chunks: pa.Array | pa.ChunkedArray, n_partitions: int = N_PART
 def _kernel_hashes() -> bool:
     """Whether _partition_kernel hashes (the same ids): where numba is loaded in this process already
     (SuperBPE's second count forks its workers from a parent that merged with the kernels), or --jit
-    on. The numpy hash makes several uint64 arrays per byte: 1.5 s for superword counts' 120 MB."""
-    current = jit.mode()
-    return current != "off" and (current == "on" or jit.loaded()) and jit.enabled()
+    on (enabled() then imports it). The numpy hash makes several uint64 arrays per byte: 1.5 s for
+    superword counts' 120 MB."""
+    return jit.enabled() and jit.loaded()
 
 
 @jit.kernel
 def _partition_kernel(data, offsets, n_partitions, out):
     """partition_ids's hash, row by row: the same wrapping polynomial sum and mix as _hash_slice."""
-    base = np.uint64(1099511628211)
-    mult = np.uint64(0x9E3779B97F4A7C15)
     for r in range(len(offsets) - 1):
         lo = offsets[r]
         hi = offsets[r + 1]
@@ -76,11 +74,11 @@ def _partition_kernel(data, offsets, n_partitions, out):
         power = np.uint64(1)
         for i in range(lo, hi):
             total += np.uint64(data[i]) * power
-            power *= base
-        h = np.uint64(hi - lo) * mult
+            power *= _BASE
+        h = np.uint64(hi - lo) * _MULT
         h ^= total
         h ^= h >> np.uint64(31)
-        h *= mult
+        h *= _MULT
         h ^= h >> np.uint64(29)
         out[r] = np.int64(h >> np.uint64(33)) % n_partitions
 
