@@ -200,11 +200,17 @@ class PairQueue:
     """
 
     NARROW = 16  # widths up to this use the heap
+    # Pairs put on the heap when it is (re)built: HEAP_FIRST the first time, twice as many each time it
+    # runs short, at most HEAP_MOST. BatchBPE's last rounds (widths below NARROW) rank a few dozen pairs
+    # in all, and a heap of 4,096 entries (with their tie keys) cost 25-150 ms there (BENCHMARKS 29);
+    # serial runs pop tens of thousands and soon rebuild at the most.
+    HEAP_FIRST = 64
+    HEAP_MOST = 4096
 
     def __init__(self, keys: np.ndarray, counts: np.ndarray, vocab: list[bytes], use_kernels: bool = False) -> None:
         self.counts = PairCounts(keys, counts, use_kernels)
         self._bytes: list[bytes] = list(vocab)  # every token's bytes
-        self._ties: list[Descending] = []  # tie_key of tokens 0, 1, ..., made as asked
+        self._ties: dict[int, Descending] = {}  # tie_key of the tokens asked for, made once each
         # Each token's first 8 bytes as a big-endian number (zero-padded) and its length up to 9: they
         # order tokens by bytes in numpy, but for tokens longer than 8 bytes that share their first 8.
         self._prefix = np.zeros(max(len(vocab), 1024), dtype=np.uint64)
@@ -212,6 +218,7 @@ class PairQueue:
         self._set_prefixes(0, self._bytes)
         self._heap: list[tuple[int, Descending, int, Descending, int, int]] = []
         self._heap_threshold = float("inf")
+        self._heap_size = self.HEAP_FIRST
         # The pool: sorted keys and their current counts, kept up to date from the deltas.
         self._pool_keys = np.zeros(0, dtype=np.int64)
         self._pool_counts = np.zeros(0, dtype=np.int64)
@@ -259,9 +266,10 @@ class PairQueue:
     def tie_key(self, token: int) -> Descending:
         """The tie-rule key of a token: its bytes, greater first (made once per token: heap entries
         of serial rounds ask for them tens of thousands of times)."""
-        while len(self._ties) <= token:
-            self._ties.append(Descending(self._bytes[len(self._ties)]))
-        return self._ties[token]
+        key = self._ties.get(token)
+        if key is None:
+            key = self._ties[token] = Descending(self._bytes[token])
+        return key
 
     def _entry(self, key: int, count: int) -> tuple[int, Descending, int, Descending, int, int]:
         first, second = key >> 32, key & 0xFFFFFFFF
@@ -288,7 +296,8 @@ class PairQueue:
     # -- narrow rounds: the heap -------------------------------------------------------------
 
     def _refill_heap(self, wanted: int) -> None:
-        keys, values, threshold = self._top_region(max(wanted, 4096))
+        keys, values, threshold = self._top_region(max(wanted, self._heap_size))
+        self._heap_size = min(2 * self._heap_size, self.HEAP_MOST)
         self._heap = [self._entry(k, c) for k, c in zip(keys.tolist(), values.tolist())]
         heapq.heapify(self._heap)
         self._heap_threshold = threshold

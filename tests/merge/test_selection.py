@@ -296,3 +296,21 @@ def test_a_change_to_an_uncounted_pair_or_below_zero_is_refused_whole(use_kernel
     assert store.arrays()[1].tolist() == [3, 4, 5] and store.live == 3  # nothing changed
     store.update(keys, np.array([-3, -1, -5]))
     assert sorted(store.arrays()[1].tolist()) == [0, 0, 3] and store.live == 1
+
+
+def test_narrow_rounds_rebuild_a_growing_heap_as_it_runs_short():
+    """Serial rounds pop the top pair and lower it (as its merge does): the heap, first HEAP_FIRST
+    pairs, runs short and is rebuilt larger each time; every ranking is still the reference's."""
+    rng = random.Random(11)
+    vocab = [bytes([b]) for b in range(256)]
+    counts = {int(pack(rng.randrange(256), rng.randrange(256))): rng.randint(1, 400) for _ in range(5000)}
+    keys = np.array(sorted(counts), dtype=np.int64)
+    queue = PairQueue(keys, np.array([counts[k] for k in keys.tolist()], dtype=np.int64), list(vocab))
+    sizes = set()
+    for step in range(400):
+        n = rng.choice([1, 1, 2, 16])
+        top, _ = queue.ranked(n)
+        assert top.tolist() == _reference_ranking(counts, vocab)[:n], step
+        sizes.add(queue._heap_size)
+        _apply({int(k): -counts[int(k)] for k in top[:1]}, counts, queue)  # the top pair is merged away
+    assert min(sizes) == 2 * PairQueue.HEAP_FIRST and 8 * PairQueue.HEAP_FIRST <= max(sizes) <= PairQueue.HEAP_MOST
