@@ -194,7 +194,8 @@ def _cyclic_gc_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off (if it was on) for the merge rounds. They make no
     reference cycles, but their merge tuples and tokens (one each per merge) start collections, and
     every full one walks all the objects of the process: 55 ms on FineWeb's counts, 190 ms on
-    realmix's (BENCHMARKS 29). Whatever cycle a round leaves is collected once it is on again."""
+    realmix's (BENCHMARKS 29). Whatever cycle a round would leave (none: tests/merge/test_rounds.py) is
+    collected once it is on again."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:

@@ -37,3 +37,11 @@ def test_the_collector_is_on_again_after_a_round_fails():
     with pytest.raises(OSError, match="disk full"):
         _learn(on_round=fail)
     assert gc.isenabled()
+
+
+@pytest.mark.parametrize("options", [{}, {"batching": "exact"}, {"max_batch_size": 1}, {"nonoverlap": True}])
+def test_the_rounds_leave_no_reference_cycles(options):
+    """What pausing the collector relies on: nothing the rounds make is left for it to find."""
+    gc.collect()
+    _learn(**options)
+    assert gc.collect() == 0
