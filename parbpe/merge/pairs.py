@@ -73,12 +73,36 @@ def pair_keys_and_weights(
     return keys, weights, pos
 
 
+# aggregate() sorts keys whose tokens fit in 16 bits as one uint64 each, (first << 16 | second) << 32 |
+# index, from this many keys: np.sort of those and a gather of the weights take 0.5-0.9x the time of
+# an argsort and two gathers from 3,000 keys on, 1.5x at 300 (BENCHMARKS 29).
+PACKED_SORT_MIN = 2048
+_BEYOND_16_BITS = np.int64(~0x0000FFFF0000FFFF)
+_LOW32 = np.uint64(0xFFFFFFFF)
+
+
 def aggregate(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sum weights per key; return sorted unique keys and their non-zero sums."""
     if len(keys) == 0:
         return keys.astype(np.int64), weights.astype(np.int64)
+    weights = np.asarray(weights, dtype=np.int64)
+    if PACKED_SORT_MIN <= len(keys) < 2**32 and not int(np.bitwise_or.reduce(keys)) & _BEYOND_16_BITS:
+        return _aggregate_narrow(np.asarray(keys, dtype=np.int64), weights)
     order = np.argsort(keys)  # sums do not depend on the order within a key
-    return aggregate_sorted(keys[order], np.asarray(weights, dtype=np.int64)[order])
+    return aggregate_sorted(keys[order], weights[order])
+
+
+def _aggregate_narrow(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """aggregate() of keys whose tokens are below 2**16, sorted as (first << 16 | second) << 32 | index."""
+    packed = (((keys >> 16) & ~np.int64(0xFFFF)) | (keys & 0xFFFF)).astype(np.uint64)  # first << 16 | second
+    packed <<= np.uint64(32)
+    packed |= np.arange(len(keys), dtype=np.uint64)
+    packed.sort()
+    weights = weights[(packed & _LOW32).astype(np.intp)]
+    packed >>= np.uint64(32)
+    narrow, sums = aggregate_sorted(packed, weights)
+    narrow = narrow.astype(np.int64)
+    return (narrow >> 16) << SHIFT | (narrow & 0xFFFF), sums
 
 
 def aggregate_sorted(sorted_keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
