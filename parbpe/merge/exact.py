@@ -89,10 +89,12 @@ def prefix_stop(keys: np.ndarray, steps: np.ndarray, deltas: np.ndarray, first: 
     order = np.lexsort((steps, keys))
     keys, steps, deltas = keys[order], steps[order], deltas[order]
     values = np.cumsum(deltas)
-    group_start = np.r_[True, keys[1:] != keys[:-1]]
+    # (np.concatenate, not np.r_: its index machinery was 0.1 s of FineWeb's 1,256 exact rounds)
+    same_as_next = keys[1:] == keys[:-1]
+    group_start = np.concatenate([[True], ~same_as_next])
     base = np.maximum.accumulate(np.where(group_start, np.arange(len(keys)), 0))
-    values = values - np.r_[0, values][base]  # running count of each pair from its first step on
-    ends = np.r_[np.where(keys[1:] == keys[:-1], steps[1:], n), n]  # until the pair's next change
+    values = values - np.concatenate([[0], values])[base]  # running count of each pair from its first step on
+    ends = np.concatenate([np.where(same_as_next, steps[1:], n), [n]])  # until the pair's next change
     # A created pair outranks member k if its count is higher, or equal and it wins the tie rule.
     # Counts fall with rank: [tie_from, below_from) are the members of equal count.
     neg_counts = -np.asarray(counts, dtype=np.int64)
