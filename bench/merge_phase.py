@@ -7,15 +7,25 @@
 --threads 1,2 runs each repeat once with each thread count of the coordinator's own engine
 (merge/coordinator.py THREADS), interleaved, and reports each one's times apart (by_threads).
 
+--baseline CHECKOUT [--pairs 4]: this checkout against another, the merge phase alone (no counting,
+reducing or writing to add their noise): PAIRS pairs of processes of this script, one with each
+checkout's parbpe (PYTHONPATH), alternating which goes first, each making --repeat runs; prints both
+sides' runs and medians, their ratio (this / baseline: under 1 is faster) and whether every run of
+both made the same merges.
+
 Peak RSS is sampled over the whole process tree (merge workers included).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -43,7 +53,16 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threads", default=None,
                         help="comma-separated thread counts of the in-process engine, interleaved (default: parbpe's)")
+    parser.add_argument("--baseline", default=None, help="a checkout to compare this one with (see above)")
+    parser.add_argument("--pairs", type=int, default=4, help="with --baseline: pairs of processes")
     args = parser.parse_args()
+    if args.baseline is not None:
+        if not os.path.isdir(os.path.join(args.baseline, "parbpe")):
+            parser.error(f"{args.baseline} is not a parbpe checkout (no parbpe/ in it)")
+        if args.pairs < 1:
+            parser.error(f"--pairs must be at least 1, got {args.pairs}")
+        against_baseline(args.baseline, args.pairs, _without_baseline(sys.argv[1:]))
+        return
 
     config = TrainConfig(vocab_size=args.vocab_size, max_batch_size=args.max_batch_size,
                          cap_divisor=args.cap_divisor, pair_count=args.pair_count, workers=1, batching=args.batching,
@@ -81,7 +100,44 @@ def main() -> None:
                            "runs": [round(w, 3) for w, _ in runs], "cpu": [round(c, 3) for _, c in runs]}
                        for t, runs in by_threads.items()},
         "peak_rss_mb": round(sampler.peak / 1e6, 1), "python": platform.python_version(),
+        "merges_sha256": hashlib.sha256(json.dumps(result.merges).encode()).hexdigest(),
     }, indent=1))
+
+
+def _without_baseline(argv: list[str]) -> list[str]:
+    """The command line less --baseline and --pairs (and their values): what each side runs."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("--baseline", "--pairs"):
+            skip = True
+        elif not arg.startswith(("--baseline=", "--pairs=")):
+            out.append(arg)
+    return out
+
+
+def against_baseline(baseline: str, pairs: int, argv: list[str]) -> None:
+    """Interleaved processes of this script with this checkout's parbpe and the baseline's."""
+    trees = {"this": os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."), "baseline": baseline}
+    runs: dict[str, list[float]] = {side: [] for side in trees}
+    digests = set()
+    for k in range(pairs):
+        for side in (("this", "baseline") if k % 2 == 0 else ("baseline", "this")):
+            env = {**os.environ, "PYTHONPATH": os.path.abspath(trees[side])}
+            # -P: not the working directory's checkout first on sys.path; PYTHONPATH alone picks the tree
+            done = subprocess.run([sys.executable, "-P", os.path.abspath(__file__), *argv], env=env,
+                                  capture_output=True, text=True)
+            if done.returncode != 0:
+                raise SystemExit(f"{side} ({trees[side]}) failed: {done.stderr.strip()[-2000:]}")
+            report = json.loads(done.stdout)
+            runs[side] += report["merge_seconds"]["runs"]
+            digests.add(report["merges_sha256"])
+    medians = {side: statistics.median(times) for side, times in runs.items()}
+    print(json.dumps({"runs": {side: [round(x, 3) for x in times] for side, times in runs.items()},
+                      "median_s": {side: round(m, 3) for side, m in medians.items()},
+                      "ratio": round(medians["this"] / medians["baseline"], 3),
+                      "same_merges": len(digests) == 1}, indent=1))
 
 
 if __name__ == "__main__":

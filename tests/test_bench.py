@@ -58,6 +58,23 @@ def test_merge_phase_bench_on_a_counts_file(tmp_path):
     assert all(len(r["runs"]) == 2 for r in report["by_threads"].values())
 
 
+def test_merge_phase_against_a_baseline_checkout(tmp_path):
+    """--baseline: processes with each checkout's parbpe, interleaved (here the same checkout twice)."""
+    rng = random.Random(4)
+    lines = ["str,int"] + [f"{''.join(rng.choice('abcdef') for _ in range(6))},{rng.randint(10, 99)}" for _ in range(200)]
+    (tmp_path / "c.csv").write_text("\n".join(lines) + "\n")
+    command = [sys.executable, str(BENCH / "merge_phase.py"), str(tmp_path / "c.csv"), "--vocab-size", "350",
+               "--repeat", "1"]
+    report = json.loads(subprocess.run([*command, "--baseline", str(BENCH.parent), "--pairs", "2"],
+                                       capture_output=True, text=True, check=True, timeout=300).stdout)
+    assert report["same_merges"] and report["ratio"] > 0
+    assert len(report["runs"]["this"]) == len(report["runs"]["baseline"]) == 2
+    for extra, message in ((["--baseline", str(tmp_path)], "is not a parbpe checkout"),
+                           (["--baseline", str(BENCH.parent), "--pairs", "0"], "--pairs must be at least 1")):
+        done = subprocess.run([*command, *extra], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and message in done.stderr.strip().splitlines()[-1]
+
+
 def test_batching_bench_on_a_counts_file(tmp_path):
     rng = random.Random(3)
     words = ["".join(rng.choice("abcdefgh") for _ in range(rng.randint(3, 9))) for _ in range(400)]
