@@ -10,8 +10,8 @@
 --baseline CHECKOUT [--pairs 4]: this checkout against another, the merge phase alone (no counting,
 reducing or writing to add their noise): PAIRS pairs of processes of this script, one with each
 checkout's parbpe (PYTHONPATH), alternating which goes first, each making --repeat runs; prints both
-sides' runs and medians, their ratio (this / baseline: under 1 is faster) and whether every run of
-both made the same merges.
+sides' runs and medians (wall, and CPU time of the process), their ratios (this / baseline: under 1
+is faster) and whether every run of both made the same merges.
 
 Peak RSS is sampled over the whole process tree (merge workers included).
 """
@@ -121,6 +121,7 @@ def against_baseline(baseline: str, pairs: int, argv: list[str]) -> None:
     """Interleaved processes of this script with this checkout's parbpe and the baseline's."""
     trees = {"this": os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."), "baseline": baseline}
     runs: dict[str, list[float]] = {side: [] for side in trees}
+    cpu: dict[str, list[float]] = {side: [] for side in trees}
     digests = set()
     for k in range(pairs):
         for side in (("this", "baseline") if k % 2 == 0 else ("baseline", "this")):
@@ -132,11 +133,15 @@ def against_baseline(baseline: str, pairs: int, argv: list[str]) -> None:
                 raise SystemExit(f"{side} ({trees[side]}) failed: {done.stderr.strip()[-2000:]}")
             report = json.loads(done.stdout)
             runs[side] += report["merge_seconds"]["runs"]
+            cpu[side] += report["merge_cpu_seconds"]
             digests.add(report["merges_sha256"])
     medians = {side: statistics.median(times) for side, times in runs.items()}
+    cpu_medians = {side: statistics.median(times) for side, times in cpu.items()}
     print(json.dumps({"runs": {side: [round(x, 3) for x in times] for side, times in runs.items()},
                       "median_s": {side: round(m, 3) for side, m in medians.items()},
                       "ratio": round(medians["this"] / medians["baseline"], 3),
+                      "cpu_median_s": {side: round(m, 3) for side, m in cpu_medians.items()},
+                      "cpu_ratio": round(cpu_medians["this"] / cpu_medians["baseline"], 3),
                       "same_merges": len(digests) == 1}, indent=1))
 
 

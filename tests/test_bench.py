@@ -67,7 +67,7 @@ def test_merge_phase_against_a_baseline_checkout(tmp_path):
                "--repeat", "1"]
     report = json.loads(subprocess.run([*command, "--baseline", str(BENCH.parent), "--pairs", "2"],
                                        capture_output=True, text=True, check=True, timeout=300).stdout)
-    assert report["same_merges"] and report["ratio"] > 0
+    assert report["same_merges"] and report["ratio"] > 0 and report["cpu_ratio"] > 0
     assert len(report["runs"]["this"]) == len(report["runs"]["baseline"]) == 2
     for extra, message in ((["--baseline", str(tmp_path)], "is not a parbpe checkout"),
                            (["--baseline", str(BENCH.parent), "--pairs", "0"], "--pairs must be at least 1")):
