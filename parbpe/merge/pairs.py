@@ -85,22 +85,29 @@ def aggregate(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.nda
     """Sum weights per key; return sorted unique keys and their non-zero sums."""
     if len(keys) == 0:
         return keys.astype(np.int64), weights.astype(np.int64)
-    weights = np.asarray(weights, dtype=np.int64)
+    keys, weights = np.asarray(keys, dtype=np.int64), np.asarray(weights)
     if PACKED_SORT_MIN <= len(keys) < 2**32 and not int(np.bitwise_or.reduce(keys)) & _BEYOND_16_BITS:
-        return _aggregate_narrow(np.asarray(keys, dtype=np.int64), weights)
+        return _aggregate_narrow(keys, weights)
     order = np.argsort(keys)  # sums do not depend on the order within a key
-    return aggregate_sorted(keys[order], weights[order])
+    return aggregate_sorted(keys[order], weights.astype(np.int64, copy=False)[order])
 
 
 def _aggregate_narrow(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """aggregate() of keys whose tokens are below 2**16, sorted as (first << 16 | second) << 32 | index."""
-    packed = (((keys >> 16) & ~np.int64(0xFFFF)) | (keys & 0xFFFF)).astype(np.uint64)  # first << 16 | second
+    """aggregate() of keys whose tokens are below 2**16, sorted as (first << 16 | second) << 32 | index.
+    Made in place where it can: its temporaries peak at three arrays of the keys' size (an argsort's
+    path holds four, and int64 weights)."""
+    packed = keys >> 16
+    packed &= ~np.int64(0xFFFF)
+    packed |= keys & 0xFFFF  # first << 16 | second
+    packed = packed.view(np.uint64)
     packed <<= np.uint64(32)
     packed |= np.arange(len(keys), dtype=np.uint64)
     packed.sort()
-    weights = weights[(packed & _LOW32).astype(np.intp)]
+    index = packed & _LOW32
+    weights = weights[index.view(np.int64)]  # (below 2**32: the same numbers as int64)
+    del index
     packed >>= np.uint64(32)
-    narrow, sums = aggregate_sorted(packed, weights)
+    narrow, sums = aggregate_sorted(packed, weights)  # summed in int64 whatever the weights' type
     narrow = narrow.astype(np.int64)
     return (narrow >> 16) << SHIFT | (narrow & 0xFFFF), sums
 

@@ -26,3 +26,14 @@ def test_aggregate_is_a_dict_sum(n, top):
     got_keys, got_sums = aggregate(keys, weights)
     assert (got_keys.tolist(), got_sums.tolist()) == _reference(keys, weights)
     assert got_keys.dtype == np.int64 and got_sums.dtype == np.int64
+
+
+@pytest.mark.parametrize("n", [PACKED_SORT_MIN - 1, PACKED_SORT_MIN])
+def test_aggregate_sums_int32_weights_in_int64(n):
+    """The engines' weights are chunk counts in int32: their sums may pass 2**31."""
+    rng = np.random.default_rng(n)
+    keys = pack(rng.integers(0, 5, n), rng.integers(0, 5, n))
+    weights = np.full(n, 2**31 - 1, dtype=np.int32) * rng.choice(np.array([-1, 1], dtype=np.int32), n)
+    got_keys, got_sums = aggregate(keys, weights)
+    assert (got_keys.tolist(), got_sums.tolist()) == _reference(keys, weights.astype(np.int64))
+    assert got_sums.dtype == np.int64
