@@ -61,7 +61,8 @@ def test_merge_phase_bench_on_a_counts_file(tmp_path):
 def test_merge_phase_against_a_baseline_checkout(tmp_path):
     """--baseline: processes with each checkout's parbpe, interleaved (here the same checkout twice)."""
     rng = random.Random(4)
-    lines = ["str,int"] + [f"{''.join(rng.choice('abcdef') for _ in range(6))},{rng.randint(10, 99)}" for _ in range(200)]
+    words = ["".join(rng.choice("abcdef") for _ in range(6)) for _ in range(200)]
+    lines = ["str,int"] + [f"{w},{rng.randint(10, 99)}" for w in words]
     (tmp_path / "c.csv").write_text("\n".join(lines) + "\n")
     command = [sys.executable, str(BENCH / "merge_phase.py"), str(tmp_path / "c.csv"), "--vocab-size", "350",
                "--repeat", "1"]
