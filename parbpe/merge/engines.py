@@ -20,7 +20,7 @@ from .. import jit
 from . import linked_kernels
 from .exact import boundary_events, prefix_stop
 from .pair_index import PairIndex
-from .pairs import aggregate, aggregate_sorted, gather, pack, pair_keys_and_weights, run_parity
+from .pairs import aggregate, aggregate_sorted, gather, pack, pair_keys_and_weights, run_parity, wide_key
 from .table import ChunkTable
 
 
@@ -233,8 +233,7 @@ class LinkedEngine:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty
         narrow, counts = aggregate_sorted(np.concatenate(slice_keys), np.concatenate(slice_counts))
-        narrow = narrow.astype(np.int64)
-        return pack(narrow >> 16, narrow & 0xFFFF), counts
+        return wide_key(narrow), counts
 
     def _packed_entries(self) -> np.ndarray:
         """The packed index entries of every live pair, sorted; made a slice of positions at a time

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .pairs import gather
+from .pairs import gather, narrow_key
 
 
 @dataclass
@@ -37,12 +37,6 @@ def _merge_sorted(older: _IndexBlock, newer: _IndexBlock) -> _IndexBlock:
 
 _LOW32 = np.uint64(0xFFFFFFFF)
 _PAST_VALUES = np.uint64(1 << 31)  # a packed entry's value is below this
-
-
-def narrow_key(keys: np.ndarray) -> np.ndarray:
-    """uint64 first << 16 | second of int64 pair keys whose token ids fit in 16 bits (same order)."""
-    keys = np.asarray(keys, dtype=np.int64)
-    return ((keys >> 32) << 16 | (keys & 0xFFFF)).astype(np.uint64)
 
 
 @dataclass

@@ -17,6 +17,22 @@ def pack(first: np.ndarray | int, second: np.ndarray | int) -> np.ndarray:
     return (np.asarray(first, dtype=np.int64) << SHIFT) | np.asarray(second, dtype=np.int64)
 
 
+def narrow_key(keys: np.ndarray) -> np.ndarray:
+    """uint64 first << 16 | second of int64 pair keys whose token ids fit in 16 bits (the same order);
+    one array and one temporary of the keys' size."""
+    keys = np.asarray(keys, dtype=np.int64)
+    narrow = keys >> 16
+    narrow &= ~np.int64(0xFFFF)  # first << 16 (keys are >= 0)
+    narrow |= keys & 0xFFFF
+    return narrow.view(np.uint64)
+
+
+def wide_key(narrow: np.ndarray) -> np.ndarray:
+    """Inverse of narrow_key: the int64 pair keys first << 32 | second."""
+    narrow = np.asarray(narrow).astype(np.int64)
+    return (narrow >> 16) << SHIFT | (narrow & 0xFFFF)
+
+
 def unpack(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Inverse of pack."""
     keys = np.asarray(keys, dtype=np.int64)
@@ -96,10 +112,7 @@ def _aggregate_narrow(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray
     """aggregate() of keys whose tokens are below 2**16, sorted as (first << 16 | second) << 32 | index.
     Made in place where it can: its temporaries peak at three arrays of the keys' size (an argsort's
     path holds four, and int64 weights)."""
-    packed = keys >> 16
-    packed &= ~np.int64(0xFFFF)
-    packed |= keys & 0xFFFF  # first << 16 | second
-    packed = packed.view(np.uint64)
+    packed = narrow_key(keys)
     packed <<= np.uint64(32)
     packed |= np.arange(len(keys), dtype=np.uint64)
     packed.sort()
@@ -108,8 +121,7 @@ def _aggregate_narrow(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray
     del index
     packed >>= np.uint64(32)
     narrow, sums = aggregate_sorted(packed, weights)  # summed in int64 whatever the weights' type
-    narrow = narrow.astype(np.int64)
-    return (narrow >> 16) << SHIFT | (narrow & 0xFFFF), sums
+    return wide_key(narrow), sums
 
 
 def aggregate_sorted(sorted_keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

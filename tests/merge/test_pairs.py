@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from parbpe.merge.pairs import PACKED_SORT_MIN, aggregate, pack
+from parbpe.merge.pairs import PACKED_SORT_MIN, aggregate, narrow_key, pack, wide_key
 
 
 def _reference(keys: np.ndarray, weights: np.ndarray) -> tuple[list[int], list[int]]:
@@ -37,3 +37,13 @@ def test_aggregate_sums_int32_weights_in_int64(n):
     got_keys, got_sums = aggregate(keys, weights)
     assert (got_keys.tolist(), got_sums.tolist()) == _reference(keys, weights.astype(np.int64))
     assert got_sums.dtype == np.int64
+
+
+def test_narrow_keys_keep_the_order_and_come_back():
+    rng = np.random.default_rng(5)
+    keys = pack(np.concatenate([[0, 2**16 - 1], rng.integers(0, 2**16, 5000)]),
+                np.concatenate([[2**16 - 1, 0], rng.integers(0, 2**16, 5000)]))
+    narrow = narrow_key(keys)
+    assert narrow.dtype == np.uint64 and narrow.tolist() == [(k >> 32) << 16 | (k & 0xFFFF) for k in keys.tolist()]
+    assert np.array_equal(np.argsort(narrow, kind="stable"), np.argsort(keys, kind="stable"))
+    assert np.array_equal(wide_key(narrow), keys) and wide_key(narrow.astype(np.uint32)).dtype == np.int64
