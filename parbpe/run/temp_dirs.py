@@ -47,28 +47,38 @@ def clean_stale_temp_dirs(parent: str | None) -> list[str]:
         return notes
     for name in names:
         path = os.path.join(parent, name)
-        if not os.path.isdir(path) or os.path.islink(path):
-            continue
-        if os.path.exists(os.path.join(path, RUN_FILE)):  # a training run's directory (--tmp-dir): resumable
-            with contextlib.suppress(OSError, ValueError):
-                record = read_json(os.path.join(path, RUN_FILE))
-                if not record.get("finished") and not owner_alive(record.get("owner")):
-                    notes.append(f"{path} holds an unfinished training run ({RunDirectory(path).describe()}): "
-                                 f"continue it with its command and --resume, or remove it (rm -r '{path}')")
-            continue
         try:
-            owner = read_json(os.path.join(path, OWNER_FILE))
-        except (OSError, ValueError):
-            owner = None
-        if owner is None:  # only names tempfile makes (parbpe- and 8 characters): not a user's parbpe-base
-            if re.fullmatch(r"parbpe-[a-z0-9_]{8}", name) and time.time() - os.path.getmtime(path) > 3600:
-                notes.append(f"{path} ({_tree_size(path) / 1e6:.1f} MB) has no owner record (an older parbpe's?) "
-                             "and is over an hour old: remove it if no parbpe run uses it")
+            note = _stale_note(path, name)
+        except FileNotFoundError:  # gone while looked at: another run on this machine finished with it
             continue
-        if owner.get("host") != socket.gethostname() or owner_alive(owner):
-            continue
-        size = _tree_size(path)
-        shutil.rmtree(path, ignore_errors=True)
-        notes.append(f"removed {path} ({size / 1e6:.1f} MB), left by a parbpe run (pid {owner.get('pid')}) "
-                     "that died")
+        if note:
+            notes.append(note)
     return notes
+
+
+def _stale_note(path: str, name: str) -> str | None:
+    """What clean_stale_temp_dirs says of one parbpe-* entry of the temp dir (removing it if its owner
+    died), or None."""
+    if not os.path.isdir(path) or os.path.islink(path):
+        return None
+    if os.path.exists(os.path.join(path, RUN_FILE)):  # a training run's directory (--tmp-dir): resumable
+        with contextlib.suppress(OSError, ValueError):
+            record = read_json(os.path.join(path, RUN_FILE))
+            if not record.get("finished") and not owner_alive(record.get("owner")):
+                return (f"{path} holds an unfinished training run ({RunDirectory(path).describe()}): "
+                        f"continue it with its command and --resume, or remove it (rm -r '{path}')")
+        return None
+    try:
+        owner = read_json(os.path.join(path, OWNER_FILE))
+    except (OSError, ValueError):
+        owner = None
+    if owner is None:  # only names tempfile makes (parbpe- and 8 characters): not a user's parbpe-base
+        if re.fullmatch(r"parbpe-[a-z0-9_]{8}", name) and time.time() - os.path.getmtime(path) > 3600:
+            return (f"{path} ({_tree_size(path) / 1e6:.1f} MB) has no owner record (an older parbpe's?) "
+                    "and is over an hour old: remove it if no parbpe run uses it")
+        return None
+    if owner.get("host") != socket.gethostname() or owner_alive(owner):
+        return None
+    size = _tree_size(path)
+    shutil.rmtree(path, ignore_errors=True)
+    return f"removed {path} ({size / 1e6:.1f} MB), left by a parbpe run (pid {owner.get('pid')}) that died"

@@ -48,6 +48,25 @@ def test_stale_temp_dirs_are_removed_and_reported(tmp_path):
     assert any(n.startswith(f"{old} (0.0 MB) has no owner record") for n in notes)
 
 
+def test_a_temp_dir_that_vanishes_while_looked_at_is_passed_over(tmp_path, monkeypatch):
+    """Another run on the machine removes its directory between the listing and the look (seen with
+    two test processes sharing /tmp): the cleaner goes on with the others."""
+    gone, old = tmp_path / "parbpe-g0ne_k3x", tmp_path / "parbpe-0ld_k3x9"
+    for d in (gone, old):
+        d.mkdir()
+        os.utime(d, (time.time() - 7200, time.time() - 7200))
+    real = os.path.getmtime
+
+    def vanishing(path):
+        if os.path.basename(path) == gone.name:
+            os.rmdir(path)
+        return real(path)
+
+    monkeypatch.setattr(temp_dirs.os.path, "getmtime", vanishing)
+    notes = temp_dirs.clean_stale_temp_dirs(str(tmp_path))
+    assert not gone.exists() and len(notes) == 1 and notes[0].startswith(f"{old} (0.0 MB) has no owner record")
+
+
 def test_a_killed_count_leaves_a_temp_dir_the_next_run_removes(tmp_path):
     corpus = tmp_path / "c.txt"
     corpus.write_text("hello world, and more words " * 20000)
