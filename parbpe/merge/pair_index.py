@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .pairs import gather, narrow_key
+from .pairs import LOW32, gather, narrow_key
 
 
 @dataclass
@@ -35,7 +35,6 @@ def _merge_sorted(older: _IndexBlock, newer: _IndexBlock) -> _IndexBlock:
     keys[~from_newer], values[~from_newer] = older.keys, older.values
     return _IndexBlock(keys, values)
 
-_LOW32 = np.uint64(0xFFFFFFFF)
 _PAST_VALUES = np.uint64(1 << 31)  # a packed entry's value is below this
 
 
@@ -98,7 +97,8 @@ class PairIndex:
     def spans(self, keys: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
         """Where the given pair keys' entries lie in each block: (first, end) index arrays, a pair per block."""
         # One search a block for both ends: the first entry of each key, and the first past it (an
-        # entry's value is below 2**31, a key below 2**63). Its cost is the calls (BENCHMARKS 26).
+        # entry's value is below 2**31, a key below 2**63). In small blocks its cost is the calls
+        # (BENCHMARKS 26), in blocks of millions each search's cache misses (BENCHMARKS 30).
         n = len(keys)
         if self.packed:
             low = narrow_key(keys) << np.uint64(32)
@@ -124,7 +124,7 @@ class PairIndex:
             sizes = hi - lo
             if sizes.any():
                 idx, seg = gather(block, lo, sizes)
-                values.append((block[idx] & _LOW32).astype(np.int64) if self.packed else block.values[idx])
+                values.append((block[idx] & LOW32).astype(np.int64) if self.packed else block.values[idx])
                 which.append(seg)
         if not values:
             empty = np.zeros(0, dtype=np.int64)

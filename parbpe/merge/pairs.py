@@ -94,7 +94,7 @@ def pair_keys_and_weights(
 # an argsort and two gathers from 3,000 keys on, 1.5x at 300 (BENCHMARKS 29).
 PACKED_SORT_MIN = 2048
 _BEYOND_16_BITS = np.int64(~0x0000FFFF0000FFFF)
-_LOW32 = np.uint64(0xFFFFFFFF)
+LOW32 = np.uint64(0xFFFFFFFF)  # a packed entry's low half (its index or position)
 
 
 def aggregate(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -116,7 +116,7 @@ def _aggregate_narrow(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray
     packed <<= np.uint64(32)
     packed |= np.arange(len(keys), dtype=np.uint64)
     packed.sort()
-    index = packed & _LOW32
+    index = packed & LOW32
     weights = weights[index.view(np.int64)]  # (below 2**32: the same numbers as int64)
     del index
     packed >>= np.uint64(32)
