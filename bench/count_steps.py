@@ -25,7 +25,8 @@ import pyarrow.parquet as pq
 
 from parbpe.config import TrainConfig
 from parbpe.count.counter import ShardCounter
-from parbpe.count.pieces import _buffers, cut_bounds, documents_holding, string_array
+from parbpe.count.cuts import cut_bounds
+from parbpe.count.pieces import _buffers, documents_holding, string_array
 from parbpe.count.superword import SuperwordCounter
 from parbpe.io.readers import ReadStats, iter_text_batches
 from parbpe.io.units import WorkUnit

@@ -25,6 +25,7 @@ import regex
 from .. import jit
 from ..jit import helper, kernel
 from ..patterns import SUPERWORD_PATTERN, digit_groups
+from .jit_pieces import keyed_pieces
 
 # Class bits of a character: letter, number, whitespace, GPT-4o's [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
 # (UPPER) and [\p{Ll}\p{Lm}\p{Lo}\p{M}] (LOWER), a line break (\r \n).
@@ -431,19 +432,19 @@ def chunk_starts(kind: int, group: int, bits, low, folded, char_docs, out) -> in
     return gpt4o_starts(bits, low, folded, char_docs, group, out)
 
 
-# Under --jit auto the numba lexer splits GPT-4o's pieces and the superword split's text only: numpy's
-# lexers split all of GPT-2's and GPT-4's (UTF-8 too) nearly as fast, so numba's start (about 1 s of
-# CPU and 140 MB in the parent) did not pay on realmix; GPT-4o's pieces that are not ASCII went to
-# `regex` one by one (BENCHMARKS 22), and numpy's superword split took 4 of a worker's 10 s of CPU on
-# realmix (BENCHMARKS 25; below SUPERWORD_JIT_MIN_BYTES of text it stays numpy's: pipeline/count.py).
-# --jit on uses it for every built-in pattern.
-AUTO_KINDS = (KINDS["gpt4o"], SUPERWORD)
-SUPERWORD_JIT_MIN_BYTES = 64 * 10**6
+# Under --jit auto the numba kernels count every built-in pattern (jit_pieces.py cuts and keys the
+# pieces, this lexer splits them; the superword split has no pieces) from JIT_COUNT_MIN_BYTES of
+# text (pipeline/count.py::jit_fits): numba's start, about 1 s of CPU and 140 MB in the parent,
+# must be repaid. Below it, and with --jit off, numpy counts (lexer.py, pieces.py, superword.py);
+# --jit on uses the kernels for any amount. (Until 2026-11-26 auto used them for GPT-4o and the
+# superword split only: numpy's lexers split GPT-2's and GPT-4's pieces nearly as fast, BENCHMARKS
+# 22; the cut-and-key kernel is what repays the start for them, BENCHMARKS 31.)
+JIT_COUNT_MIN_BYTES = 64 * 10**6
 
 
 def _wanted(pattern: str, mode: str) -> bool:
     known = kind_of(pattern)
-    return known is not None and mode != "off" and (mode == "on" or known[0] in AUTO_KINDS)
+    return known is not None and mode != "off"
 
 
 def jit_would_count(pattern: str) -> bool:
@@ -463,5 +464,8 @@ def prepare(pattern: str) -> None:
     if not uses_jit(pattern):
         return
     data = np.frombuffer("It's 12 x\n\n  é's".encode(), np.uint8)
+    docs = np.array([0, len(data)], np.int64)
     kind, group = kind_of(pattern)
-    chunk_bounds(data, np.array([0, len(data)], np.int64), kind, group, char_tables())
+    chunk_bounds(data, docs, kind, group, char_tables())
+    if kind != SUPERWORD:
+        keyed_pieces(docs, data)

@@ -8,17 +8,7 @@ split each distinct piece once, multiplying its chunks by the piece's count. Wit
 GPT-4 patterns the vectorized lexers of lexer.py split every piece; with GPT-4o, the ASCII pieces
 (those not holding "/" after a line break), and `regex` the others.
 
-The cuts fall where the character before is not whitespace:
-- before a space;
-- between an ASCII letter or digit and an ASCII symbol other than the apostrophe (punctuation or
-  a control character), or a line break (\n, \r).
-There every built-in pattern ends one match and starts the next (no alternative continues past a
-non-space character into a space, or from a letter or digit into such a symbol or a line break:
-only a run of symbols takes trailing line breaks); the text after the cut is matched exactly as
-before (no pattern looks behind); and the text before it ends in a character that is not
-whitespace, where the only lookahead, (?!\S) after whitespace, is never tried.
-tests/count/test_pieces.py checks the cuts against a character-by-character reference, and the counts
-against the plain path on random Unicode built from the characters that matter and on real text.
+The cuts are cuts.py's (numpy) or jit_pieces.py's (numba, which also keys the pieces).
 Documents holding a special token, and custom patterns, take the plain path.
 """
 
@@ -34,7 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..patterns import digit_groups
-from . import jit_lexer, short_keys
+from . import jit_lexer, jit_pieces, short_keys
+from .cuts import cut_bounds
 from .lexer import (
     gpt2_chunk_starts,
     gpt2_chunk_starts_utf8,
@@ -42,10 +33,6 @@ from .lexer import (
     gpt4_chunk_starts_utf8,
     gpt4o_chunk_starts,
 )
-
-# Exactly the characters the `regex` module's \s matches (tests check all code points).
-WHITESPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B)))
-              + "\u2028\u2029\u202f\u205f\u3000")
 
 # The vectorized lexers (lexer.py), by pattern: for ASCII pieces, for any UTF-8 (None: the pattern
 # splits the pieces that are not ASCII), and a regex of the ASCII pieces the first one refuses.
@@ -58,12 +45,7 @@ _LEXERS = {"gpt2": (gpt2_chunk_starts, gpt2_chunk_starts_utf8, None),
 SCHEMA = pa.schema([("chunk", pa.string()), ("count", pa.int64())])
 _FLOAT_EXACT = 2**53
 _COMPACT_ROWS = 8_000_000  # pending rows (distinct within their batch) that force a compaction
-_CUT_WINDOW = 4 << 20  # bytes cut at a time (bounds the temporary arrays)
 _CONVERT_BATCH = 200_000  # distinct pieces split per batch (bounds the Python lists and numpy arrays)
-_WIDE_WHITESPACE: dict[int, set[int]] = {2: set(), 3: set()}  # by UTF-8 length
-for _char in WHITESPACE:
-    if ord(_char) >= 128:
-        _WIDE_WHITESPACE[len(_char.encode())].add(int.from_bytes(_char.encode(), "big"))
 
 
 def supports(pattern: str) -> bool:
@@ -95,68 +77,6 @@ def string_buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 def _string_array(bounds: np.ndarray, data: np.ndarray) -> pa.Array:
     """A string array over data (no copy) whose values lie between consecutive bounds."""
     return pa.StringArray.from_buffers(len(bounds) - 1, pa.py_buffer(bounds.astype(np.int32)), pa.py_buffer(data))
-
-
-def _ends_in_whitespace(data: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """For positions ends (each just after a multi-byte character): is that character whitespace?"""
-    last2 = (data[np.maximum(ends - 2, 0)].astype(np.int64) << 8) | data[ends - 1]
-    last3 = (data[np.maximum(ends - 3, 0)].astype(np.int64) << 16) | last2
-    return np.isin(last2, list(_WIDE_WHITESPACE[2])) | np.isin(last3, list(_WIDE_WHITESPACE[3]))
-
-
-def cut_bounds(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
-    """Bounds of the pieces of the documents data[offsets[i]:offsets[i + 1]] (sorted, from 0 to len(data)).
-
-    Works through the bytes in windows so that its temporary arrays stay small; tests check the
-    cuts against a character-by-character reference.
-    """
-    n = len(data)
-    bounds = [np.zeros(1, np.int64)]
-    for begin in range(1, n, _CUT_WINDOW):  # position p: a cut before byte p
-        end = min(begin + _CUT_WINDOW, n)
-        context = max(begin - 3, 0)  # a multi-byte character before a space is up to 3 bytes
-        cut = _cuts(data[context:end])[begin - context - 1:]
-        starts = offsets[np.searchsorted(offsets, begin):np.searchsorted(offsets, end)]
-        cut[starts - begin] = True  # documents start here
-        found = np.flatnonzero(cut)
-        found += begin
-        bounds.append(found)
-    if n:
-        bounds.append(np.array([n], np.int64))
-    return np.concatenate(bounds)
-
-
-def _cut_codes() -> bytes:
-    """A bytes.translate table giving each byte its role in a cut (bits, see _cuts)."""
-    b = np.arange(256)
-    high = b >= 0x80
-    space = b == 0x20
-    whitespace = space | ((b >= 9) & (b <= 13))  # \t \n \x0b \x0c \r and the space
-    alnum = np.array([chr(c).isascii() and chr(c).isalnum() for c in range(256)])
-    line_break = (b == 0x0A) | (b == 0x0D)
-    symbol_or_break = ~(alnum | high | whitespace | (b == ord("'"))) | line_break
-    codes = space | symbol_or_break << 1 | ~(whitespace | high) << 2 | alnum << 3 | high << 6
-    return codes.astype(np.uint8).tobytes()
-
-
-_CUT_CODES = _cut_codes()
-
-
-def _cuts(data: np.ndarray) -> np.ndarray:
-    """For each byte after the first: is there a cut before it?
-
-    Each byte gets a code in one C pass (bytes.translate: a numpy lookup or a dozen byte tests
-    cost several times more): bit 0 a space and bit 1 a symbol or line break, each cut before
-    when the byte before has bit 2 (ASCII, not whitespace), respectively bit 3 (letter or digit);
-    bit 6 a byte of a multi-byte character (before a space, cut unless it ends in whitespace; shifted
-    by 2 it meets no bit).
-    """
-    code = np.frombuffer(data.tobytes().translate(_CUT_CODES), np.uint8)
-    before = code[:-1]
-    cut = (code[1:] & (before >> 2)).astype(bool)
-    wide = ((before >> 6) & code[1:]).view(bool).nonzero()[0] + 1  # a space after a multi-byte character
-    cut[wide[~_ends_in_whitespace(data, wide)] - 1] = True
-    return cut
 
 
 def string_array(texts: pa.Array) -> pa.Array:
@@ -269,21 +189,30 @@ class StringCounts:
         keys = short_keys.keys_of(data, starts, lengths)
         mid = np.flatnonzero(fit & ~short)
         second = short_keys.keys_of(data, starts[mid] + short_keys.MAX_BYTES, lengths[mid] - short_keys.MAX_BYTES)
-        pairs = short_keys.sum_pairs(keys[mid], second, None if weights is None else weights[mid])
-        keys = keys[short]
+        long = np.flatnonzero(~fit)
         if weights is None:
+            self.add_keyed(keys[short], keys[mid], second, _string_array(bounds, data).take(pa.array(long)))
+            return
+        pairs = short_keys.sum_pairs(keys[mid], second, weights[mid])
+        keys, counts = short_keys.sum_keys(keys[short], weights[short])
+        if len(long):
+            self._tables.append(count_table(_string_array(bounds, data).take(pa.array(long)), pa.array(weights[long])))
+            self.rows += self._tables[-1].num_rows
+        self._append(keys, counts, pairs)
+
+    def add_keyed(self, keys: np.ndarray, first: np.ndarray, second: np.ndarray, long: pa.Array) -> None:
+        """Count strings once each, already keyed: the keys of the short ones, the two words of those of
+        9 to 16 bytes, and the others as a string array (short_keys.fits says which is which)."""
+        pairs = short_keys.sum_pairs(first, second)
+        keys, counts = short_keys.count_keys(keys)
+        if len(long):
             # Long strings are hashed once, when summed: counting them per batch and then summing
             # the tables hashed most of them twice (realmix: 1.2 s against 0.9 s).
-            keys, counts = short_keys.count_keys(keys)
-            if len(long := np.flatnonzero(~fit)):
-                self._uncounted.append(_string_array(bounds, data).take(pa.array(long)))
-                self.rows += len(long)
-        else:
-            keys, counts = short_keys.sum_keys(keys, weights[short])
-            if len(long := np.flatnonzero(~fit)):
-                self._tables.append(count_table(_string_array(bounds, data).take(pa.array(long)),
-                                                pa.array(weights[long])))
-                self.rows += self._tables[-1].num_rows
+            self._uncounted.append(long)
+            self.rows += len(long)
+        self._append(keys, counts, pairs)
+
+    def _append(self, keys: np.ndarray, counts: np.ndarray, pairs: short_keys.Pairs) -> None:
         self._keys.append(keys)
         self._key_counts.append(counts)
         self._pairs.append(pairs)
@@ -371,7 +300,10 @@ class PieceCounter(BatchCounter):
     def add(self, texts: pa.Array) -> None:
         """Add the pieces of texts (a string array)."""
         offsets, data = _buffers(texts)
-        self._held.add(data, cut_bounds(offsets, data))
+        if self._jit_kind is None:
+            self._held.add(data, cut_bounds(offsets, data))
+        else:
+            self._held.add_keyed(*jit_pieces.keyed_pieces(offsets, data))
         self._added()
 
     def chunk_counts(self) -> pa.Table:

@@ -20,7 +20,7 @@ import pyarrow as pa
 from .. import jit
 from ..config import TrainConfig
 from ..count.counter import CountResult, count_to_runs, unit_key
-from ..count.jit_lexer import JIT_RSS, SUPERWORD_JIT_MIN_BYTES, jit_would_count, prepare
+from ..count.jit_lexer import JIT_COUNT_MIN_BYTES, JIT_RSS, jit_would_count, prepare
 from ..count.partitions import N_PARTITIONS
 from ..count.reduce import TrainingChunks, combine_selections, reduce_runs
 from ..count.stream import QUEUE_BATCHES_PER_WORKER, count_stream_to_runs
@@ -185,15 +185,15 @@ def count_units(ctx: RunContext, units: list[WorkUnit], config: TrainConfig, run
 
 
 def jit_fits(budget: int, workers: int, in_use: int, unit_bytes: int, pattern: str, text_bytes: int) -> bool:
-    """Whether the numba lexer may split the text: always with --jit on; with auto, when numba is
-    there and its weight (JIT_RSS a process, as count_layout reckons starts) leaves as many counting
-    shards as the numpy path has (under a tight budget, two numpy shards count faster than one with
-    numba), and for the superword split, when there is SUPERWORD_JIT_MIN_BYTES of text to repay its start."""
+    """Whether the numba kernels may count the text: always with --jit on; with auto, when numba is
+    there, there is JIT_COUNT_MIN_BYTES of text to repay its start, and its weight (JIT_RSS a process,
+    as count_layout reckons starts) leaves as many counting shards as the numpy path has (under a
+    tight budget, two numpy shards count faster than one with numba)."""
     if not jit_would_count(pattern):
         return False
     if jit.mode() == "on":
         return True
-    if pattern == SUPERWORD_PATTERN and text_bytes < SUPERWORD_JIT_MIN_BYTES:
+    if text_bytes < JIT_COUNT_MIN_BYTES:
         return False
     numpy_layout, jit_layout = (_layout_or_none(budget, workers, in_use + extra, unit_bytes) for extra in (0, JIT_RSS))
     return jit_layout is not None and (numpy_layout is None or jit_layout.shards >= numpy_layout.shards)

@@ -260,8 +260,8 @@ def test_counts_with_the_jit_on_and_off_are_identical(corpus, tmp_path, monkeypa
 
 @pytest.mark.parametrize(("mode", "name", "splits"), [
     ("on", "gpt4", True), ("on", "gpt2", True), ("off", "gpt4o", False),
-    ("auto", "gpt4o", True), ("auto", "gpt4", False), ("auto", "gpt2", False)])
-def test_the_numba_lexer_splits_the_pieces_when_on_and_gpt4os_under_auto(monkeypatch, mode, name, splits):
+    ("auto", "gpt4o", True), ("auto", "gpt4", True), ("auto", "gpt2", True)])
+def test_the_numba_kernels_count_the_pieces_when_on_or_auto(monkeypatch, mode, name, splits):
     from parbpe.count.counter import ShardCounter
 
     monkeypatch.setenv("PARBPE_JIT", mode)
@@ -279,14 +279,17 @@ def test_a_custom_pattern_is_never_the_numba_lexers(monkeypatch):
     assert "numba" in sys.modules
 
 
+@pytest.mark.parametrize("name", ["superword", "gpt4", "gpt2"])
 @pytest.mark.parametrize(("mode", "text_bytes", "numba"), [
-    ("auto", jit_lexer.SUPERWORD_JIT_MIN_BYTES - 1, False), ("auto", jit_lexer.SUPERWORD_JIT_MIN_BYTES, True),
+    ("auto", jit_lexer.JIT_COUNT_MIN_BYTES - 1, False), ("auto", jit_lexer.JIT_COUNT_MIN_BYTES, True),
     ("on", 1, True), ("off", 10**12, False)])
-def test_the_superword_split_is_numbas_from_enough_text_under_auto(monkeypatch, mode, text_bytes, numba):
-    """Under auto the superword split takes the numba lexer when there is enough text to repay numba's start."""
+def test_a_run_counts_with_numba_from_enough_text_under_auto(monkeypatch, name, mode, text_bytes, numba):
+    """Under auto a run's count takes the numba kernels when there is enough text to repay numba's start."""
     from parbpe.count.counter import ShardCounter
     from parbpe.pipeline.count import jit_fits
 
     monkeypatch.setenv("PARBPE_JIT", mode)
-    assert jit_fits(10**11, 2, 10**8, 10**6, SUPERWORD_PATTERN, text_bytes) == numba
-    assert ShardCounter(TrainConfig(pattern="superword"), "/nonexistent", "t").pieces._use_jit == (mode != "off")
+    pattern = SUPERWORD_PATTERN if name == "superword" else PATTERNS[name]
+    assert jit_fits(10**11, 2, 10**8, 10**6, pattern, text_bytes) == numba
+    pieces = ShardCounter(TrainConfig(pattern=name), "/nonexistent", "t").pieces  # (a worker: the run decided)
+    assert (pieces._use_jit if name == "superword" else pieces._jit_kind is not None) == (mode != "off")

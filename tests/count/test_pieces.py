@@ -12,9 +12,10 @@ import regex
 from corpora import ALPHABET, random_text
 
 from parbpe.config import TrainConfig
-from parbpe.count import pieces
+from parbpe.count import cuts
 from parbpe.count.counter import ShardCounter
-from parbpe.count.pieces import WHITESPACE, count_table, cut_pieces, documents_holding, supports
+from parbpe.count.cuts import WHITESPACE
+from parbpe.count.pieces import count_table, cut_pieces, documents_holding, supports
 from parbpe.patterns import PATTERNS, Splitter, training_pattern
 
 # Heavier on what the cuts look at: spaces after all kinds of characters, letters next to punctuation.
@@ -57,7 +58,7 @@ def _reference_pieces(text: str) -> list[str]:
 
 @pytest.mark.parametrize(("seed", "window"), [(seed, 4 << 20) for seed in range(6)] + [(6, 3), (7, 5)])
 def test_cuts_equal_the_character_by_character_rule(seed, window, monkeypatch):
-    monkeypatch.setattr(pieces, "_CUT_WINDOW", window)
+    monkeypatch.setattr(cuts, "_CUT_WINDOW", window)
     rng = random.Random(seed)
     texts = ["".join(rng.choice(CUT_ALPHABET) for _ in range(rng.randint(0, 300))) for _ in range(50)]
     texts += ["", " ", "a", "中 x", "\xa0 y", "\u3000 z", "é b"]

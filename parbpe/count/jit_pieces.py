@@ -1,0 +1,183 @@
+"""The piece cuts of pieces.py and the keys of short_keys.py in one numba pass over the bytes.
+
+numpy's path cuts a batch of documents into pieces (cut_bounds, about a dozen array passes), then
+reads each piece's key (a strided gather), checks which pieces fit a key or a pair of keys and
+gathers the long ones (BENCHMARKS 31: 2.1 of a worker's 5 s of CPU on realmix). This kernel walks
+the bytes once, cutting where cut_bounds cuts (the same byte rule, the same document starts) and
+building each piece's words as it ends: pieces of 1 to 8 bytes without a zero byte become keys,
+of 9 to 16 pairs of words, and the others (longer, or holding a zero byte) their bounds. Its
+outputs have fixed sizes: a call stops when one is full and the next call goes on from there.
+numpy's cut_bounds and keys_of stay the reference: tests/count/test_jit_pieces.py compares them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from ..jit import helper, kernel
+from .cuts import CUT_CODES, WIDE_WHITESPACE
+
+SPACE_BIT, SYMBOL_BIT, HIGH_BIT = 1, 2, 64  # (cuts._cut_codes)
+NOT_WHITESPACE_BIT = 4  # (the byte rule cuts before a space after a byte with it)
+MAY_END_WHITESPACE = 128  # a byte that ends a multi-byte whitespace character in some sequence
+_WINDOW = 1 << 18  # bytes cut at a time: its pieces' arrays, 10 MB at most
+
+
+def _kernel_codes() -> np.ndarray:
+    """cuts.CUT_CODES for the kernel: the last byte of a multi-byte character before a space cuts
+    as an ASCII character would (NOT_WHITESPACE_BIT) unless it may end a whitespace character
+    (MAY_END_WHITESPACE: then its bytes are looked at), so the byte rule decides nearly every byte."""
+    codes = np.frombuffer(CUT_CODES, np.uint8).copy()
+    ends = {value & 0xFF for size in (2, 3) for value in WIDE_WHITESPACE[size]}
+    for byte in range(0x80, 0x100):
+        codes[byte] |= MAY_END_WHITESPACE if byte in ends else NOT_WHITESPACE_BIT
+    return codes
+
+
+_CODES = _kernel_codes()
+_WIDE2 = np.array(sorted(WIDE_WHITESPACE[2]), np.int64)
+_WIDE3 = np.array(sorted(WIDE_WHITESPACE[3]), np.int64)
+_ONES = np.uint64(0x0101010101010101)
+_HIGHS = np.uint64(0x8080808080808080)
+_FULL = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@helper
+def _wide_whitespace_ends(data, p, wide2, wide3):
+    """Whether the multi-byte character ending just before p is whitespace (cuts._ends_in_whitespace)."""
+    last2 = (np.int64(data[max(p - 2, 0)]) << 8) | np.int64(data[p - 1])
+    for value in wide2:
+        if last2 == value:
+            return True
+    last3 = (np.int64(data[max(p - 3, 0)]) << 16) | last2
+    for value in wide3:
+        if last3 == value:
+            return True
+    return False
+
+
+@helper
+def _word_at(words, at):
+    """The 8 bytes from byte `at` of words' bytes, little-endian (two aligned reads)."""
+    i = at >> 3
+    shift = np.uint64(8 * (at & 7))
+    return (words[i] >> shift) | ((words[i + 1] << (np.uint64(63) - shift)) << np.uint64(1))
+
+
+@helper
+def _low_bytes(count):
+    """A mask of the low `count` (1 to 8) bytes of a word."""
+    return _FULL >> np.uint64(64 - 8 * count)
+
+
+@helper
+def _has_zero_byte(word):
+    return ((word - _ONES) & ~word & _HIGHS) != 0
+
+
+@kernel
+def cut_and_key(data, words, offsets, start, begin, end, codes, wide2, wide3, ends, keys, first, second,
+                long_bytes, long_ends, written):
+    """The pieces that end in data[begin:end] (the documents data[offsets[d]:offsets[d + 1]]; the
+    piece at hand started at `start`, and data's end ends the last), keyed and appended to the
+    outputs: short pieces to keys, 9-16 byte ones to first and second, the others' bytes to
+    long_bytes and their ends there to long_ends. words: data's bytes, padded, as uint64.
+    written: how many keys, pairs, long pieces and long bytes the outputs hold, and the document
+    at hand (read and updated: the caller makes room for this call). Returns where the piece at hand
+    starts after the call.
+
+    First pass, over the bytes: each cut's place is written to ends at every byte and kept by
+    counting it (no branch to mispredict at each piece's end). Second pass, over the pieces: each
+    one's words are read at its start (two aligned reads and shifts) and go to the output of its
+    kind, again written always and kept by a count."""
+    n = len(data)
+    n_keys, n_pairs, n_long, n_long_bytes, doc = written[0], written[1], written[2], written[3], written[4]
+    last_doc = len(offsets) - 2
+    next_doc = offsets[doc + 1] if doc < last_doc else n
+    found = 0
+    before = codes[data[begin - 1]] if begin > 0 else np.uint8(0)
+    for q in range(begin, end):
+        code = codes[data[q]]
+        cut = (code & (before >> 2) & (SPACE_BIT | SYMBOL_BIT)) != 0
+        if q == next_doc:
+            cut = q > 0
+            while q == next_doc and doc < last_doc:  # (empty documents share their start)
+                doc += 1
+                next_doc = offsets[doc + 1] if doc < last_doc else n
+        elif (before & MAY_END_WHITESPACE) and (code & SPACE_BIT):
+            cut = not _wide_whitespace_ends(data, q, wide2, wide3)
+        ends[found] = q
+        found += cut
+        before = code
+    if end == n and n > start:
+        ends[found] = n
+        found += 1
+    for k in range(found):
+        length = ends[k] - start
+        head = min(length, 8)
+        tail = min(max(length - 8, 1), 8)
+        word = _word_at(words, start) & _low_bytes(head)
+        word2 = _word_at(words, start + 8) & _low_bytes(tail)
+        zero = _has_zero_byte(word | ~_low_bytes(head)) or (length > 8 and _has_zero_byte(word2 | ~_low_bytes(tail)))
+        short = length <= 8 and not zero
+        keys[n_keys] = word
+        n_keys += short
+        first[n_pairs] = word
+        second[n_pairs] = word2
+        n_pairs += length > 8 and length <= 16 and not zero
+        if length > 16 or zero:  # (few: a branch)
+            long_bytes[n_long_bytes:n_long_bytes + length] = data[start:ends[k]]
+            n_long_bytes += length
+            long_ends[n_long] = n_long_bytes
+            n_long += 1
+        start = ends[k]
+    written[0], written[1], written[2], written[3], written[4] = n_keys, n_pairs, n_long, n_long_bytes, doc
+    return start
+
+
+class _Outputs:
+    """The kernel's outputs for one batch, grown (doubled) before a call that might fill one."""
+
+    def __init__(self, pieces: int, long_bytes: int) -> None:
+        self.keys, self.first, self.second = (np.empty(pieces, np.uint64) for _ in range(3))
+        self.long_ends = np.zeros(pieces + 1, np.int32)  # (offsets of a pyarrow string array: [0] is 0)
+        self.long_bytes = np.empty(long_bytes, np.uint8)
+        self.written = np.zeros(5, np.int64)
+
+    def make_room(self, pieces: int, long_bytes: int) -> None:
+        n_keys, n_pairs, n_long, n_long_bytes, _ = (int(x) for x in self.written)
+        for name, used in (("keys", n_keys), ("first", n_pairs), ("second", n_pairs), ("long_ends", n_long + 1)):
+            self._fit(name, used, used + pieces)
+        self._fit("long_bytes", n_long_bytes, n_long_bytes + long_bytes)
+
+    def _fit(self, name: str, used: int, needed: int) -> None:
+        array = getattr(self, name)
+        if needed > len(array):
+            grown = np.empty(max(needed, 2 * len(array)), array.dtype)
+            grown[:used] = array[:used]
+            setattr(self, name, grown)
+
+
+def keyed_pieces(offsets: np.ndarray, data: np.ndarray, window: int = _WINDOW) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray, pa.Array]:
+    """The pieces of the documents data[offsets[i]:offsets[i + 1]] as the kernel keys them: (keys of
+    the short pieces, first and second words of the 9-16 byte ones, the long ones as a string
+    array). The same pieces as cut_bounds' (tests compare)."""
+    n = len(data)
+    padded = np.zeros((n + 31) // 8 * 8, np.uint8)  # (aligned, and room for the reads past the end)
+    padded[:n] = data
+    words = padded.view(np.uint64)
+    ends = np.empty(min(window, n) + 1, np.int64)
+    out = _Outputs(n // 5 + 16, n // 10 + 16)  # (realmix: a piece every 6 bytes, 4% of the bytes in long ones)
+    offsets = np.ascontiguousarray(offsets, np.int64)
+    start = 0
+    for begin in range(0, n, window):
+        end = min(begin + window, n)
+        out.make_room(end - begin + 1, end - start)
+        start = cut_and_key(data, words, offsets, start, begin, end, _CODES, _WIDE2, _WIDE3, ends, out.keys, out.first,
+                            out.second, out.long_bytes, out.long_ends[1:], out.written)
+    n_keys, n_pairs, n_long, n_long_bytes, _ = (int(x) for x in out.written)
+    long = pa.StringArray.from_buffers(n_long, pa.py_buffer(out.long_ends[:n_long + 1]),
+                                       pa.py_buffer(out.long_bytes[:n_long_bytes]))
+    return out.keys[:n_keys], out.first[:n_pairs], out.second[:n_pairs], long

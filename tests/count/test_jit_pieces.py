@@ -1,0 +1,80 @@
+"""The numba cut-and-key kernel (jit_pieces.py): the same pieces, keys and long strings as numpy's
+cut_bounds and short_keys, whatever the text, the documents and the kernel's window."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from parbpe.count import short_keys
+from parbpe.count.cuts import cut_bounds
+from parbpe.count.pieces import string_buffers
+
+pytest.importorskip("numba")
+
+from parbpe.count import jit_pieces  # noqa: E402  (after the skip: its kernel compiles with numba)
+
+# What the cut rule looks at: spaces after every kind of character, multi-byte whitespace (and the
+# letters whose last byte may end one: р is D1 80, like the 80 of U+3000), symbols after letters and
+# digits, line breaks, the apostrophe, zero bytes, and words long enough for every kind of piece.
+ALPHABET = (list("aZ09 .,;!'-\n\r\t\x00\x0b") + ["  ", " \n", "\xa0", "\u3000", "\u2003", "\x85", "\u1680",
+            "\u2028", "\u205f", "р", "с", "é", "中", "😀", "\u2009x", "e\u0301", "abcdefgh", "abcdefghijklmnop",
+            "ЖЖЖЖЖЖЖЖЖ", "x" * 40, "\x00abc", "1234567890"])
+
+
+def _texts(seed: int, documents: int = 100) -> list[str]:
+    rng = random.Random(seed)
+    texts = ["".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 120))) for _ in range(documents)]
+    return texts + ["", "a", " ", "\u3000 ", "р ", "x" * 17, "\x00" * 9, ""]
+
+
+def _reference(offsets: np.ndarray, data: np.ndarray) -> tuple:
+    """numpy's pieces: keys of the short ones, words of the 9-16 byte ones, the others' bytes."""
+    bounds = cut_bounds(offsets, data)
+    starts, lengths = bounds[:-1], np.diff(bounds)
+    fit = short_keys.fits(data, starts, lengths, 2 * short_keys.MAX_BYTES)
+    short = fit & (lengths <= short_keys.MAX_BYTES)
+    mid = fit & ~short
+    keys = short_keys.keys_of(data, starts, lengths)
+    second = short_keys.keys_of(data, starts[mid] + 8, lengths[mid] - 8)
+    long = [data[s:e].tobytes() for s, e in zip(starts[~fit], bounds[1:][~fit])]
+    return keys[short], keys[mid], second, long
+
+
+def _kernel(offsets: np.ndarray, data: np.ndarray, window: int) -> tuple:
+    keys, first, second, long = jit_pieces.keyed_pieces(offsets, data, window)
+    return keys, first, second, [s.encode("utf-8") for s in long.to_pylist()]
+
+
+def _equal(got: tuple, expected: tuple) -> bool:
+    return all(np.array_equal(a, b) for a, b in zip(got[:3], expected[:3])) and got[3] == expected[3]
+
+
+@pytest.mark.parametrize("window", [1, 2, 3, 7, 64, 1 << 18])
+@pytest.mark.parametrize("seed", range(4))
+def test_the_kernel_keys_the_pieces_numpy_cuts(seed, window):
+    offsets, data = string_buffers(pa.array(_texts(seed), pa.string()))
+    expected = _reference(offsets, data)
+    assert len(expected[0]) > 50 and len(expected[1]) > 10 and len(expected[3]) > 10  # every kind is there
+    assert _equal(_kernel(offsets, data, window), expected)
+
+
+def test_a_slice_of_a_larger_array_and_empty_input():
+    texts = pa.array(_texts(9), pa.string()).slice(5, 30)  # offsets not from 0, bytes not aligned
+    offsets, data = string_buffers(texts)
+    assert _equal(_kernel(offsets, data, 5), _reference(offsets, data))
+    offsets, data = string_buffers(pa.array(["", ""], pa.string()))
+    keys, first, second, long = jit_pieces.keyed_pieces(offsets, data)
+    assert len(keys) == len(first) == len(second) == len(long) == 0
+
+
+def test_a_wrong_rule_is_caught(monkeypatch):
+    """The comparison can fail: a kernel that does not cut before a space after a comma differs."""
+    codes = jit_pieces._CODES.copy()
+    codes[ord(",")] &= 0xFF ^ jit_pieces.NOT_WHITESPACE_BIT
+    monkeypatch.setattr(jit_pieces, "_CODES", codes)
+    offsets, data = string_buffers(pa.array(["a, b, c", "x, y"], pa.string()))
+    assert not _equal(_kernel(offsets, data, 64), _reference(offsets, data))
