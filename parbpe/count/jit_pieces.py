@@ -1,16 +1,18 @@
-"""The piece cuts of pieces.py and the keys of short_keys.py in one numba pass over the bytes.
+"""The piece cuts of cuts.py and the keys of short_keys.py in one numba pass over the bytes.
 
-numpy's path cuts a batch of documents into pieces (cut_bounds, about a dozen array passes), then
+numpy's path cuts a batch of documents into pieces (cuts.cut_bounds, a dozen array passes), then
 reads each piece's key (a strided gather), checks which pieces fit a key or a pair of keys and
-gathers the long ones (BENCHMARKS 31: 2.1 of a worker's 5 s of CPU on realmix). This kernel walks
-the bytes once, cutting where cut_bounds cuts (the same byte rule, the same document starts) and
-building each piece's words as it ends: pieces of 1 to 8 bytes without a zero byte become keys,
-of 9 to 16 pairs of words, and the others (longer, or holding a zero byte) their bounds. Its
-outputs have fixed sizes: a call stops when one is full and the next call goes on from there.
-numpy's cut_bounds and keys_of stay the reference: tests/count/test_jit_pieces.py compares them.
+gathers the long ones: 2.1 of a worker's 5 s of CPU on realmix (BENCHMARKS 31). The kernel walks
+the bytes once, cutting where cut_bounds cuts (the same byte rule, the same document starts), then
+walks the pieces, reading each one's words at its start: pieces of 1 to 8 bytes without a zero
+byte become keys, of 9 to 16 pairs of words, and the others (longer, or holding a zero byte) are
+copied out as strings. numpy's cut_bounds and keys_of stay the reference:
+tests/count/test_jit_pieces.py compares them on every kind of text, document and window.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -21,7 +23,8 @@ from .cuts import CUT_CODES, WIDE_WHITESPACE
 SPACE_BIT, SYMBOL_BIT, HIGH_BIT = 1, 2, 64  # (cuts._cut_codes)
 NOT_WHITESPACE_BIT = 4  # (the byte rule cuts before a space after a byte with it)
 MAY_END_WHITESPACE = 128  # a byte that ends a multi-byte whitespace character in some sequence
-_WINDOW = 1 << 18  # bytes cut at a time: its pieces' arrays, 10 MB at most
+_WINDOW = 1 << 18  # bytes cut at a time (the cuts' places: 2 MB)
+_SEGMENT = 4 << 20  # bytes keyed at a time (the keys and words: about 8 MB of buffers on text)
 
 
 def _kernel_codes() -> np.ndarray:
@@ -136,16 +139,51 @@ def cut_and_key(data, words, offsets, start, begin, end, codes, wide2, wide3, en
     return start
 
 
-class _Outputs:
-    """The kernel's outputs for one batch, grown (doubled) before a call that might fill one."""
+class PieceKeyer:
+    """The kernel's buffers, kept from batch to batch and grown (doubled) when a call might fill one:
+    fresh buffers for every batch cost more in page faults than the kernel's work (the generated
+    1 GB corpus, 1.5 MB batches: 1.3-2.6 s against 0.6 s for 256 MB, 2026-11-26). A batch is keyed
+    SEGMENT bytes at a time, so the buffers stay a few MB whatever the batch."""
 
-    def __init__(self, pieces: int, long_bytes: int) -> None:
-        self.keys, self.first, self.second = (np.empty(pieces, np.uint64) for _ in range(3))
-        self.long_ends = np.zeros(pieces + 1, np.int32)  # (offsets of a pyarrow string array: [0] is 0)
-        self.long_bytes = np.empty(long_bytes, np.uint8)
+    def __init__(self, window: int = _WINDOW, segment: int = _SEGMENT) -> None:
+        self.window, self.segment = window, max(segment, window)
+        self.ends = np.empty(0, np.int64)
+        self.keys, self.first, self.second = (np.empty(0, np.uint64) for _ in range(3))
+        self.long_ends = np.zeros(1, np.int32)  # (offsets of a pyarrow string array: [0] is 0)
+        self.long_bytes = np.empty(0, np.uint8)
+        self.padded = np.empty(0, np.uint8)
         self.written = np.zeros(5, np.int64)
 
-    def make_room(self, pieces: int, long_bytes: int) -> None:
+    def pieces(self, offsets: np.ndarray, data: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                                              pa.Array]]:
+        """The pieces of the documents data[offsets[i]:offsets[i + 1]] as the kernel keys them, a
+        segment at a time: (keys of the short pieces, first and second words of the 9-16 byte ones,
+        the long ones as a string array). The arrays are this keyer's buffers, good until the next
+        segment (the string array is the caller's). Together, the pieces of cut_bounds (tests compare)."""
+        n = len(data)
+        self._fit("padded", 0, (n + 31) // 8 * 8)  # (aligned, and room for the reads past the end)
+        self.padded[:n] = data
+        self.padded[n:n + 24] = 0
+        words = self.padded[:(n + 31) // 8 * 8].view(np.uint64)
+        self._fit("ends", 0, min(self.window, n) + 1)
+        offsets = np.ascontiguousarray(offsets, np.int64)
+        self.written[:] = 0
+        start = 0
+        for first_byte in range(0, n, self.segment):
+            self.written[:4] = 0
+            last_byte = min(first_byte + self.segment, n)
+            for begin in range(first_byte, last_byte, self.window):
+                end = min(begin + self.window, last_byte)
+                self._make_room(end - begin + 1, end - start)
+                start = cut_and_key(data, words, offsets, start, begin, end, _CODES, _WIDE2, _WIDE3, self.ends,
+                                    self.keys, self.first, self.second, self.long_bytes, self.long_ends[1:],
+                                    self.written)
+            n_keys, n_pairs, n_long, n_long_bytes, _ = (int(x) for x in self.written)
+            long = pa.StringArray.from_buffers(n_long, pa.py_buffer(self.long_ends[:n_long + 1].copy()),
+                                               pa.py_buffer(self.long_bytes[:n_long_bytes].copy()))
+            yield self.keys[:n_keys], self.first[:n_pairs], self.second[:n_pairs], long
+
+    def _make_room(self, pieces: int, long_bytes: int) -> None:
         n_keys, n_pairs, n_long, n_long_bytes, _ = (int(x) for x in self.written)
         for name, used in (("keys", n_keys), ("first", n_pairs), ("second", n_pairs), ("long_ends", n_long + 1)):
             self._fit(name, used, used + pieces)
@@ -160,24 +198,10 @@ class _Outputs:
 
 
 def keyed_pieces(offsets: np.ndarray, data: np.ndarray, window: int = _WINDOW) -> tuple[
-        np.ndarray, np.ndarray, np.ndarray, pa.Array]:
-    """The pieces of the documents data[offsets[i]:offsets[i + 1]] as the kernel keys them: (keys of
-    the short pieces, first and second words of the 9-16 byte ones, the long ones as a string
-    array). The same pieces as cut_bounds' (tests compare)."""
-    n = len(data)
-    padded = np.zeros((n + 31) // 8 * 8, np.uint8)  # (aligned, and room for the reads past the end)
-    padded[:n] = data
-    words = padded.view(np.uint64)
-    ends = np.empty(min(window, n) + 1, np.int64)
-    out = _Outputs(n // 5 + 16, n // 10 + 16)  # (realmix: a piece every 6 bytes, 4% of the bytes in long ones)
-    offsets = np.ascontiguousarray(offsets, np.int64)
-    start = 0
-    for begin in range(0, n, window):
-        end = min(begin + window, n)
-        out.make_room(end - begin + 1, end - start)
-        start = cut_and_key(data, words, offsets, start, begin, end, _CODES, _WIDE2, _WIDE3, ends, out.keys, out.first,
-                            out.second, out.long_bytes, out.long_ends[1:], out.written)
-    n_keys, n_pairs, n_long, n_long_bytes, _ = (int(x) for x in out.written)
-    long = pa.StringArray.from_buffers(n_long, pa.py_buffer(out.long_ends[:n_long + 1]),
-                                       pa.py_buffer(out.long_bytes[:n_long_bytes]))
-    return out.keys[:n_keys], out.first[:n_pairs], out.second[:n_pairs], long
+        np.ndarray, np.ndarray, np.ndarray, list[pa.Array]]:
+    """All the pieces of a batch at once (PieceKeyer.pieces joined): for tests and a one-off call."""
+    parts = list(zip(*((k.copy(), f.copy(), s.copy(), long) for k, f, s, long in
+                       PieceKeyer(window, window).pieces(offsets, data))))
+    if not parts:
+        return np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.uint64), []
+    return np.concatenate(parts[0]), np.concatenate(parts[1]), np.concatenate(parts[2]), list(parts[3])

@@ -296,6 +296,7 @@ class PieceCounter(BatchCounter):
         self._lexer = _lexers(pattern)
         self._findall = findall
         self._jit_kind = jit_lexer.kind_of(pattern) if use_jit else None  # the numba lexer splits every piece
+        self._keyer = jit_pieces.PieceKeyer() if use_jit else None  # and the numba kernel cuts and keys them
 
     def add(self, texts: pa.Array) -> None:
         """Add the pieces of texts (a string array)."""
@@ -303,7 +304,8 @@ class PieceCounter(BatchCounter):
         if self._jit_kind is None:
             self._held.add(data, cut_bounds(offsets, data))
         else:
-            self._held.add_keyed(*jit_pieces.keyed_pieces(offsets, data))
+            for keyed in self._keyer.pieces(offsets, data):
+                self._held.add_keyed(*keyed)
         self._added()
 
     def chunk_counts(self) -> pa.Table:

@@ -46,7 +46,7 @@ def _reference(offsets: np.ndarray, data: np.ndarray) -> tuple:
 
 def _kernel(offsets: np.ndarray, data: np.ndarray, window: int) -> tuple:
     keys, first, second, long = jit_pieces.keyed_pieces(offsets, data, window)
-    return keys, first, second, [s.encode("utf-8") for s in long.to_pylist()]
+    return keys, first, second, [s.encode("utf-8") for part in long for s in part.to_pylist()]
 
 
 def _equal(got: tuple, expected: tuple) -> bool:
@@ -68,7 +68,20 @@ def test_a_slice_of_a_larger_array_and_empty_input():
     assert _equal(_kernel(offsets, data, 5), _reference(offsets, data))
     offsets, data = string_buffers(pa.array(["", ""], pa.string()))
     keys, first, second, long = jit_pieces.keyed_pieces(offsets, data)
-    assert len(keys) == len(first) == len(second) == len(long) == 0
+    assert len(keys) == len(first) == len(second) == sum(map(len, long)) == 0
+
+
+def test_one_keyer_for_many_batches_of_any_size():
+    """A keyer's buffers, grown and reused from batch to batch and segment to segment, change nothing."""
+    keyer = jit_pieces.PieceKeyer(window=16, segment=100)
+    for seed in (11, 12, 13):
+        texts = _texts(seed, documents=20 * (seed - 10))
+        offsets, data = string_buffers(pa.array(texts, pa.string()))
+        parts = [(k.copy(), f.copy(), s.copy(), [x.encode() for x in long.to_pylist()])
+                 for k, f, s, long in keyer.pieces(offsets, data)]
+        assert len(parts) > 1  # several segments
+        got = tuple(np.concatenate([p[i] for p in parts]) for i in range(3)) + ([x for p in parts for x in p[3]],)
+        assert _equal(got, _reference(offsets, data))
 
 
 def test_a_wrong_rule_is_caught(monkeypatch):
