@@ -24,7 +24,7 @@ SPACE_BIT, SYMBOL_BIT, HIGH_BIT = 1, 2, 64  # (cuts._cut_codes)
 NOT_WHITESPACE_BIT = 4  # (the byte rule cuts before a space after a byte with it)
 MAY_END_WHITESPACE = 128  # a byte that ends a multi-byte whitespace character in some sequence
 _WINDOW = 1 << 18  # bytes cut at a time (the cuts' places: 2 MB)
-_SEGMENT = 4 << 20  # bytes keyed at a time (the keys and words: about 8 MB of buffers on text)
+_SEGMENT = 4 << 20  # bytes keyed at a time (their copy, keys and words: about 12 MB of buffers on text)
 
 
 def _kernel_codes() -> np.ndarray:
@@ -80,12 +80,13 @@ def _has_zero_byte(word):
 
 
 @kernel
-def cut_and_key(data, words, offsets, start, begin, end, codes, wide2, wide3, ends, keys, first, second,
+def cut_and_key(data, words, base, offsets, start, begin, end, codes, wide2, wide3, ends, keys, first, second,
                 long_bytes, long_ends, written):
     """The pieces that end in data[begin:end] (the documents data[offsets[d]:offsets[d + 1]]; the
     piece at hand started at `start`, and data's end ends the last), keyed and appended to the
     outputs: short pieces to keys, 9-16 byte ones to first and second, the others' bytes to
-    long_bytes and their ends there to long_ends. words: data's bytes, padded, as uint64.
+    long_bytes and their ends there to long_ends. words: data[base:end] and zeros after, as uint64
+    (base at most 16 bytes before the first piece of 16 bytes or fewer).
     written: how many keys, pairs, long pieces and long bytes the outputs hold, and the document
     at hand (read and updated: the caller makes room for this call). Returns where the piece at hand
     starts after the call.
@@ -118,18 +119,20 @@ def cut_and_key(data, words, offsets, start, begin, end, codes, wide2, wide3, en
         found += 1
     for k in range(found):
         length = ends[k] - start
-        head = min(length, 8)
-        tail = min(max(length - 8, 1), 8)
-        word = _word_at(words, start) & _low_bytes(head)
-        word2 = _word_at(words, start + 8) & _low_bytes(tail)
-        zero = _has_zero_byte(word | ~_low_bytes(head)) or (length > 8 and _has_zero_byte(word2 | ~_low_bytes(tail)))
-        short = length <= 8 and not zero
-        keys[n_keys] = word
-        n_keys += short
-        first[n_pairs] = word
-        second[n_pairs] = word2
-        n_pairs += length > 8 and length <= 16 and not zero
-        if length > 16 or zero:  # (few: a branch)
+        long = length > 16
+        if not long:  # (few are long: a branch; their bytes may lie before words' start)
+            head = min(length, 8)
+            tail = min(max(length - 8, 1), 8)
+            word = _word_at(words, start - base) & _low_bytes(head)
+            word2 = _word_at(words, start - base + 8) & _low_bytes(tail)
+            long = (_has_zero_byte(word | ~_low_bytes(head))
+                    or (length > 8 and _has_zero_byte(word2 | ~_low_bytes(tail))))
+            keys[n_keys] = word
+            n_keys += length <= 8 and not long
+            first[n_pairs] = word
+            second[n_pairs] = word2
+            n_pairs += length > 8 and not long
+        if long:
             long_bytes[n_long_bytes:n_long_bytes + length] = data[start:ends[k]]
             n_long_bytes += length
             long_ends[n_long] = n_long_bytes
@@ -161,10 +164,6 @@ class PieceKeyer:
         the long ones as a string array). The arrays are this keyer's buffers, good until the next
         segment (the string array is the caller's). Together, the pieces of cut_bounds (tests compare)."""
         n = len(data)
-        self._fit("padded", 0, (n + 31) // 8 * 8)  # (aligned, and room for the reads past the end)
-        self.padded[:n] = data
-        self.padded[n:n + 24] = 0
-        words = self.padded[:(n + 31) // 8 * 8].view(np.uint64)
         self._fit("ends", 0, min(self.window, n) + 1)
         offsets = np.ascontiguousarray(offsets, np.int64)
         self.written[:] = 0
@@ -172,16 +171,25 @@ class PieceKeyer:
         for first_byte in range(0, n, self.segment):
             self.written[:4] = 0
             last_byte = min(first_byte + self.segment, n)
+            words, base = self._words(data, max(first_byte - 16, 0), last_byte)
             for begin in range(first_byte, last_byte, self.window):
                 end = min(begin + self.window, last_byte)
                 self._make_room(end - begin + 1, end - start)
-                start = cut_and_key(data, words, offsets, start, begin, end, _CODES, _WIDE2, _WIDE3, self.ends,
+                start = cut_and_key(data, words, base, offsets, start, begin, end, _CODES, _WIDE2, _WIDE3, self.ends,
                                     self.keys, self.first, self.second, self.long_bytes, self.long_ends[1:],
                                     self.written)
             n_keys, n_pairs, n_long, n_long_bytes, _ = (int(x) for x in self.written)
             long = pa.StringArray.from_buffers(n_long, pa.py_buffer(self.long_ends[:n_long + 1].copy()),
                                                pa.py_buffer(self.long_bytes[:n_long_bytes].copy()))
             yield self.keys[:n_keys], self.first[:n_pairs], self.second[:n_pairs], long
+
+    def _words(self, data: np.ndarray, base: int, end: int) -> tuple[np.ndarray, int]:
+        """data[base:end] as uint64 words (an aligned copy with room for the reads past its end), and base."""
+        size = (end - base + 39) // 8 * 8
+        self._fit("padded", 0, size)
+        self.padded[:end - base] = data[base:end]
+        self.padded[end - base:size] = 0
+        return self.padded[:size].view(np.uint64), base
 
     def _make_room(self, pieces: int, long_bytes: int) -> None:
         n_keys, n_pairs, n_long, n_long_bytes, _ = (int(x) for x in self.written)
