@@ -142,6 +142,47 @@ def cut_and_key(data, words, base, offsets, start, begin, end, codes, wide2, wid
     return start
 
 
+@kernel
+def key_chunks(data, words, bounds, offsets, counts, keys, key_counts, first, second, pair_counts, long_bytes,
+               long_ends, long_counts, written):
+    """Key the chunks data[bounds[i]:bounds[i + 1]] of the pieces data[offsets[p]:offsets[p + 1]] (both
+    ascending, from 0 to len(data)), each weighted by its piece's count: short chunks to keys and
+    key_counts, 9-16 byte ones to first, second and pair_counts, the others' bytes to long_bytes, their
+    ends there to long_ends and their counts to long_counts (outputs as long as the chunks; long_bytes
+    as data). words: data and zeros after, as uint64. written[0:4]: the keys, pairs, long chunks and
+    long bytes written."""
+    n_keys, n_pairs, n_long, n_long_bytes = 0, 0, 0, 0
+    piece = 0
+    for i in range(len(bounds) - 1):
+        start, end = bounds[i], bounds[i + 1]
+        while offsets[piece + 1] <= start:
+            piece += 1
+        count = counts[piece]
+        length = end - start
+        long = length > 16
+        if not long:
+            head = min(length, 8)
+            tail = min(max(length - 8, 1), 8)
+            word = _word_at(words, start) & _low_bytes(head)
+            word2 = _word_at(words, start + 8) & _low_bytes(tail)
+            long = (_has_zero_byte(word | ~_low_bytes(head))
+                    or (length > 8 and _has_zero_byte(word2 | ~_low_bytes(tail))))
+            keys[n_keys] = word
+            key_counts[n_keys] = count
+            n_keys += length <= 8 and not long
+            first[n_pairs] = word
+            second[n_pairs] = word2
+            pair_counts[n_pairs] = count
+            n_pairs += length > 8 and not long
+        if long:
+            long_bytes[n_long_bytes:n_long_bytes + length] = data[start:end]
+            n_long_bytes += length
+            long_ends[n_long] = n_long_bytes
+            long_counts[n_long] = count
+            n_long += 1
+    written[0], written[1], written[2], written[3] = n_keys, n_pairs, n_long, n_long_bytes
+
+
 class PieceKeyer:
     """The kernel's buffers, kept from batch to batch and grown (doubled) when a call might fill one:
     fresh buffers for every batch cost more in page faults than the kernel's work (the generated
@@ -155,6 +196,7 @@ class PieceKeyer:
         self.long_ends = np.zeros(1, np.int32)  # (offsets of a pyarrow string array: [0] is 0)
         self.long_bytes = np.empty(0, np.uint8)
         self.padded = np.empty(0, np.uint8)
+        self.key_counts, self.pair_counts, self.long_counts = (np.empty(0, np.int64) for _ in range(3))
         self.written = np.zeros(5, np.int64)
 
     def pieces(self, offsets: np.ndarray, data: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray,
@@ -167,6 +209,7 @@ class PieceKeyer:
         self._fit("ends", 0, min(self.window, n) + 1)
         offsets = np.ascontiguousarray(offsets, np.int64)
         self.written[:] = 0
+        self.long_ends[0] = 0
         start = 0
         for first_byte in range(0, n, self.segment):
             self.written[:4] = 0
@@ -182,6 +225,26 @@ class PieceKeyer:
             long = pa.StringArray.from_buffers(n_long, pa.py_buffer(self.long_ends[:n_long + 1].copy()),
                                                pa.py_buffer(self.long_bytes[:n_long_bytes].copy()))
             yield self.keys[:n_keys], self.first[:n_pairs], self.second[:n_pairs], long
+
+    def chunks(self, data: np.ndarray, offsets: np.ndarray, bounds: np.ndarray, counts: np.ndarray) -> tuple:
+        """The chunks data[bounds[i]:bounds[i + 1]] of the pieces data[offsets[p]:offsets[p + 1]], keyed
+        and weighted by their pieces' counts: (keys, first words, second words, long ones as a string
+        array, (counts of the keys, of the pairs, of the long ones)); numpy arrays good until the next call."""
+        n_chunks = len(bounds) - 1
+        words, _ = self._words(data, 0, len(data))
+        for name in ("keys", "first", "second", "key_counts", "pair_counts", "long_counts"):
+            self._fit(name, 0, n_chunks)
+        self._fit("long_ends", 0, n_chunks + 1)
+        self.long_ends[0] = 0
+        self._fit("long_bytes", 0, len(data))
+        key_chunks(data, words, bounds, np.ascontiguousarray(offsets, np.int64), np.asarray(counts, np.int64),
+                   self.keys, self.key_counts, self.first, self.second, self.pair_counts, self.long_bytes,
+                   self.long_ends[1:], self.long_counts, self.written)
+        n_keys, n_pairs, n_long, n_long_bytes = (int(x) for x in self.written[:4])
+        long = pa.StringArray.from_buffers(n_long, pa.py_buffer(self.long_ends[:n_long + 1].copy()),
+                                           pa.py_buffer(self.long_bytes[:n_long_bytes].copy()))
+        return (self.keys[:n_keys], self.first[:n_pairs], self.second[:n_pairs], long,
+                (self.key_counts[:n_keys], self.pair_counts[:n_pairs], self.long_counts[:n_long].copy()))
 
     def _words(self, data: np.ndarray, base: int, end: int) -> tuple[np.ndarray, int]:
         """data[base:end] as uint64 words (an aligned copy with room for the reads past its end), and base."""

@@ -190,26 +190,29 @@ class StringCounts:
         mid = np.flatnonzero(fit & ~short)
         second = short_keys.keys_of(data, starts[mid] + short_keys.MAX_BYTES, lengths[mid] - short_keys.MAX_BYTES)
         long = np.flatnonzero(~fit)
-        if weights is None:
-            self.add_keyed(keys[short], keys[mid], second, _string_array(bounds, data).take(pa.array(long)))
-            return
-        pairs = short_keys.sum_pairs(keys[mid], second, weights[mid])
-        keys, counts = short_keys.sum_keys(keys[short], weights[short])
-        if len(long):
-            self._tables.append(count_table(_string_array(bounds, data).take(pa.array(long)), pa.array(weights[long])))
-            self.rows += self._tables[-1].num_rows
-        self._append(keys, counts, pairs)
+        long_strings = _string_array(bounds, data).take(pa.array(long))
+        parts = (weights[short], weights[mid], weights[long]) if weights is not None else None
+        self.add_keyed(keys[short], keys[mid], second, long_strings, parts)
 
-    def add_keyed(self, keys: np.ndarray, first: np.ndarray, second: np.ndarray, long: pa.Array) -> None:
-        """Count strings once each, already keyed: the keys of the short ones, the two words of those of
-        9 to 16 bytes, and the others as a string array (short_keys.fits says which is which)."""
-        pairs = short_keys.sum_pairs(first, second)
-        keys, counts = short_keys.count_keys(keys)
-        if len(long):
-            # Long strings are hashed once, when summed: counting them per batch and then summing
-            # the tables hashed most of them twice (realmix: 1.2 s against 0.9 s).
-            self._uncounted.append(long)
-            self.rows += len(long)
+    def add_keyed(self, keys: np.ndarray, first: np.ndarray, second: np.ndarray, long: pa.Array,
+                  weights: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
+        """Count strings already keyed: the keys of the short ones, the two words of those of 9 to 16
+        bytes, and the others as a string array (short_keys.fits says which is which); each once, or
+        weights[0], [1], [2] times (of the keys, the pairs, the long ones)."""
+        if weights is None:
+            pairs = short_keys.sum_pairs(first, second)
+            keys, counts = short_keys.count_keys(keys)
+            if len(long):
+                # Long strings are hashed once, when summed: counting them per batch and then summing
+                # the tables hashed most of them twice (realmix: 1.2 s against 0.9 s).
+                self._uncounted.append(long)
+                self.rows += len(long)
+        else:
+            pairs = short_keys.sum_pairs(first, second, weights[1])
+            keys, counts = short_keys.sum_keys(keys, weights[0])
+            if len(long):
+                self._tables.append(count_table(long, pa.array(weights[2])))
+                self.rows += self._tables[-1].num_rows
         self._append(keys, counts, pairs)
 
     def _append(self, keys: np.ndarray, counts: np.ndarray, pairs: short_keys.Pairs) -> None:
@@ -342,9 +345,10 @@ class PieceCounter(BatchCounter):
         chunks = StringCounts()
         for part in _batches(pieces):
             offsets, data = string_buffers(part.column("chunk").chunk(0))
-            bounds = jit_lexer.chunk_bounds(data, offsets, kind, group, tables).astype(np.int64)
-            piece = np.searchsorted(offsets, bounds[:-1], side="right") - 1  # the piece each chunk starts in
-            chunks.add(data, bounds, part.column("count").to_numpy()[piece])
+            bounds = jit_lexer.chunk_bounds(data, offsets, kind, group, tables)
+            keys, first, second, long, weights = self._keyer.chunks(data, offsets, bounds,
+                                                                    part.column("count").to_numpy())
+            chunks.add_keyed(keys, first, second, long, weights)
         return chunks.table()
 
 

@@ -91,3 +91,28 @@ def test_a_wrong_rule_is_caught(monkeypatch):
     monkeypatch.setattr(jit_pieces, "_CODES", codes)
     offsets, data = string_buffers(pa.array(["a, b, c", "x, y"], pa.string()))
     assert not _equal(_kernel(offsets, data, 64), _reference(offsets, data))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_chunks_keyed_with_their_pieces_counts_count_as_numpy(seed):
+    """PieceKeyer.chunks (the split's keying, weighted by the pieces' counts) gives StringCounts the
+    counts numpy's keying gives, with a keyer reused across calls of different sizes."""
+    from parbpe.count import jit_lexer
+    from parbpe.count.pieces import StringCounts
+    from parbpe.patterns import PATTERNS
+
+    keyer = jit_pieces.PieceKeyer()
+    rng = np.random.default_rng(seed)
+    for documents in (40, 120, 7):
+        pieces = pa.array(_texts(seed * 10 + documents, documents), pa.string())
+        offsets, data = string_buffers(pieces)
+        counts = rng.integers(1, 1000, len(pieces))
+        kind, group = jit_lexer.kind_of(PATTERNS["gpt4"])
+        bounds = jit_lexer.chunk_bounds(data, offsets, kind, group, jit_lexer.char_tables())
+        got = StringCounts()
+        got.add_keyed(*keyer.chunks(data, offsets, bounds, counts))
+        expected = StringCounts()
+        piece = np.searchsorted(offsets, bounds[:-1], side="right") - 1
+        expected.add(data, bounds.astype(np.int64), counts[piece])
+        assert got.table().sort_by("chunk").equals(expected.table().sort_by("chunk"))
+        assert got.table().num_rows > 20
