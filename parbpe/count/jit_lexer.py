@@ -25,7 +25,7 @@ import regex
 from .. import jit
 from ..jit import helper, kernel
 from ..patterns import SUPERWORD_PATTERN, digit_groups
-from .jit_pieces import keyed_pieces
+from .jit_pieces import PieceKeyer, keyed_pieces
 
 # Class bits of a character: letter, number, whitespace, GPT-4o's [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
 # (UPPER) and [\p{Ll}\p{Lm}\p{Lo}\p{M}] (LOWER), a line break (\r \n).
@@ -466,6 +466,7 @@ def prepare(pattern: str) -> None:
     data = np.frombuffer("It's 12 x\n\n  é's".encode(), np.uint8)
     docs = np.array([0, len(data)], np.int64)
     kind, group = kind_of(pattern)
-    chunk_bounds(data, docs, kind, group, char_tables())
-    if kind != SUPERWORD:
+    bounds = chunk_bounds(data, docs, kind, group, char_tables())
+    if kind != SUPERWORD:  # the pieces' kernels too: cutting and keying, keying the split's chunks
         keyed_pieces(docs, data)
+        PieceKeyer().chunks(data, docs, bounds, np.ones(1, np.int64))
