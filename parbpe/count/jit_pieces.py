@@ -6,7 +6,8 @@ gathers the long ones: 2.1 of a worker's 5 s of CPU on realmix (BENCHMARKS 31). 
 the bytes once, cutting where cut_bounds cuts (the same byte rule, the same document starts), then
 walks the pieces, reading each one's words at its start: pieces of 1 to 8 bytes without a zero
 byte become keys, of 9 to 16 pairs of words, and the others (longer, or holding a zero byte) are
-copied out as strings. numpy's cut_bounds and keys_of stay the reference:
+copied out as strings. A second kernel keys the chunks the lexer splits the distinct pieces into,
+each with its piece's count (PieceKeyer.chunks). numpy's cut_bounds and keys_of stay the reference:
 tests/count/test_jit_pieces.py compares them on every kind of text, document and window.
 """
 
