@@ -190,7 +190,7 @@ class StringCounts:
         mid = np.flatnonzero(fit & ~short)
         second = short_keys.keys_of(data, starts[mid] + short_keys.MAX_BYTES, lengths[mid] - short_keys.MAX_BYTES)
         long = np.flatnonzero(~fit)
-        long_strings = _string_array(bounds, data).take(pa.array(long))
+        long_strings = _string_array(bounds, data).take(pa.array(long)) if len(long) else pa.array([], pa.string())
         parts = (weights[short], weights[mid], weights[long]) if weights is not None else None
         self.add_keyed(keys[short], keys[mid], second, long_strings, parts)
 
