@@ -63,7 +63,7 @@ def test_a_stage_is_timed_sampled_and_reported():
 def test_merge_progress_never_walks_the_process_tree(monkeypatch):
     stream = io.StringIO()
     with PeakSampler(interval=3600) as sampler:
-        monkeypatch.setattr(memory, "tree_rss", lambda pid=None: pytest.fail("a progress line read the tree"))
+        monkeypatch.setattr(memory, "tree_processes", lambda pid=None: pytest.fail("a progress line read the tree"))
         ctx = RunContext(config=TrainConfig(), options=RunOptions(), reporter=Progress("jsonl", stream, interval=0),
                          sampler=sampler, given=TrainConfig())
         report = ctx.progress("merge", offset=100)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from parbpe.run.memory import PeakSampler, parse_size
@@ -77,3 +80,34 @@ def test_the_sampler_keeps_its_latest_sample_and_peaks_by_stage():
         sampler.stage("small")
     assert sampler.by_stage["big"] >= start + 70 * 10**6 > sampler.by_stage["small"] - 10 * 10**6
     assert sampler.peak >= sampler.by_stage["big"]
+
+
+def test_the_sampler_finds_the_tree_again_every_refresh_seconds_and_at_each_stage(monkeypatch):
+    """Finding the tree's processes reads /proc of every process on the machine: between refreshes
+    a sample reads only the RSS of the processes found; a child started since is found at the next."""
+    from parbpe.run import memory
+
+    calls = []
+    real = memory.tree_processes
+    monkeypatch.setattr(memory, "tree_processes", lambda pid=None: calls.append(pid) or real(pid))
+    child = None
+    try:
+        with PeakSampler(interval=3600) as sampler:
+            found = len(calls)
+            for _ in range(20):
+                sampler.sample()
+            assert len(calls) == found
+            child = subprocess.Popen([sys.executable, "-c", "import sys, time; b = bytearray(60 * 10**6); "
+                                      "b[::4096] = b'x' * len(b[::4096]); print('ready', flush=True); time.sleep(60)"],
+                                     stdout=subprocess.PIPE, text=True)
+            assert child.stdout.readline().strip() == "ready"
+            before = sampler.sample()
+            assert len(calls) == found  # the child is not known yet
+            sampler._found -= PeakSampler.REFRESH_SECONDS
+            assert sampler.sample() >= before + 50 * 10**6 and len(calls) == found + 1
+            sampler.stage("next")
+            assert len(calls) == found + 2
+    finally:
+        if child is not None:
+            child.kill()
+            child.wait()
