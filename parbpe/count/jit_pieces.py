@@ -5,11 +5,11 @@ reads each piece's key (a strided gather), checks which pieces fit a key or a pa
 gathers the long ones: 1.8-2.0 of the 4.4-4.7 s of CPU one process spends counting realmix
 (BENCHMARKS 31). The kernel walks the bytes once, cutting where cut_bounds cuts (the same byte
 rule, the same document starts), then walks the pieces, reading each one's words at its start:
-pieces of 1 to 8 bytes without a zero
-byte become keys, of 9 to 16 pairs of words, and the others (longer, or holding a zero byte) are
-copied out as strings. A second kernel keys the chunks the lexer splits the distinct pieces into,
-each with its piece's count (PieceKeyer.chunks). numpy's cut_bounds and keys_of stay the reference:
-tests/count/test_jit_pieces.py compares them on every kind of text, document and window.
+pieces of 1 to 8 bytes without a zero byte become keys, of 9 to 16 pairs of words, and the others
+(longer, or holding a zero byte) are copied out as strings. A second kernel keys the chunks the
+lexer splits the distinct pieces into, each with its piece's count (PieceKeyer.chunks). numpy's
+cut_bounds and keys_of stay the reference: tests/count/test_jit_pieces.py compares them on every
+kind of text, document and window.
 """
 
 from __future__ import annotations
