@@ -1,6 +1,6 @@
 """Counting: from work units to run files of chunk counts (the map side of the count stage).
 
-Each worker process owns a ShardCounter: worker r takes units[r::workers], counts their chunks
+Each worker process owns a ShardCounter: it is handed units as it frees up, counts their chunks
 (with the exact piece shortcut of pieces.py where it is proven, the plain pattern otherwise), and
 writes its counts to a run file whenever they pass its share of the memory budget (a spill), and
 once at the end. Only file names and small stats travel between processes, never text or counts.
@@ -13,7 +13,6 @@ import dataclasses
 import functools
 import json
 import os
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -28,7 +27,7 @@ from ..io.sample import sample_documents, sample_lines
 from ..io.units import WorkUnit
 from ..patterns import SUPERWORD_LINES_PATTERN, SUPERWORD_PATTERN, Splitter, training_pattern
 from ..run.memory import format_size, system_pool, trim_heap, use_system_pool
-from ..run.pool import fault_point, get_context, parallel
+from ..run.pool import get_context, parallel, worker_rank
 from ..run.run_dir import COUNT_COMMIT_SECONDS, checkpoint_seconds, sync_file, test_stop, write_json
 from .counts_file import counts_file_table
 from .jit_lexer import prepare, uses_jit
@@ -249,55 +248,48 @@ class CountResult:
     partitions: list | None = None  # on Ray: each count task's partition refs instead of run files (on_ray.py)
 
 
-# Set in each worker by the pool initializer: units, bytes and spills done, three slots per worker
-# rank. Each slot has one writer and no lock, so a worker that dies can never block the parent.
-_shared_progress = None
+class _UnitCounter:
+    """A counting worker's part in parallel(): each unit it is handed goes into the worker's own
+    ShardCounter (w<rank>, made at its first unit), and finish() writes the last run and returns
+    (runs, spills, stats). Units go to whichever worker is free, so the workers end together
+    whatever each unit costs. progress is the shared array of units, bytes and spills, three slots
+    per worker; each slot has one writer and no lock, so a worker that dies never blocks the parent."""
 
+    def __init__(self, config: TrainConfig, run_dir: str, data_limit: int | None, progress) -> None:
+        self.config, self.run_dir, self.data_limit, self.progress = config, run_dir, data_limit, progress
+        self.shard: ShardCounter | None = None
+        self.rank = self.done = 0
 
-def _init_worker(progress) -> None:
-    global _shared_progress
-    _shared_progress = progress
-    use_system_pool()  # inherited when forked; a spawned worker sets it here
-
-
-def _count_shard_job(args: tuple[int, list[WorkUnit], TrainConfig, str, int | None]):
-    """One worker's shard: all its units into run files; returns (runs, spills, stats)."""
-    return count_shard(*args, progress=_shared_progress)
-
-
-def count_shard(rank: int, units: list[WorkUnit], config: TrainConfig, run_dir: str, data_limit: int | None,
-                progress=None, stop: threading.Event | None = None, in_worker: bool = True):
-    """Shard `rank`: all its units into run files; returns (runs, spills, stats). progress is the
-    shared array of units, bytes and spills (three slots per rank); stop, when set, ends the shard
-    after the unit at hand (returns None). in_worker: a worker process (the test kill hook applies)."""
-    shard = ShardCounter(config, run_dir, f"w{rank}", data_limit)
-    for done, unit in enumerate(units, start=1):
-        if in_worker:
-            fault_point("count", done - 1)
+    def __call__(self, unit: WorkUnit) -> None:
+        if self.shard is None:
+            self.rank = worker_rank()
+            self.shard = ShardCounter(self.config, self.run_dir, f"w{self.rank}", self.data_limit)
         try:
-            count_unit(unit, shard)
+            count_unit(unit, self.shard)
         except Exception as exc:  # re-raised in the parent, naming the worker and its unit
-            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror and not exc.filename else str(exc)
-            where = f"worker {rank} (pid {os.getpid()}) failed on {unit.describe()}: {detail}"
-            if unit.describe() in detail:
-                where = detail
-            if isinstance(exc, OSError):  # a full disk: the same kind (and errno), for one line
-                raise OSError(exc.errno, where) from exc
-            if isinstance(exc, ValueError):  # bad input
-                raise ValueError(where) from exc
-            raise RuntimeError(where) from exc
-        test_stop(stop_label(config), done)
-        if progress is not None:
-            progress[3 * rank:3 * rank + 3] = [done, shard.stats.bytes, shard.spills]
-        if stop is not None and stop.is_set():
-            return None
-    return shard.finish(), shard.spills, shard.stats
+            raise _unit_failed(exc, self.rank, unit) from exc
+        self.done += 1
+        test_stop(stop_label(self.config), self.done)
+        self.progress[3 * self.rank:3 * self.rank + 3] = [self.done, self.shard.stats.bytes, self.shard.spills]
+
+    def finish(self) -> tuple[list[str], int, ReadStats]:
+        if self.shard is None:  # handed no unit: the others took them all
+            return [], 0, ReadStats()
+        return self.shard.finish(), self.shard.spills, self.shard.stats
 
 
-def _unit_names(units: list[WorkUnit], shown: int = 3) -> str:
-    """A short list of work units for a message: the first few, then how many more."""
-    names = ", ".join(u.describe() for u in units[:shown])
-    return names + (f" and {len(units) - shown} more" if len(units) > shown else "")
+def _unit_failed(exc: Exception, rank: int, unit: WorkUnit) -> Exception:
+    """A unit's failure as one line naming the worker and the unit, of the same kind (OSError with
+    its errno for a full disk, ValueError for bad input, else RuntimeError)."""
+    detail = exc.strerror if isinstance(exc, OSError) and exc.strerror and not exc.filename else str(exc)
+    where = f"worker {rank} (pid {os.getpid()}) failed on {unit.describe()}: {detail}"
+    if unit.describe() in detail:
+        where = detail
+    if isinstance(exc, OSError):
+        return OSError(exc.errno, where)
+    if isinstance(exc, ValueError):
+        return ValueError(where)
+    return RuntimeError(where)
 
 
 def memory_hint(config: TrainConfig) -> str:
@@ -320,10 +312,11 @@ def count_to_runs(
 ) -> CountResult:
     """Count work units (text and counts files) into run files in run_dir, with config.workers processes.
 
-    Worker r takes units[r::workers] (deterministic sharding). data_limit is each worker's bound on
-    counts held in memory. on_progress(units_done, total_units, bytes_done, spills) is called as
-    units finish. parent_counts: this process counts shard 0 itself (in a thread, while it waits
-    for the others), so `workers` shards need one process fewer: what a tight memory budget picks
+    Each unit goes to whichever worker is free (counts add up: which worker counted a unit never
+    changes the result). data_limit is each worker's bound on counts held in memory.
+    on_progress(units_done, total_units, bytes_done, spills) is called as units finish.
+    parent_counts: this process is worker 0 itself (a thread, beside its waiting for the others),
+    so `workers` shards need one process fewer: what a tight memory budget picks
     (run/memory.py count_layout), since each process costs its start besides its counts.
     Counting processes allocate pyarrow's buffers with malloc (run/memory.py system_pool).
     """
@@ -347,45 +340,19 @@ def _count_to_runs(units: list[WorkUnit], config: TrainConfig, run_dir: str, dat
 
     context = get_context(start_method)
     progress = context.Array("q", 3 * workers, lock=False)
-    jobs = [(r, units[r::workers], config, run_dir, data_limit) for r in range(workers)]
-    first = 1 if parent_counts else 0  # the first shard a worker process takes
-    own: dict[str, object] = {}  # the parent's shard: its result or its exception
-    stop = threading.Event()
-
-    def count_own() -> None:
-        try:
-            own["result"] = count_shard(*jobs[0], progress=progress, stop=stop, in_worker=False)
-        except BaseException as exc:  # re-raised by the waiting thread
-            own["error"] = exc
-
-    thread = threading.Thread(target=count_own, name="parbpe-count-shard-0", daemon=True)
+    counter = _UnitCounter(config, run_dir, data_limit, progress)
 
     def tick() -> None:
-        if "error" in own:  # the parent's own shard failed: stop the workers now
-            raise own["error"]
         if on_progress:
             done, done_bytes, spills = (sum(progress[i::3]) for i in range(3))
             on_progress(done, len(units), done_bytes, spills)
 
-    def describe(_: int, index: int) -> str:  # worker k runs shard first + k: one task each
-        shard = jobs[first + index][1]
-        return f"worker {first + index} (units {_unit_names(shard)})"
+    def describe(k: int, index: int) -> str:
+        return f"worker {k} (counting {units[index].describe()})" if index >= 0 else f"worker {k}"
 
-    failed = True
-    try:
-        results = list(parallel(_count_shard_job, jobs[first:], workers - first, context, tick,
-                                initializer=_init_worker, initargs=(progress,), describe=describe,
-                                hint=memory_hint(config), started=thread.start if parent_counts else None))
-        failed = False
-    finally:
-        if failed:  # a worker failed, or Ctrl-C: the parent's shard stops after the unit at hand
-            stop.set()
-        if thread.is_alive():
-            thread.join()
-    if parent_counts:
-        if "error" in own:
-            raise own["error"]
-        results.insert(0, own["result"])
+    answers = list(parallel(counter, units, workers, context, tick, initializer=use_system_pool, stage="count",
+                            describe=describe, hint=memory_hint(config), finish=counter.finish, local=parent_counts))
+    results = answers[len(units):]
     stats = ReadStats()
     runs: list[str] = []
     for shard_runs, _, shard_stats in results:

@@ -10,11 +10,13 @@ tracebacks.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.abc
 import os
 import pickle
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -223,9 +225,23 @@ def stop_workers(procs: list) -> None:
             proc.join()
 
 
-def _serve(conn, func: Callable, stage: str | None, initializer, initargs: tuple) -> None:
-    """A worker's loop: run func on each (index, task) received, answer, until None comes."""
-    ignore_sigint()
+FINISH = "finish"  # parallel's last message to a worker with a finish(): run it and answer with its result
+_rank = threading.local()
+
+
+def worker_rank() -> int:
+    """This worker's index in its pool (parallel's worker k), in the worker's process or thread."""
+    return _rank.value
+
+
+def _serve(conn, func: Callable, stage: str | None, initializer, initargs: tuple, finish: Callable | None = None,
+           rank: int = 0, in_thread: bool = False) -> None:
+    """A worker's loop: run func on each (index, task) received, answer, until None comes; on FINISH,
+    answer finish()'s result. in_thread: a thread of the parent (parallel's local worker), which
+    keeps the parent's signals and is never the test hook's to kill."""
+    _rank.value = rank
+    if not in_thread:
+        ignore_sigint()
     if initializer is not None:
         initializer(*initargs)
     done = 0
@@ -233,11 +249,15 @@ def _serve(conn, func: Callable, stage: str | None, initializer, initargs: tuple
         message = conn.recv()
         if message is None:
             return
-        index, task = message
-        if stage is not None:
-            fault_point(stage, done)
+        if message == FINISH:
+            index, work = -1, finish
+        else:
+            index, task = message
+            if stage is not None and not in_thread:
+                fault_point(stage, done)
+            work = functools.partial(func, task)
         try:
-            answer = ("ok", index, func(task))
+            answer = ("ok", index, work())
         except Exception as exc:
             answer = ("error", index, exc, traceback.format_exc(limit=8))
         try:
@@ -247,26 +267,73 @@ def _serve(conn, func: Callable, stage: str | None, initializer, initargs: tuple
         done += 1
 
 
+class _LocalWorker:
+    """Worker 0 of a pool as a thread of this process, served through a pipe like the others
+    (parallel's local=True: work that must fit in one process fewer). It looks like a Process to
+    parallel: sentinel (readable once the thread ends), exitcode, is_alive, join; a thread cannot be
+    stopped, so terminate and kill do nothing: closing its pipe ends it after the task at hand."""
+
+    def __init__(self, conn, args: tuple) -> None:
+        self._ended, self._end = os.pipe()
+        self.exitcode: int | None = None
+        self._thread = threading.Thread(target=self._run, args=(conn, args), name="parbpe-local-worker", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self, conn, args: tuple) -> None:
+        try:
+            _serve(conn, *args, rank=0, in_thread=True)
+        except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+            pass  # the parent closed the pipe: the pool is ending
+        finally:
+            conn.close()
+            self.exitcode = 0
+            os.write(self._end, b"x")
+
+    @property
+    def sentinel(self) -> int:
+        return self._ended
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+        if not self._thread.is_alive() and self._end >= 0:
+            os.close(self._end)
+            os.close(self._ended)
+            self._end = self._ended = -1
+
+    def terminate(self) -> None:
+        pass
+
+    def kill(self) -> None:
+        pass
+
+
 def parallel(func: Callable, tasks: list, workers: int, context, tick: Callable[[], object] | None = None,
              initializer=None, initargs: tuple = (), poll: float = 0.5, stage: str | None = None,
              describe: Callable[[int, int], str] | None = None,
              hint: str = "try a smaller --memory-budget or fewer --workers",
-             started: Callable[[], object] | None = None) -> Iterator:
+             finish: Callable[[], Any] | None = None, local: bool = False) -> Iterator:
     """Yield func(task) for every task, in order, computed on `workers` processes.
 
     Tasks go out one at a time to whichever worker is free. tick() is called every `poll` seconds
     while waiting. stage names the tasks for the test hook (fault_point). A worker's exception is
     re-raised here (its traceback as a note); a worker that dies raises WorkerDied naming
-    describe(worker, task index) (default "worker k (task i)") and why. The workers are stopped
-    on every exit path. started() is called once the workers run (work of the parent's own may
-    begin then: no thread of it is running while they fork).
+    describe(worker, task index) (default "worker k (task i)", and "(finishing)" for finish) and why.
+    The workers are stopped on every exit path. finish: once every task is done, each worker runs
+    finish() (state its tasks built up, e.g. a counter: worker_rank() tells them apart), and its
+    results follow the tasks', one per worker in worker order. local: worker 0 is a thread of this
+    process rather than a process of its own (one process fewer; it starts once the others have
+    forked).
     """
     from multiprocess.connection import wait
 
     workers = max(1, min(workers, len(tasks)))
-    procs, conns = start_piped_workers(context, _serve, lambda k, end: (end, func, stage, initializer, initargs),
-                                       workers)
-    holding: dict[int, int] = {}  # worker -> index of the task it is working on
+    procs, conns = _start_pool(context, (func, stage, initializer, initargs, finish), workers, local)
+    holding: dict[int, int] = {}  # worker -> index of the task it is working on (-1: its finish)
     finished: dict[int, object] = {}
     next_task = 0
 
@@ -283,44 +350,75 @@ def parallel(func: Callable, tasks: list, workers: int, context, tick: Callable[
     def died(k: int) -> WorkerDied:
         procs[k].join(timeout=3)  # its pipe closed: it is exiting; wait for its exit code
         index = holding.get(k)
-        who = describe(k, index) if describe is not None and index is not None else f"worker {k} (task {index})"
+        if index == -1:
+            who = f"{describe(k, index) if describe is not None else f'worker {k}'} (finishing)"
+        else:
+            who = describe(k, index) if describe is not None and index is not None else f"worker {k} (task {index})"
         return WorkerDied(f"{who} died ({death_reason(procs[k].exitcode, hint)})")
 
+    def receive(wanted: int) -> None:
+        """Answers (handing out more tasks) until finished holds `wanted`."""
+        while wanted not in finished:
+            by_object = {conns[k]: k for k in holding} | {procs[k].sentinel: k for k in holding}
+            ready = wait(list(by_object), timeout=poll)
+            if not ready and tick is not None:
+                tick()
+            for obj in ready:
+                k = by_object[obj]
+                if k not in holding:
+                    continue
+                if not conns[k].poll():
+                    raise died(k)
+                try:
+                    status, index, *payload = conns[k].recv()
+                except (EOFError, OSError):
+                    raise died(k) from None
+                if status != "ok":
+                    exc, remote = payload
+                    exc.add_note(f"in the worker process:\n{remote}")
+                    raise exc
+                finished[index if index >= 0 else -1 - k] = payload[0]
+                del holding[k]
+                if index >= 0:
+                    hand_out(k)
+
     try:
-        if started is not None:
-            started()
         for k in range(workers):
             hand_out(k)
         for wanted in range(len(tasks)):
-            while wanted not in finished:
-                by_object = {conns[k]: k for k in holding} | {procs[k].sentinel: k for k in holding}
-                ready = wait(list(by_object), timeout=poll)
-                if not ready and tick is not None:
-                    tick()
-                for obj in ready:
-                    k = by_object[obj]
-                    if k not in holding:
-                        continue
-                    if not conns[k].poll():
-                        raise died(k)
-                    try:
-                        status, index, *payload = conns[k].recv()
-                    except (EOFError, OSError):
-                        raise died(k) from None
-                    if status != "ok":
-                        exc, remote = payload
-                        exc.add_note(f"in the worker process:\n{remote}")
-                        raise exc
-                    finished[index] = payload[0]
-                    del holding[k]
-                    hand_out(k)
+            receive(wanted)
             yield finished.pop(wanted)
+        if finish is not None:
+            for k in range(workers):
+                holding[k] = -1
+                conns[k].send(FINISH)
+            for k in range(workers):
+                receive(-1 - k)
+                yield finished.pop(-1 - k)
         for conn in conns:
             conn.send(None)
     finally:
         for conn in conns:
             conn.close()
         stop_workers(procs)
+
+
+def _start_pool(context, serve_args: tuple, workers: int, local: bool) -> tuple[list, list]:
+    """parallel's workers, each with its pipe: processes, or with local worker 0 a thread of this
+    process, started after the others have forked (no thread of ours runs while they fork)."""
+    if not local:
+        return start_piped_workers(context, _serve, lambda k, end: (end, *serve_args, k), workers)
+    procs, conns = start_piped_workers(context, _serve, lambda k, end: (end, *serve_args, k + 1), workers - 1)
+    try:
+        ours, theirs = context.Pipe()  # made after the forks: no process but this one holds its ends
+        worker = _LocalWorker(theirs, serve_args)
+        worker.start()
+    except BaseException:
+        for conn in conns:
+            conn.close()
+        stop_workers(procs)
+        raise
+    return [worker, *procs], [ours, *conns]
 
 
 def gather_answers(conns: Sequence, procs: Sequence, died: Callable[[int], BaseException], poll: float = 0.2

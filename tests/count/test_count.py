@@ -116,7 +116,7 @@ def test_a_killed_worker_is_a_clear_error_not_a_hang(corpus, monkeypatch, run_di
 
     # With fork, the workers inherit this stand-in: each kills itself as the kernel's OOM killer would.
     monkeypatch.setattr(count_module, "count_unit", lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL))
-    with pytest.raises(WorkerDied, match=r"worker \d \(units .*\) died \(signal 9: probably out of memory; try"):
+    with pytest.raises(WorkerDied, match=r"worker \d \(counting .*\) died \(signal 9: probably out of memory; try"):
         count_with(plan([str(corpus)]), TrainConfig(workers=2), run_dir, start_method="fork")
 
 
@@ -290,7 +290,7 @@ def test_a_killed_worker_beside_the_parents_shard_is_a_clear_error(corpus, monke
         return real(*args, **kwargs)
 
     monkeypatch.setattr(count_module, "count_unit", count_or_die)
-    with pytest.raises(WorkerDied, match=r"worker 1 \(units .*\) died \(signal 9: probably out of memory; try"):
+    with pytest.raises(WorkerDied, match=r"worker 1 \(counting .*\) died \(signal 9: probably out of memory; try"):
         count_with(plan([str(corpus)]), TrainConfig(workers=2), run_dir, start_method="fork", parent_counts=True)
 
 
