@@ -10,7 +10,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any
 
 from . import config as config_module
 from .config import GROUPS, Job, RunOptions, TrainConfig
@@ -43,23 +43,42 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
-    def error(self, message: str) -> NoReturn:
-        if message.startswith("unrecognized arguments:"):
-            known = sorted(_option_strings(self))
-            hints = [f"{word.split('=')[0]}: did you mean {match[0]}?" for word in message.split(":", 1)[1].split()
-                     if word.startswith("--") and (match := difflib.get_close_matches(word.split("=")[0], known, 1))]
-            message += "".join(f"; {hint}" for hint in hints)
-        super().error(message)
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:  # type: ignore[override]
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            self.error(f"unrecognized arguments: {' '.join(unknown)}"
+                       + "".join(f"; {hint}" for hint in self._hints(unknown, getattr(parsed, "command", None))))
+        return parsed
+
+    def _hints(self, unknown: list[str], command: str | None) -> list[str]:
+        """For each unknown --option: the command that has it, or the nearest option of this one."""
+        commands = _subcommands(self)
+        own = _option_strings(commands.get(command, self))
+        hints = []
+        for word in unknown:
+            option = word.split("=")[0]
+            if not option.startswith("--"):
+                continue
+            elsewhere = [name for name, sub in commands.items() if option in _option_strings(sub)]
+            if elsewhere:
+                hints.append(f"{option} is an option of {' and '.join(f'{self.prog} {n}' for n in elsewhere)}, "
+                             f"not of {self.prog} {command}")
+            elif match := difflib.get_close_matches(option, sorted(own), 1):
+                hints.append(f"{option}: did you mean {match[0]}?")
+        return hints
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The subcommands' parsers of parser, by name."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
 def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
-    """Every long option of parser and of its subcommands."""
-    found = {s for s in parser._option_string_actions if s.startswith("--")}
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                found |= _option_strings(sub)
-    return found
+    """Every long option of parser (its subcommands' not included)."""
+    return {s for s in parser._option_string_actions if s.startswith("--")}
 
 
 def add_settings(parser: argparse.ArgumentParser, command: str) -> None:

@@ -62,6 +62,20 @@ def test_a_mistyped_option_is_refused_with_the_nearest_one(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+def test_an_option_of_another_command_is_named_as_such(tmp_path, capsys):
+    """count's --stats given to train: not "did you mean --stats?" (the nearest of every command's
+    options was the option itself) but which command has it; near misses are train's own."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["train", "corpus.txt", "--stats", "s.json", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exit_.value.code == 2
+    assert err == "parbpe: error: unrecognized arguments: --stats s.json; --stats is an option of parbpe count, " \
+                  "not of parbpe train"
+    with pytest.raises(SystemExit):
+        main(["count", "corpus.txt", "--stat", "s.json", "--out", str(tmp_path / "c.parquet")])
+    assert "--stat: did you mean --stats?" in capsys.readouterr().err
+
+
 def test_parsed_options_become_the_dataclasses_they_were_generated_from(tmp_path):
     args = build_parser().parse_args(["train", "a.txt", "b.txt", "--vocab-size", "32k", "--special-tokens",
                                       "<|a|>,<|b|>", "--memory-budget", "2GB", "--resume", "--out", str(tmp_path),
