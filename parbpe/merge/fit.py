@@ -69,8 +69,8 @@ class MergeFit:
 
 
 def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_rss: int, freq_cutoff: int = 1,
-                    workers: int = 1, tokens_per_byte: float | None = None, data: np.ndarray | None = None
-                    ) -> MergeFit:
+                    workers: int = 1, tokens_per_byte: float | None = None, data: np.ndarray | None = None,
+                    keep: int = 1) -> MergeFit:
     """The smallest min_count >= freq_cutoff whose table merges under budget, given the process
     tree's RSS now (base_rss); chunk k is offsets[k]:offsets[k + 1] of the chunk bytes, seen
     counts[k] times. Raising it leaves the rarest chunks out (an automatic freq_cutoff), at most
@@ -80,7 +80,8 @@ def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_r
     the peak is the encoding's or the merging of the encoded table's, whichever is larger. data: the
     chunk bytes of a table merged as it is (no encoding first); where runs of one byte shrink it
     enough for learn_merges to pick the run engine (prefers_runs), that engine's cost is estimated,
-    in one process."""
+    in one process. keep: a min_count chosen before (a resumed run's), kept where it fits and is not
+    below the one found."""
     largest = min(int(counts.max()) + 1 if len(counts) else 2, AUTO_CUTOFF_LIMIT)
     by_chunks, by_tokens = tokens_by_cutoff(offsets, counts, largest)
     merged = by_tokens if tokens_per_byte is None else np.ceil(by_tokens * tokens_per_byte).astype(np.int64)
@@ -98,6 +99,8 @@ def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_r
     multi = counts[np.diff(offsets) > 1]
     occurrences = np.bincount(np.minimum(multi, largest), weights=multi, minlength=largest + 1)[::-1].cumsum()[::-1]
     min_count = start + int(fits[0]) if len(fits) else largest
+    if min_count < keep <= largest and need[keep] <= budget:
+        min_count = keep
     dropped = int(occurrences[start] - occurrences[min_count])
     most = MAX_AUTO_DROP * max(int(occurrences[1]), 1)
     if not len(fits) or dropped > most:

@@ -39,6 +39,11 @@ class RunContext:
     times: dict[str, float] = field(default_factory=dict)
     changes: list[dict[str, Any]] = field(default_factory=list)  # what changed the result (result_changed)
     caller_held: int = 0  # bytes the calling process held beyond CALLER_FLOOR when the run started
+    numba_held: bool = False  # numba was loaded when the run started: its RSS is the caller's (caller_held)
+
+    def loaded_numba(self) -> bool:
+        """Whether this run loaded numba in this process (not the caller before it)."""
+        return jit.loaded() and not self.numba_held
 
     @contextlib.contextmanager
     def executor(self) -> Iterator[None]:
@@ -137,4 +142,4 @@ def run_context(config: TrainConfig, options: RunOptions) -> Iterator[RunContext
     with PeakSampler() as sampler, jit.using(mode):
         yield RunContext(config=dataclasses.replace(config, memory_budget=budget, jit=mode), options=options,
                          reporter=reporter_of(options.progress), sampler=sampler, given=config,
-                         caller_held=max(process_rss() - CALLER_FLOOR, 0))
+                         caller_held=max(process_rss() - CALLER_FLOOR, 0), numba_held=jit.loaded())

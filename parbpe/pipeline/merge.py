@@ -22,7 +22,7 @@ from ..merge.encode import sampled_tokens_per_byte
 from ..merge.fit import MergeFit, fit_merge_stage, merge_estimate
 from ..merge.prepare import encode_for_merging
 from ..merge.table import ChunkTable, table_from_arrays
-from ..run.memory import format_size, trim_heap
+from ..run.memory import CALLER_FLOOR, format_size, trim_heap
 from ..run.run_dir import RunDirectory
 from ..warnings import AutoCutoffWarning
 from .context import RunContext
@@ -126,10 +126,14 @@ def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[Merg
         tokens_per_byte = sampled_tokens_per_byte(chunks.data, chunks.offsets, *job.encode)
     else:
         trim_heap()  # the reduce stage's freed heap: the merge stage's room is measured next
+    reckoned, held = reckoned_in_use(chunks, ctx.loaded_numba()), ctx.in_use()
+    base = max(reckoned, held)  # the budget holds first
+    run = job.run or ctx.run
+    kept = run.load_table_cutoff() if run is not None else None
     try:
-        fit = fit_merge_stage(chunks.offsets, chunks.counts, ctx.budget, ctx.in_use(), config.freq_cutoff,
+        fit = fit_merge_stage(chunks.offsets, chunks.counts, ctx.budget, base, config.freq_cutoff,
                               config.workers, tokens_per_byte=tokens_per_byte,
-                              data=chunks.data if job.encode is None else None)
+                              data=chunks.data if job.encode is None else None, keep=kept or 1)
     except ValueError as exc:
         if ctx.run is None:
             raise
@@ -139,6 +143,16 @@ def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[Merg
     ctx.reporter.event("merge_plan", table_tokens=fit.tokens, table_chunks=fit.chunks, estimate_MB=fit.estimate / 1e6,
                        budget_MB=ctx.budget / 1e6, min_count=fit.min_count, auto_cutoff=fit.auto_cutoff,
                        dropped_chunks=fit.dropped_chunks)  # the merge workers that run: the "merged" event
+    if run is not None and kept != fit.min_count:
+        if kept is not None:
+            ctx.note(f"the table's min_count is {fit.min_count} now, {kept} in the run resumed: its merge "
+                     "checkpoint is not replayed")
+            run.drop_merges()
+        run.save_table_cutoff(fit.min_count)
+    if fit.auto_cutoff and held > reckoned:
+        ctx.note(f"the automatic cutoff was fitted to the {format_size(held)} this process holds, more than the "
+                 f"{format_size(reckoned)} reckoned: another run of the same command may hold less and keep more "
+                 "chunks (a --freq-cutoff fixes the table)")
     room = _room(fit, ctx.budget)
     if room == "speed":
         preload_kernels(fit.tokens, config.vocab_size, fit.workers, config.pair_count == "nonoverlap")
@@ -150,6 +164,22 @@ def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[Merg
             "left out of training (an automatic --freq-cutoff; a larger --memory-budget keeps them)",
             min_count=fit.min_count, dropped_chunks=fit.dropped_chunks, dropped_occurrences=fit.dropped_occurrences)
     return fit, table_from_arrays(chunks.data, chunks.offsets, chunks.counts, config.vocab_size, fit.min_count), room
+
+
+# What the process holds as the merge stage starts beyond CALLER_FLOOR, its numba and its chunk arrays:
+# heap left by counting and reducing, measured 5-49 MB over five realmix runs (2 workers, 500 MB
+# budget) and 12-16 MB over two of the 1 GB corpus at 400 MB (2026-11-26).
+MERGE_START_RESIDUE = 50 * 10**6
+
+
+def reckoned_in_use(chunks: TrainingChunks, numba: bool) -> int:
+    """What the process holds as the merge stage starts, as its fit (the automatic cutoff) reckons it:
+    CALLER_FLOOR, the chunk arrays, numba's JIT_RSS if the run loaded it (numba), MERGE_START_RESIDUE. The
+    same for every run of one command, where a measured RSS differs by tens of MB (133-177 MB over
+    five realmix runs), and the cutoff with it: the same command made other tokenizers. The caller
+    takes the measured RSS where it is the larger (the budget holds first)."""
+    arrays = chunks.data.nbytes + chunks.offsets.nbytes + chunks.counts.nbytes
+    return CALLER_FLOOR + arrays + (JIT_RSS if numba else 0) + MERGE_START_RESIDUE
 
 
 def _room(fit: MergeFit, budget: int) -> str:

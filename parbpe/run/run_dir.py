@@ -175,7 +175,8 @@ class RunDirectory:
                 target = self._file(name)
                 if name in ("count", STAGE2):
                     shutil.rmtree(target)
-                elif name in (RUN_FILE, "plan.json", "reduced.arrow", "merges.json") or name.startswith(".tmp-"):
+                elif name in (RUN_FILE, "plan.json", "reduced.arrow", "table.json", "merges.json") \
+                        or name.startswith(".tmp-"):
                     os.unlink(target)
 
     def _record(self) -> dict[str, Any] | None:
@@ -282,6 +283,23 @@ class RunDirectory:
         return data, offsets - offsets[0], counts, meta
 
     # merge ----------------------------------------------------------------------------------
+    def save_table_cutoff(self, min_count: int) -> None:
+        """The merge table's min_count, as its fit chose it: a resumed run keeps it (its process holds
+        less than the one that counted, and would fit a larger table the checkpoint's merges were not
+        made on)."""
+        write_json(self._file("table.json"), {"min_count": min_count})
+
+    def load_table_cutoff(self) -> int | None:
+        try:
+            return int(read_json(self._file("table.json"))["min_count"])
+        except FileNotFoundError:
+            return None
+
+    def drop_merges(self) -> None:
+        """Remove the merge checkpoint (it was made on another table)."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._file("merges.json"))
+
     def load_merges(self) -> tuple[list[tuple[int, int]], list[int]] | None:
         """The merges of the last checkpoint and the batch sizes of their rounds, if any."""
         try:
