@@ -37,7 +37,7 @@ SETTINGS = (Job, TrainConfig, RunOptions)  # what the train and count commands' 
 
 class Parser(argparse.ArgumentParser):
     """argparse without abbreviations (`--special-token` must not pass for `--special-tokens`), whose
-    error for an unknown option names the nearest known one."""
+    error for an unknown option names the command that has it, or the nearest of the command's own."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
