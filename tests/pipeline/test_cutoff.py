@@ -36,7 +36,7 @@ def corpus(tmp_path_factory):
     return path
 
 
-def _train(corpus, out, monkeypatch, held: int) -> int:
+def _train(corpus, out, monkeypatch, held: int, *options: str) -> int:
     """A run whose merge fit measures `held` bytes in use (what a run's heap leaves varies), at 2 KB a
     table token (a small table then needs a cutoff under 400 MB): the min_count it chose."""
     real = context.RunContext.in_use
@@ -47,7 +47,7 @@ def _train(corpus, out, monkeypatch, held: int) -> int:
     monkeypatch.setattr(context.RunContext, "in_use", in_use)
     monkeypatch.setattr(fit_module, "MERGE_BYTES_PER_TOKEN", 2000)
     assert main(["train", str(corpus), "--out", str(out), "--vocab-size", "300", "--workers", "1",
-                 "--memory-budget", "400MB", "--jit", "off", "--progress", "jsonl"]) == 0
+                 "--memory-budget", "400MB", "--jit", "off", "--progress", "jsonl", *options]) == 0
     return json.loads((out / "stats.json").read_text())["merge_fit"]["min_count"]
 
 
@@ -95,3 +95,24 @@ def test_the_run_directory_keeps_the_cutoff_and_drops_merges_made_on_another_tab
     run.drop_merges()
     assert run.load_merges() is None
     run.drop_merges()  # nothing to drop: no error
+
+
+def test_a_resumed_run_keeps_its_cutoff_and_replays_only_merges_of_its_table(corpus, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "o"
+    # The first run holds more than reckoned: its measure decides, min_count 3.
+    assert _train(corpus, out, monkeypatch, 260 * MB, "--keep-run-dir") == 3
+    first = (out / "merges.txt").read_bytes()
+    assert json.loads((out / ".parbpe-run" / "table.json").read_text()) == {"min_count": 3}
+    capsys.readouterr()
+    # Resumed holding less (2 would fit): the recorded 3 is kept and the checkpoint's merges replayed.
+    assert _train(corpus, out, monkeypatch, 20 * MB, "--keep-run-dir", "--resume") == 3
+    notes = [json.loads(line)["message"] for line in capsys.readouterr().err.splitlines() if '"note"' in line]
+    assert any(n.startswith("replaying") for n in notes), notes
+    assert (out / "merges.txt").read_bytes() == first
+    # A record of a cutoff the budget no longer allows: the merges made on that table are not replayed.
+    (out / ".parbpe-run" / "table.json").write_text(json.dumps({"min_count": 1}))
+    assert _train(corpus, out, monkeypatch, 20 * MB, "--keep-run-dir", "--resume") == 2
+    notes = [json.loads(line)["message"] for line in capsys.readouterr().err.splitlines() if '"note"' in line]
+    assert "the table's min_count is 2 now, 1 in the run resumed: its merge checkpoint is not replayed" in notes
+    assert not any(n.startswith("replaying") for n in notes), notes
+    assert json.loads((out / ".parbpe-run" / "table.json").read_text()) == {"min_count": 2}
