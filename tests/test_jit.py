@@ -141,6 +141,38 @@ def test_ctrl_c_while_a_kernel_runs_raises_keyboard_interrupt():
         signal.signal(signal.SIGUSR1, before)
 
 
+def test_ctrl_c_swallowed_by_a_c_callback_in_a_kernel_call_is_raised(monkeypatch):
+    """Ctrl-C arriving while numba compiles a kernel raises KeyboardInterrupt inside llvmlite's C
+    callback, which ctypes only reports (sys.unraisablehook): the run went on to exit 0. Here a real
+    ctypes callback raises it inside the kernel's call; the call raises it once the call returns, and
+    other unraisable errors still reach the hook that was there."""
+    import ctypes
+    import sys
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    def failing():
+        raise ValueError("not an interrupt")
+
+    def through_c(body):  # what the kernel's call does: C code calling back into Python
+        def call(*args):
+            ctypes.cast(ctypes.CFUNCTYPE(None)(body), ctypes.CFUNCTYPE(None))()
+            return 7
+        return call
+
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: reported.append(unraisable.exc_type))
+    kernel = jit.Kernel(lambda: 0, {})
+    kernel._compiled = through_c(interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        kernel()
+    assert reported == []
+    kernel._compiled = through_c(failing)
+    assert kernel() == 7 and reported == [ValueError]  # not an interrupt: reported as before
+    assert sys.unraisablehook.__name__ == "<lambda>"  # the hook is put back
+
+
 def test_preload_runs_once_per_name_in_a_thread_and_settle_waits(monkeypatch):
     import threading
     import time
