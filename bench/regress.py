@@ -1,6 +1,6 @@
 """The working tree against a baseline checkout, interleaved, with time ratios by stage.
 
-    python bench/regress.py --baseline /work/wt/base [--cases realmix,fineweb,fineweb-exact,serial]
+    python bench/regress.py --baseline /work/wt/base [--cases realmix,fineweb,fineweb-exact,serial,superbpe]
                             [--repeat 3] [--json OUT]
 
 Each case is one `parbpe train` command, run by both trees in their own processes, alternating
@@ -16,7 +16,9 @@ otherwise the trees use their caches (warm after their first run). --jit auto|on
 
 Cases: realmix (train-*.parquet -> 32,768, GPT-4 pattern, 2 workers), fineweb (FineWeb-Edu counts ->
 50,304), fineweb-exact (the same, --batching exact), serial (--max-batch-size 1, 500 tokens on the
-first 133 KB of realmix's held-out text, 1 worker). docs/ARCHITECTURE.md asks for this run before
+first 133 KB of realmix's held-out text, 1 worker), superbpe (realmix with --superbpe-transition 0.8
+and '<|endoftext|>' as a special token: stage 2's count, table, encode and merge by stage; not in
+the default cases). docs/ARCHITECTURE.md asks for this run before
 a change to merge/ or count/ is resolved.
 """
 
@@ -47,9 +49,11 @@ def case_args(name: str, tmp: str) -> list[str]:
                 "--pattern", "gpt4", "--workers", "2"]
     if name in ("fineweb", "fineweb-exact"):
         return [FINEWEB, "--vocab-size", "50304", *(["--batching", "exact"] if name == "fineweb-exact" else [])]
+    if name == "superbpe":
+        return [*case_args("realmix", tmp), "--superbpe-transition", "0.8", "--special-tokens", "<|endoftext|>"]
     if name == "serial":
         return [serial_text(tmp), "--vocab-size", "500", "--max-batch-size", "1", "--workers", "1"]
-    raise ValueError(f"unknown case {name!r}; choose from realmix, fineweb, fineweb-exact, serial")
+    raise ValueError(f"unknown case {name!r}; choose from realmix, fineweb, fineweb-exact, serial, superbpe")
 
 
 def serial_text(tmp: str) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit import kernel
+from ..jit import helper, kernel
 from .linked_kernels import use_kernels
 from .pairs import gather, pack
 from .table import ChunkTable
@@ -31,7 +31,11 @@ def encode_byte_table(table: ChunkTable, merges: list[tuple[int, int]], batch_si
     A merge never makes a token across two adjacent bytes x, y that no token of the merges holds
     side by side: its bytes would hold them. So the chunks are cut there (SuperBPE's phrases fall
     apart into their words), each distinct piece is encoded once (encode_table), and every chunk is
-    its pieces' tokens in order: exactly the chunk encoded whole, for a fraction of the work.
+    its pieces' tokens in order: exactly the chunk encoded whole, for a fraction of the work. With
+    the kernels (linked_kernels.use_kernels) one pass cuts, looks each piece up and encodes the new
+    ones (_encode_cached; half of realmix's SuperBPE stage-2 table, 56.6 MB in 11.5 M pieces of which
+    623 k distinct: 1.9-2.2 s against 6.6-6.9 s for numpy and pyarrow, and 4.3-5.0 s when a kernel
+    encoded the distinct pieces pyarrow had found); else numpy and pyarrow (the reference).
     """
     vocab = [bytes([b]) for b in range(256)]
     for a, b in merges:
@@ -44,6 +48,8 @@ def encode_byte_table(table: ChunkTable, merges: list[tuple[int, int]], batch_si
     n = len(table.tokens)
     if n == 0 or not np.array_equal(table.lengths, np.diff(table.starts)) or int(table.tokens.max()) > 255:
         return encode_table(table, merges, batch_sizes, 256, dtype)
+    if use_kernels(n):
+        return _encode_cached(table, merges, inside.ravel(), dtype)
     import pyarrow as pa  # here, not at the top: merge workers that only merge never load pyarrow
     import pyarrow.compute as pc
 
@@ -72,10 +78,7 @@ def encode_byte_table(table: ChunkTable, merges: list[tuple[int, int]], batch_si
     piece_starts = piece_offsets - piece_offsets[0]
     one_each = ChunkTable(tokens=piece_bytes, starts=piece_starts,
                           lengths=np.diff(piece_starts), counts=np.ones(len(distinct), dtype=np.int64))
-    if use_kernels(n):
-        done = encode_pieces(one_each, merges, dtype)
-    else:
-        done = encode_table(one_each, merges, batch_sizes, 256, dtype)
+    done = encode_table(one_each, merges, batch_sizes, 256, dtype)
     del encoded, distinct, one_each, piece_offsets, piece_bytes, piece_data
     pa.default_memory_pool().release_unused()  # arrow's pool keeps freed pages for itself otherwise
     # Every chunk is its pieces' tokens, in order: chunk c's pieces begin at piece first[c].
@@ -262,86 +265,253 @@ def sampled_tokens_per_byte(data: np.ndarray, offsets: np.ndarray, merges: list[
     return len(encoded.tokens) / int(starts[-1])
 
 
-def encode_pieces(table: ChunkTable, merges: list[tuple[int, int]], dtype: np.dtype) -> ChunkTable:
-    """encode_table for a compact table of bytes and merges of tokens 256 on, with a numba kernel
-    (_encode_pieces): each chunk on its own, merging its lowest-ranked pair at every step, as BPE
-    encodes. The same tokens: the batches of a run are safe, so applying them in order is applying
-    their merges one by one in rank order."""
+def _encode_cached(table: ChunkTable, merges: list[tuple[int, int]], inside: np.ndarray, dtype: np.dtype
+                   ) -> ChunkTable:
+    """encode_byte_table by a kernel (_encode_chunks): the same tokens as its numpy path, tested."""
     keys = pack(np.array([a for a, _ in merges], dtype=np.int64), np.array([b for _, b in merges], dtype=np.int64))
-    order = np.argsort(keys)
-    tokens, lengths = _encode_pieces(table.tokens, table.starts, keys[order], order)
+    out = np.empty(len(table.tokens), dtype=dtype)
+    used, lengths = _encode_chunks(table.tokens.astype(np.uint8, copy=False), table.starts, inside, keys, out,
+                                   *_ENCODE_SIZES)
+    tokens = out[:used].copy()  # the table's own size, not its bytes'
+    del out
     starts = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
-    return ChunkTable(tokens=tokens.astype(dtype), starts=starts, lengths=lengths, counts=table.counts.copy())
+    return ChunkTable(tokens=tokens, starts=starts, lengths=lengths, counts=table.counts.copy())
+
+
+_MIX = 0x9E3779B97F4A7C15  # Fibonacci hashing's multiplier: the top bits of key * _MIX index a table
+_MIX_SECOND = 0xC2B2AE3D27D4EB4F  # a long piece's second word, multiplied by this, joins its first
+# _encode_chunks: pieces cut before they are looked up; the piece tables' first sizes (2 ** bits slots)
+_ENCODE_SIZES = (256, 16, 12)
+_CACHED_BYTES = 16  # pieces of at most this many bytes are looked up (two words of key); longer ones encoded each time
+
+
+@helper
+def _slot(key, bits):
+    """The home slot of a 64-bit key in a table of 2 ** bits slots."""
+    return np.int64((np.uint64(key) * np.uint64(_MIX)) >> np.uint64(64 - bits))
+
+
+@helper
+def _encode_span(data, begin, size, pair_keys, pair_ranks, bits, tok, nxt, prv, rank_at, heap, todo, out, at):
+    """Encode data[begin:begin + size] into out[at:], returning how many tokens: while a pair of the
+    merges is present, the occurrence of lowest rank, then leftmost, becomes token 256 + rank. A
+    min-heap of (rank, position): a pair a merge makes holds its new token, so it ranks after the
+    merge, and a piece costs O(n log n) in its length. pair_keys/pair_ranks: an open-addressing
+    table of 2 ** bits slots (key -1: empty) of the merges' pairs; the rest are the caller's scratch."""
+    mask = (1 << bits) - 1
+    for j in range(size):
+        tok[j], nxt[j], prv[j], todo[j] = data[begin + j], j + 1, j - 1, j
+    nxt[size - 1] = -1
+    n_todo, top = size, 0
+    while True:
+        for t in range(n_todo):  # look up the new pairs; push those that merge
+            j = todo[t]
+            if j < 0:
+                continue
+            rank_at[j] = -1
+            if nxt[j] < 0:
+                continue
+            key = (tok[j] << 32) | tok[nxt[j]]
+            s = _slot(key, bits)
+            while pair_keys[s] != -1 and pair_keys[s] != key:
+                s = (s + 1) & mask
+            if pair_keys[s] == key:
+                rank = pair_ranks[s]
+                rank_at[j] = rank
+                heap[top], i = (rank << 32) | j, top
+                top += 1
+                while i and heap[(i - 1) >> 1] > heap[i]:
+                    heap[(i - 1) >> 1], heap[i] = heap[i], heap[(i - 1) >> 1]
+                    i = (i - 1) >> 1
+        j = -1
+        while top and j < 0:  # pop until an entry still holds its pair
+            item = heap[0]
+            top -= 1
+            heap[0], i = heap[top], 0
+            while 2 * i + 1 < top:
+                child = 2 * i + 1
+                if child + 1 < top and heap[child + 1] < heap[child]:
+                    child += 1
+                if heap[i] <= heap[child]:
+                    break
+                heap[i], heap[child] = heap[child], heap[i]
+                i = child
+            if rank_at[item & 0xFFFFFFFF] == item >> 32:
+                j = item & 0xFFFFFFFF
+        if j < 0:
+            break
+        q = nxt[j]  # merge j and q into j
+        tok[j], nxt[j], rank_at[q] = 256 + rank_at[j], nxt[q], -1
+        if nxt[j] >= 0:
+            prv[nxt[j]] = j
+        todo[0], todo[1], n_todo = prv[j], j, 2
+    j, kept = 0, 0
+    while j >= 0:
+        out[at + kept] = tok[j]
+        kept, j = kept + 1, nxt[j]
+    return kept
 
 
 @kernel
-def _encode_pieces(data, starts, keys, ranks):
-    """Each chunk data[starts[c]:starts[c + 1]] encoded: while a pair of keys (sorted) is present,
-    the occurrence of lowest rank, then leftmost, becomes token 256 + rank. A min-heap of (rank,
-    position) per chunk: a pair a merge makes holds its new token, so it ranks after the merge, and
-    a chunk costs O(n log n) in its length (a long chunk of CJK text or of one byte too)."""
+def _encode_chunks(data, starts, inside, merge_keys, out, batch, short_bits, long_bits):
+    """Every chunk data[starts[c]:starts[c + 1]] (bytes, the chunks side by side) encoded with the
+    merges (merge_keys[r]: the pair of rank r, token 256 + r) into out, chunk after chunk: (tokens
+    written, tokens per chunk).
+
+    A chunk is cut into pieces between bytes x, y where inside[x << 8 | y] is False (no token holds
+    them side by side), and the pieces' tokens are the chunk's. A piece of at most _CACHED_BYTES is
+    looked up in a table of the pieces met so far, which holds its tokens; a new one is encoded
+    (_encode_span) and added. Text repeats its words, so most pieces are found: one pass over the
+    bytes, one lookup a piece. The lookups are the cost (memory latency): the pieces are cut `batch`
+    at a time and then looked up in a loop of their own, whose reads do not wait for one another,
+    and a slot is small and read in one place: for a piece of up to 8 bytes, its word and one word
+    of its length, token count and tokens (two of up to 24 bits; else where they are kept); for 9
+    to 16 bytes, its two words, the same word, and where its tokens are kept if not in that word.
+    The tables start with 2 ** short_bits and 2 ** long_bits slots and double at two thirds full."""
     n_chunks = len(starts) - 1
-    longest = 2
-    for c in range(n_chunks):
-        longest = max(longest, starts[c + 1] - starts[c])
-    out = np.empty(starts[n_chunks] - starts[0], dtype=np.int32)
-    lengths = np.zeros(n_chunks, dtype=np.int64)
+    bits = 4
+    while (1 << bits) < 2 * len(merge_keys) + 2:
+        bits += 1
+    pair_keys = np.full(1 << bits, -1, dtype=np.int64)
+    pair_ranks = np.empty(1 << bits, dtype=np.int64)
+    for r in range(len(merge_keys)):
+        s = _slot(merge_keys[r], bits)
+        while pair_keys[s] != -1:
+            s = (s + 1) & ((1 << bits) - 1)
+        pair_keys[s], pair_ranks[s] = merge_keys[r], r
+    inline = 256 + len(merge_keys) <= (1 << 24)  # tokens fit the slot's 24-bit fields
+    short = np.zeros((1 << short_bits, 2), dtype=np.uint64)  # word, length | count << 4 | tokens (0: empty)
+    long = np.zeros((1 << long_bits, 4), dtype=np.uint64)  # words 0 and 1, the same, where kept (count > 2)
+    n_short, n_long = 0, 0
+    kept = np.empty(1 << 16, dtype=np.uint32)  # the tokens of pieces that do not fit their slot
+    kept_used = 0
+    longest = 64  # scratch of _encode_span, grown to the longest piece
     tok, nxt, prv = np.empty(longest, np.int64), np.empty(longest, np.int64), np.empty(longest, np.int64)
-    rank_at = np.empty(longest, dtype=np.int64)  # the rank of the pair at a position (-1: none)
-    heap = np.empty(3 * longest, dtype=np.int64)  # rank << 32 | position; each merge pushes at most 2
-    todo = np.empty(longest, dtype=np.int64)  # positions whose pair is new
+    rank_at, todo, heap = np.empty(longest, np.int64), np.empty(longest, np.int64), np.empty(3 * longest, np.int64)
+    # a batch of pieces: where each starts, its size, chunk and words
+    piece_at, piece_size = np.empty(batch, np.int64), np.empty(batch, np.int64)
+    piece_chunk = np.empty(batch, np.int64)
+    piece_word0, piece_word1 = np.empty(batch, np.uint64), np.empty(batch, np.uint64)
+    lengths = np.zeros(n_chunks, dtype=np.int64)
     at = 0
-    for c in range(n_chunks):
-        size = starts[c + 1] - starts[c]
-        for j in range(size):
-            tok[j], nxt[j], prv[j], todo[j] = data[starts[c] + j], j + 1, j - 1, j
-        nxt[max(size - 1, 0)] = -1
-        n_todo, top = size, 0
-        while True:
-            for t in range(n_todo):  # look up the new pairs; push those that merge
-                j = todo[t]
-                rank_at[j] = -1
-                if j < 0 or nxt[j] < 0:
-                    continue
-                key = (tok[j] << 32) | tok[nxt[j]]
-                lo, hi = 0, len(keys)
-                while lo < hi:
-                    mid = (lo + hi) >> 1
-                    lo, hi = (mid + 1, hi) if keys[mid] < key else (lo, mid)
-                if lo < len(keys) and keys[lo] == key:
-                    rank_at[j] = ranks[lo]
-                    heap[top], i = (ranks[lo] << 32) | j, top
-                    top += 1
-                    while i and heap[(i - 1) >> 1] > heap[i]:
-                        heap[(i - 1) >> 1], heap[i] = heap[i], heap[(i - 1) >> 1]
-                        i = (i - 1) >> 1
-            j = -1
-            while top and j < 0:  # pop until an entry still holds its pair
-                item = heap[0]
-                top -= 1
-                heap[0], i = heap[top], 0
-                while 2 * i + 1 < top:
-                    child = 2 * i + 1
-                    if child + 1 < top and heap[child + 1] < heap[child]:
-                        child += 1
-                    if heap[i] <= heap[child]:
-                        break
-                    heap[i], heap[child] = heap[child], heap[i]
-                    i = child
-                if rank_at[item & 0xFFFFFFFF] == item >> 32:
-                    j = item & 0xFFFFFFFF
-            if j < 0:
-                break
-            q = nxt[j]  # merge j and q into j
-            tok[j], nxt[j], rank_at[q] = 256 + rank_at[j], nxt[q], -1
-            if nxt[j] >= 0:
-                prv[nxt[j]] = j
-            todo[0], todo[1], n_todo = prv[j], j, 2
-        j, kept = (0 if size else -1), 0
-        while j >= 0:
-            out[at + kept] = tok[j]
-            kept, j = kept + 1, nxt[j]
-        lengths[c] = kept
-        at += kept
-    return out[:at], lengths
+    c = 0
+    p = starts[0]
+    while c < n_chunks:
+        n = 0
+        while n < batch and c < n_chunks:  # cut the next pieces
+            end = starts[c + 1]
+            if p >= end:
+                c += 1
+                continue
+            q = p + 1
+            while q < end and inside[(np.int64(data[q - 1]) << 8) | np.int64(data[q])]:
+                q += 1
+            size = q - p
+            word0 = np.uint64(0)
+            word1 = np.uint64(0)
+            if size <= _CACHED_BYTES:
+                for k in range(min(size, 8)):
+                    word0 |= np.uint64(data[p + k]) << np.uint64(8 * k)
+                for k in range(8, size):
+                    word1 |= np.uint64(data[p + k]) << np.uint64(8 * (k - 8))
+            piece_at[n], piece_size[n], piece_chunk[n], piece_word0[n], piece_word1[n] = p, size, c, word0, word1
+            n += 1
+            p = q
+        for i in range(n):  # their tokens
+            size = piece_size[i]
+            if size == 1:
+                out[at] = data[piece_at[i]]
+                lengths[piece_chunk[i]] += 1
+                at += 1
+                continue
+            if size > longest:
+                longest = 2 * size
+                tok, nxt, prv = np.empty(longest, np.int64), np.empty(longest, np.int64), np.empty(longest, np.int64)
+                rank_at, todo = np.empty(longest, np.int64), np.empty(longest, np.int64)
+                heap = np.empty(3 * longest, np.int64)
+            word0, word1 = piece_word0[i], piece_word1[i]
+            meta = np.uint64(0)  # (a piece past _CACHED_BYTES is not looked up)
+            s = 0
+            if size <= 8:
+                mask = (1 << short_bits) - 1
+                s = _slot(word0 ^ np.uint64(size), short_bits)
+                while short[s, 1] != 0 and not (short[s, 0] == word0 and (short[s, 1] & np.uint64(15)) == size):
+                    s = (s + 1) & mask
+                meta = short[s, 1]
+            elif size <= _CACHED_BYTES:
+                mask = (1 << long_bits) - 1
+                s = _slot(word0 ^ (word1 * np.uint64(_MIX_SECOND)), long_bits)
+                while long[s, 2] != 0 and not (long[s, 0] == word0 and long[s, 1] == word1
+                                               and (long[s, 2] & np.uint64(15)) == size - 8):
+                    s = (s + 1) & mask
+                meta = long[s, 2]
+            if meta != 0:  # met before: its tokens
+                made = np.int64((meta >> np.uint64(4)) & np.uint64(15))
+                if made == 0:  # kept elsewhere: how many, and where
+                    made = np.int64((meta >> np.uint64(8)) & np.uint64(0xFFFF))
+                    held = np.int64(meta >> np.uint64(24)) if size <= 8 else np.int64(long[s, 3])
+                    for k in range(made):
+                        out[at + k] = kept[held + k]
+                else:
+                    out[at] = (meta >> np.uint64(8)) & np.uint64(0xFFFFFF)
+                    if made == 2:
+                        out[at + 1] = meta >> np.uint64(32)
+                lengths[piece_chunk[i]] += made
+                at += made
+                continue
+            begin = at
+            made = _encode_span(data, piece_at[i], size, pair_keys, pair_ranks, bits, tok, nxt, prv, rank_at, heap,
+                                todo, out, at)
+            lengths[piece_chunk[i]] += made
+            at += made
+            if size > _CACHED_BYTES:  # encoded every time
+                continue
+            held = 0
+            if made <= 2 and inline:  # the tokens in the slot's word
+                meta = np.uint64(made << 4) | (np.uint64(out[begin]) << np.uint64(8))
+                if made == 2:
+                    meta |= np.uint64(out[begin + 1]) << np.uint64(32)
+            else:  # kept: the count in 16 bits, where in 40 (short slot) or the fourth word (long)
+                if kept_used + made > len(kept):
+                    grown = np.empty(2 * len(kept) + made, dtype=kept.dtype)
+                    grown[:kept_used] = kept[:kept_used]
+                    kept = grown
+                for k in range(made):
+                    kept[kept_used + k] = out[begin + k]
+                meta = np.uint64(made << 8) | (np.uint64(kept_used) << np.uint64(24))
+                held = kept_used
+                kept_used += made
+            if size <= 8:
+                short[s, 0], short[s, 1] = word0, meta | np.uint64(size)
+                n_short += 1
+                if 3 * n_short > 2 * (1 << short_bits):  # two thirds full: twice the slots, every piece again
+                    short_bits += 1
+                    short = _regrow(short, short_bits, True)
+            else:
+                long[s, 0], long[s, 1], long[s, 2], long[s, 3] = word0, word1, meta | np.uint64(size - 8), held
+                n_long += 1
+                if 3 * n_long > 2 * (1 << long_bits):
+                    long_bits += 1
+                    long = _regrow(long, long_bits, False)
+    return at, lengths
+
+
+@helper
+def _regrow(old, bits, short):
+    """A piece table (_encode_chunks) of 2 ** bits slots holding old's pieces."""
+    table = np.zeros((1 << bits, old.shape[1]), dtype=np.uint64)
+    mask = (1 << bits) - 1
+    flag = 1 if short else 2
+    for o in range(len(old)):
+        if old[o, flag] == 0:
+            continue
+        if short:
+            s = _slot(old[o, 0] ^ (old[o, 1] & np.uint64(15)), bits)
+        else:
+            s = _slot(old[o, 0] ^ (old[o, 1] * np.uint64(_MIX_SECOND)), bits)
+        while table[s, flag] != 0:
+            s = (s + 1) & mask
+        for w in range(old.shape[1]):
+            table[s, w] = old[o, w]
+    return table

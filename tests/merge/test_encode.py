@@ -8,6 +8,8 @@ import random
 import numpy as np
 import pytest
 
+from parbpe import jit
+from parbpe.merge import encode as encode_module
 from parbpe.merge.coordinator import learn_merges
 from parbpe.merge.encode import encode_byte_table, encode_table, rank_order_batches
 from parbpe.merge.table import build_table
@@ -26,7 +28,7 @@ def corpus(seed: int, alphabet: bytes = b"ab c") -> tuple[list[bytes], list[int]
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("max_batch_size", [0, 1])
 @pytest.mark.parametrize("stage1_alphabet", [b"ab c", b"abc", b"a c"])  # the last two: pieces cut at spaces, at b
-@pytest.mark.parametrize("jit_mode", ["off", "on"])  # on: the pieces encoded by a kernel (encode_pieces)
+@pytest.mark.parametrize("jit_mode", ["off", "on"])  # on: the pieces encoded by a kernel (_encode_chunks)
 def test_encoded_table_is_bpe_encoding_and_merging_on_equals_replay(seed, max_batch_size, stage1_alphabet, jit_mode,
                                                                     monkeypatch):
     if jit_mode == "on":
@@ -54,6 +56,33 @@ def test_encoded_table_is_bpe_encoding_and_merging_on_equals_replay(seed, max_ba
         vocab.append(vocab[a] + vocab[b])
     on = learn_merges(encoded, vocab, 120 - len(stage1.merges), max_batch_size=max_batch_size)
     assert replayed.merges == stage1.merges + on.merges
+
+
+@pytest.mark.parametrize("sizes", [(256, 16, 12), (1, 1, 1), (3, 2, 1), (7, 4, 3)])
+@pytest.mark.parametrize("seed", range(3))
+def test_the_encoding_kernel_equals_the_numpy_path(monkeypatch, seed, sizes):
+    """_encode_chunks against encode_byte_table's numpy path: pieces of 1 to 40 bytes (looked up up to 16
+    bytes, in the short or the long table; encoded each time past it), pieces that differ only in
+    trailing zero bytes (the same words, told apart by their lengths), tokens in the slot or kept apart,
+    batches of pieces cut across chunks, and the tables regrown many times (tiny first sizes)."""
+    pytest.importorskip("numba")
+    rng = random.Random(seed)
+    chunks, counts = corpus(seed, b"abcd ")
+    chunks, counts = chunks + [b"ab\x00", b"b\x00\x00"], counts + [500, 400]  # merges holding zero bytes
+    stage1 = learn_merges(build_table(chunks, counts, 4096), [bytes([b]) for b in range(256)], 120)
+    words = [bytes(rng.choice(b"abcde") for _ in range(rng.randint(1, 40))) for _ in range(400)]
+    other = sorted({b" ".join(rng.sample(words, rng.randint(1, 4))) for _ in range(600)} | {b"\x00a\x00", b"cab\x00"}
+                   | {b"ab" + b"\x00" * k for k in range(7)} | {b"b" + b"\x00" * k for k in range(7)})
+    table = build_table(other, [rng.randint(1, 9) for _ in other], 4096)
+    with jit.using("off"):
+        expected = encode_byte_table(table, stage1.merges, stage1.batch_sizes)
+    monkeypatch.setattr(encode_module, "_ENCODE_SIZES", sizes)
+    with jit.using("on"):
+        assert encode_module.use_kernels(len(table.tokens))
+        got = encode_byte_table(table, stage1.merges, stage1.batch_sizes)
+    for name in ("tokens", "starts", "lengths", "counts"):
+        assert np.array_equal(getattr(got, name), getattr(expected, name)), name
+    assert max(expected.lengths) > 2  # some piece of several tokens (kept apart)
 
 
 def test_bad_merge_lists_are_refused():
