@@ -181,3 +181,25 @@ def test_heldout_is_evaluated_at_the_end(data, tmp_path, capsys):
         {k: v for k, v in expected.items() if k != "vocab_size"}, rel=1e-12)  # the slow reference, document by document
     assert 0 < row["renyi_efficiency"] < 1
     assert f"Held-out (1 documents, 0.0 MB): {expected['bytes_per_token']:.4f} bytes/token" in printed
+
+
+@pytest.mark.parametrize("jit_mode", ["on", "off"])
+def test_the_command_ends_with_its_output_and_exit_functions_whether_numba_ran_or_not(data, tmp_path, jit_mode):
+    """With numba loaded, `parbpe` ends by os._exit, past the interpreter's teardown (cli._end_now): what
+    the teardown did must still happen. Here its whole summary reaches a pipe, an atexit function
+    registered before the command runs (and printing) is run, and the exit status is the command's."""
+    if jit_mode == "on":
+        pytest.importorskip("numba")
+    code = ("import atexit, sys; atexit.register(lambda: print('exit functions ran', file=sys.stderr)); "
+            "from parbpe.cli import console; sys.exit(console())")
+    out = tmp_path / "o"
+    done = subprocess.run([sys.executable, "-c", code, "train", str(data), "--vocab-size", "300", "--workers", "1",
+                           "--jit", jit_mode, "--progress", "none", "--out", str(out)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Trained ") and "stats.json" in done.stdout.splitlines()[-1]
+    assert done.stderr.rstrip().endswith("exit functions ran")
+    assert (out / "merges.txt").exists()
+    bad = subprocess.run([sys.executable, "-c", code, "train", str(tmp_path / "missing.txt"), "--jit", jit_mode],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert bad.returncode == 2 and "exit functions ran" in bad.stderr
