@@ -187,6 +187,42 @@ def key_chunks(data, words, bounds, offsets, counts, keys, key_counts, first, se
     written[0], written[1], written[2], written[3] = n_keys, n_pairs, n_long, n_long_bytes
 
 
+def spell(keys: np.ndarray, second: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The strings of keys (or of pairs of words, with their second words) as (offsets from 0, UTF-8
+    bytes): short_keys.strings_of's strings, without the pyarrow array (a counter's distinct pieces
+    go straight to the lexer; strings_of's numpy passes took 0.25 s for a worker's 1 M on realmix)."""
+    width = 8 if second is None else 16
+    offsets = np.zeros(len(keys) + 1, np.int64)
+    data = np.empty(width * len(keys), np.uint8)
+    used = _spell(keys, second if second is not None else keys[:0], data, offsets)
+    return offsets, data[:used]
+
+
+@kernel
+def _spell(keys, second, data, offsets):
+    """Write the non-zero bytes of each key (then of its second word, if second is not empty) into
+    data, little-endian, and where each string ends into offsets[1:]; returns the bytes written."""
+    at = 0
+    for i in range(len(keys)):
+        word = keys[i]
+        for k in range(8):
+            byte = (word >> np.uint64(8 * k)) & np.uint64(0xFF)
+            if byte == 0:
+                break
+            data[at] = byte
+            at += 1
+        if len(second):
+            word = second[i]
+            for k in range(8):
+                byte = (word >> np.uint64(8 * k)) & np.uint64(0xFF)
+                if byte == 0:
+                    break
+                data[at] = byte
+                at += 1
+        offsets[i + 1] = at
+    return at
+
+
 class PieceKeyer:
     """The kernel's buffers, kept from batch to batch and grown (doubled) when a call might fill one:
     fresh buffers for every batch cost more in page faults than the kernel's work (the generated

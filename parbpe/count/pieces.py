@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -242,6 +242,24 @@ class StringCounts:
         held = sum(t.nbytes for t in self._tables) + sum(a.nbytes for a in self._uncounted)
         return held + 16 * sum(map(len, self._keys)) + 24 * sum(len(p[0]) for p in self._pairs)
 
+    def buffers(self, batch: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Everything counted, batch distinct strings at a time, as (offsets from 0, UTF-8 bytes,
+        counts): table()'s strings without making the table (the short ones spelled by a kernel,
+        jit_pieces.spell). The strings of a kind come in their table() order; the kinds, long first."""
+        self.sum()
+        for table in self._tables:
+            for start in range(0, table.num_rows, batch):
+                part = table.slice(start, batch)
+                offsets, data = string_buffers(part.column("chunk").combine_chunks())
+                yield offsets, data, part.column("count").to_numpy()
+        for keys, counts in zip(self._keys, self._key_counts):
+            for start in range(0, len(keys), batch):
+                yield *jit_pieces.spell(keys[start:start + batch]), counts[start:start + batch]
+        for first, second, counts in self._pairs:
+            for start in range(0, len(first), batch):
+                end = start + batch
+                yield *jit_pieces.spell(first[start:end], second[start:end]), counts[start:end]
+
     def table(self) -> pa.Table:
         """Everything counted, as one counts table (SCHEMA) of distinct strings."""
         self.sum()
@@ -313,9 +331,9 @@ class PieceCounter(BatchCounter):
 
     def chunk_counts(self) -> pa.Table:
         """The chunk counts of everything added (and the counter is emptied)."""
-        pieces = self._take().table()
         if self._jit_kind is not None:
-            return self._jit_chunk_counts(pieces)
+            return self._jit_chunk_counts(self._take())
+        pieces = self._take().table()
         column = pieces.column("chunk")
         ascii_lexer, utf8_lexer, refused = self._lexer
         lexed = pc.equal(pc.binary_length(column), pc.utf8_length(column))  # ASCII: lexed without decoding
@@ -338,16 +356,14 @@ class PieceCounter(BatchCounter):
         return sum_tables(parts)
 
 
-    def _jit_chunk_counts(self, pieces: pa.Table) -> pa.Table:
+    def _jit_chunk_counts(self, pieces: StringCounts) -> pa.Table:
         """The chunk counts of counted pieces, each split by the numba lexer (jit_lexer.py): any text, no `regex`."""
         kind, group = self._jit_kind
         tables = jit_lexer.char_tables()
         chunks = StringCounts()
-        for part in _batches(pieces):
-            offsets, data = string_buffers(part.column("chunk").chunk(0))
+        for offsets, data, counts in pieces.buffers(_CONVERT_BATCH):
             bounds = jit_lexer.chunk_bounds(data, offsets, kind, group, tables)
-            keys, first, second, long, weights = self._keyer.chunks(data, offsets, bounds,
-                                                                    part.column("count").to_numpy())
+            keys, first, second, long, weights = self._keyer.chunks(data, offsets, bounds, counts)
             chunks.add_keyed(keys, first, second, long, weights)
         return chunks.table()
 

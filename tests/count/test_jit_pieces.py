@@ -116,3 +116,28 @@ def test_chunks_keyed_with_their_pieces_counts_count_as_numpy(seed):
         expected.add(data, bounds.astype(np.int64), counts[piece])
         assert got.table().sort_by("chunk").equals(expected.table().sort_by("chunk"))
         assert got.table().num_rows > 20
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_spelled_keys_are_the_strings_of_the_keys(seed):
+    """jit_pieces.spell (a counter's distinct pieces handed to the lexer as bytes) against
+    short_keys.strings_of: keys of 1 to 8 bytes, pairs of 9 to 16, multi-byte characters, none."""
+    rng = random.Random(seed)
+    alphabet = ["a", "Z", " ", "\n", "é", "中", "\U0001f600", "~"]
+    for low, high, paired in ((1, 8, False), (9, 16, True)):
+        strings = set()
+        while len(strings) < 300:
+            s = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6)))
+            if low <= len(s.encode()) <= high:
+                strings.add(s)
+        array = pa.array(sorted(strings), pa.string())
+        offsets, data = string_buffers(array)
+        starts, lengths = offsets[:-1], np.diff(offsets)
+        first = short_keys.keys_of(data, starts, np.minimum(lengths, 8))
+        second = short_keys.keys_of(data, starts + 8, np.maximum(lengths - 8, 0)) if paired else None
+        expected = short_keys.strings_of(first, second)
+        spelled_offsets, spelled = jit_pieces.spell(first, second)
+        assert spelled.tobytes() == data.tobytes() and np.array_equal(spelled_offsets, offsets)
+        assert expected.to_pylist() == sorted(strings)
+    empty_offsets, empty = jit_pieces.spell(np.zeros(0, np.uint64))
+    assert len(empty) == 0 and empty_offsets.tolist() == [0]
