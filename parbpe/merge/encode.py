@@ -362,14 +362,81 @@ def _encode_chunks(data, starts, inside, merge_keys, out, batch, short_bits, lon
     A chunk is cut into pieces between bytes x, y where inside[x << 8 | y] is False (no token holds
     them side by side), and the pieces' tokens are the chunk's. A piece of at most _CACHED_BYTES is
     looked up in a table of the pieces met so far, which holds its tokens; a new one is encoded
-    (_encode_span) and added. Text repeats its words, so most pieces are found: one pass over the
-    bytes, one lookup a piece. The lookups are the cost (memory latency): the pieces are cut `batch`
-    at a time and then looked up in a loop of their own, whose reads do not wait for one another,
-    and a slot is small and read in one place: for a piece of up to 8 bytes, its word and one word
-    of its length, token count and tokens (two of up to 24 bits; else where they are kept); for 9
-    to 16 bytes, its two words, the same word, and where its tokens are kept if not in that word.
-    The tables start with 2 ** short_bits and 2 ** long_bits slots and double at two thirds full."""
+    (_encode_span) and added (_remember). Text repeats its words, so most pieces are found: one pass
+    over the bytes, one lookup a piece. The lookups are the cost (memory latency): the pieces are cut
+    `batch` at a time (_cut) and then looked up in a loop of their own, whose reads do not wait for
+    one another, and a slot is small and read in one place: for a piece of up to 8 bytes, its word
+    and one word of its length, token count and tokens (two of up to 24 bits; else where they are
+    kept); for 9 to 16 bytes, its two words, the same word, and where its tokens are kept if not in
+    that word. The tables start with 2 ** short_bits and 2 ** long_bits slots and double at two
+    thirds full. (The lookup is written out here: a helper taking the tables costs a reference
+    count of each array a piece, 15-25% more time.)"""
+    pair_keys, pair_ranks, bits = _pair_table(merge_keys)
+    short = np.zeros((1 << short_bits, 2), dtype=np.uint64)  # word, length | count << 4 | tokens (0: empty)
+    long = np.zeros((1 << long_bits, 4), dtype=np.uint64)  # words 0 and 1, the same, where kept (count > 2)
+    kept = np.empty(1 << 16, dtype=np.uint32)  # the tokens of pieces that do not fit their slot
+    # short_bits, long_bits, pieces in each table, tokens kept, and whether tokens fit the slot's 24 bits
+    state = np.array([short_bits, long_bits, 0, 0, 0, 256 + len(merge_keys) <= (1 << 24)], dtype=np.int64)
+    longest = 64  # _encode_span's scratch, grown to the longest piece
+    tok, nxt, prv, rank_at, heap, todo = _span_scratch(longest)
+    # a batch of pieces: start, size, chunk, and the words of those of up to _CACHED_BYTES
+    piece_at, piece_size, piece_chunk = np.empty(batch, np.int64), np.empty(batch, np.int64), np.empty(batch, np.int64)
+    piece_word0, piece_word1 = np.empty(batch, np.uint64), np.empty(batch, np.uint64)
     n_chunks = len(starts) - 1
+    lengths = np.zeros(n_chunks, dtype=np.int64)
+    at, c, p = 0, 0, starts[0]
+    while c < n_chunks:
+        n, c, p = _cut(data, starts, inside, c, p, piece_at, piece_size, piece_chunk, piece_word0, piece_word1)
+        for i in range(n):  # their tokens
+            begin, size, chunk = piece_at[i], piece_size[i], piece_chunk[i]
+            word0, word1 = piece_word0[i], piece_word1[i]
+            meta = np.uint64(0)  # the slot's word of length, count and tokens (0: not there, or too long)
+            s = 0
+            if size == 1:
+                out[at] = data[begin]
+                lengths[chunk] += 1
+                at += 1
+                continue
+            if size <= 8:
+                s = _slot(word0 ^ np.uint64(size), state[0])
+                while short[s, 1] != 0 and not (short[s, 0] == word0 and (short[s, 1] & np.uint64(15)) == size):
+                    s = (s + 1) & ((1 << state[0]) - 1)
+                meta = short[s, 1]
+            elif size <= _CACHED_BYTES:
+                s = _slot(word0 ^ (word1 * np.uint64(_MIX_SECOND)), state[1])
+                while long[s, 2] != 0 and not (long[s, 0] == word0 and long[s, 1] == word1
+                                               and (long[s, 2] & np.uint64(15)) == size - 8):
+                    s = (s + 1) & ((1 << state[1]) - 1)
+                meta = long[s, 2]
+            if meta != 0:  # met before: its tokens, in the slot or kept apart (then how many, and where)
+                made = np.int64((meta >> np.uint64(4)) & np.uint64(15))
+                if made == 0:
+                    made = np.int64((meta >> np.uint64(8)) & np.uint64(0xFFFF))
+                    where = np.int64(long[s, 3] if size > 8 else meta >> np.uint64(24))
+                    for k in range(made):
+                        out[at + k] = kept[where + k]
+                else:
+                    out[at] = (meta >> np.uint64(8)) & np.uint64(0xFFFFFF)
+                    if made == 2:
+                        out[at + 1] = meta >> np.uint64(32)
+                lengths[chunk] += made
+                at += made
+                continue
+            if size > longest:
+                longest = 2 * size
+                tok, nxt, prv, rank_at, heap, todo = _span_scratch(longest)
+            made = _encode_span(data, begin, size, pair_keys, pair_ranks, bits, tok, nxt, prv, rank_at, heap, todo,
+                                out, at)
+            lengths[chunk] += made
+            at += made
+            if size <= _CACHED_BYTES:
+                short, long, kept = _remember(short, long, kept, state, s, size, word0, word1, out[at - made:at])
+    return at, lengths
+
+
+@helper
+def _pair_table(merge_keys):
+    """The merges' pairs in an open-addressing table (key -1: empty) of 2 ** bits slots: (keys, ranks, bits)."""
     bits = 4
     while (1 << bits) < 2 * len(merge_keys) + 2:
         bits += 1
@@ -380,121 +447,78 @@ def _encode_chunks(data, starts, inside, merge_keys, out, batch, short_bits, lon
         while pair_keys[s] != -1:
             s = (s + 1) & ((1 << bits) - 1)
         pair_keys[s], pair_ranks[s] = merge_keys[r], r
-    inline = 256 + len(merge_keys) <= (1 << 24)  # tokens fit the slot's 24-bit fields
-    short = np.zeros((1 << short_bits, 2), dtype=np.uint64)  # word, length | count << 4 | tokens (0: empty)
-    long = np.zeros((1 << long_bits, 4), dtype=np.uint64)  # words 0 and 1, the same, where kept (count > 2)
-    n_short, n_long = 0, 0
-    kept = np.empty(1 << 16, dtype=np.uint32)  # the tokens of pieces that do not fit their slot
-    kept_used = 0
-    longest = 64  # scratch of _encode_span, grown to the longest piece
-    tok, nxt, prv = np.empty(longest, np.int64), np.empty(longest, np.int64), np.empty(longest, np.int64)
-    rank_at, todo, heap = np.empty(longest, np.int64), np.empty(longest, np.int64), np.empty(3 * longest, np.int64)
-    # a batch of pieces: where each starts, its size, chunk and words
-    piece_at, piece_size = np.empty(batch, np.int64), np.empty(batch, np.int64)
-    piece_chunk = np.empty(batch, np.int64)
-    piece_word0, piece_word1 = np.empty(batch, np.uint64), np.empty(batch, np.uint64)
-    lengths = np.zeros(n_chunks, dtype=np.int64)
-    at = 0
-    c = 0
-    p = starts[0]
-    while c < n_chunks:
-        n = 0
-        while n < batch and c < n_chunks:  # cut the next pieces
-            end = starts[c + 1]
-            if p >= end:
-                c += 1
-                continue
-            q = p + 1
-            while q < end and inside[(np.int64(data[q - 1]) << 8) | np.int64(data[q])]:
-                q += 1
-            size = q - p
-            word0 = np.uint64(0)
-            word1 = np.uint64(0)
-            if size <= _CACHED_BYTES:
-                for k in range(min(size, 8)):
-                    word0 |= np.uint64(data[p + k]) << np.uint64(8 * k)
-                for k in range(8, size):
-                    word1 |= np.uint64(data[p + k]) << np.uint64(8 * (k - 8))
-            piece_at[n], piece_size[n], piece_chunk[n], piece_word0[n], piece_word1[n] = p, size, c, word0, word1
-            n += 1
-            p = q
-        for i in range(n):  # their tokens
-            size = piece_size[i]
-            if size == 1:
-                out[at] = data[piece_at[i]]
-                lengths[piece_chunk[i]] += 1
-                at += 1
-                continue
-            if size > longest:
-                longest = 2 * size
-                tok, nxt, prv = np.empty(longest, np.int64), np.empty(longest, np.int64), np.empty(longest, np.int64)
-                rank_at, todo = np.empty(longest, np.int64), np.empty(longest, np.int64)
-                heap = np.empty(3 * longest, np.int64)
-            word0, word1 = piece_word0[i], piece_word1[i]
-            meta = np.uint64(0)  # (a piece past _CACHED_BYTES is not looked up)
-            s = 0
-            if size <= 8:
-                mask = (1 << short_bits) - 1
-                s = _slot(word0 ^ np.uint64(size), short_bits)
-                while short[s, 1] != 0 and not (short[s, 0] == word0 and (short[s, 1] & np.uint64(15)) == size):
-                    s = (s + 1) & mask
-                meta = short[s, 1]
-            elif size <= _CACHED_BYTES:
-                mask = (1 << long_bits) - 1
-                s = _slot(word0 ^ (word1 * np.uint64(_MIX_SECOND)), long_bits)
-                while long[s, 2] != 0 and not (long[s, 0] == word0 and long[s, 1] == word1
-                                               and (long[s, 2] & np.uint64(15)) == size - 8):
-                    s = (s + 1) & mask
-                meta = long[s, 2]
-            if meta != 0:  # met before: its tokens
-                made = np.int64((meta >> np.uint64(4)) & np.uint64(15))
-                if made == 0:  # kept elsewhere: how many, and where
-                    made = np.int64((meta >> np.uint64(8)) & np.uint64(0xFFFF))
-                    held = np.int64(meta >> np.uint64(24)) if size <= 8 else np.int64(long[s, 3])
-                    for k in range(made):
-                        out[at + k] = kept[held + k]
-                else:
-                    out[at] = (meta >> np.uint64(8)) & np.uint64(0xFFFFFF)
-                    if made == 2:
-                        out[at + 1] = meta >> np.uint64(32)
-                lengths[piece_chunk[i]] += made
-                at += made
-                continue
-            begin = at
-            made = _encode_span(data, piece_at[i], size, pair_keys, pair_ranks, bits, tok, nxt, prv, rank_at, heap,
-                                todo, out, at)
-            lengths[piece_chunk[i]] += made
-            at += made
-            if size > _CACHED_BYTES:  # encoded every time
-                continue
-            held = 0
-            if made <= 2 and inline:  # the tokens in the slot's word
-                meta = np.uint64(made << 4) | (np.uint64(out[begin]) << np.uint64(8))
-                if made == 2:
-                    meta |= np.uint64(out[begin + 1]) << np.uint64(32)
-            else:  # kept: the count in 16 bits, where in 40 (short slot) or the fourth word (long)
-                if kept_used + made > len(kept):
-                    grown = np.empty(2 * len(kept) + made, dtype=kept.dtype)
-                    grown[:kept_used] = kept[:kept_used]
-                    kept = grown
-                for k in range(made):
-                    kept[kept_used + k] = out[begin + k]
-                meta = np.uint64(made << 8) | (np.uint64(kept_used) << np.uint64(24))
-                held = kept_used
-                kept_used += made
-            if size <= 8:
-                short[s, 0], short[s, 1] = word0, meta | np.uint64(size)
-                n_short += 1
-                if 3 * n_short > 2 * (1 << short_bits):  # two thirds full: twice the slots, every piece again
-                    short_bits += 1
-                    short = _regrow(short, short_bits, True)
-            else:
-                long[s, 0], long[s, 1], long[s, 2], long[s, 3] = word0, word1, meta | np.uint64(size - 8), held
-                n_long += 1
-                if 3 * n_long > 2 * (1 << long_bits):
-                    long_bits += 1
-                    long = _regrow(long, long_bits, False)
-    return at, lengths
+    return pair_keys, pair_ranks, bits
+
+
+@helper
+def _span_scratch(longest):
+    """_encode_span's scratch for pieces of up to `longest` bytes: tok, nxt, prv, rank_at, heap, todo."""
+    return (np.empty(longest, np.int64), np.empty(longest, np.int64), np.empty(longest, np.int64),
+            np.empty(longest, np.int64), np.empty(3 * longest, np.int64), np.empty(longest, np.int64))
+
+
+@helper
+def _cut(data, starts, inside, c, p, piece_at, piece_size, piece_chunk, piece_word0, piece_word1):
+    """Cut the next pieces, from byte p of chunk c on, into the piece_ arrays (start, size, chunk, and
+    for a piece of up to _CACHED_BYTES its first and second 8 bytes, little-endian); (how many, c, p after)."""
+    n = 0
+    while n < len(piece_at) and c < len(starts) - 1:
+        end = starts[c + 1]
+        if p >= end:
+            c += 1
+            continue
+        q = p + 1
+        while q < end and inside[(np.int64(data[q - 1]) << 8) | np.int64(data[q])]:
+            q += 1
+        size = q - p
+        word0 = np.uint64(0)
+        word1 = np.uint64(0)
+        if size <= _CACHED_BYTES:
+            for k in range(min(size, 8)):
+                word0 |= np.uint64(data[p + k]) << np.uint64(8 * k)
+            for k in range(8, size):
+                word1 |= np.uint64(data[p + k]) << np.uint64(8 * (k - 8))
+        piece_at[n], piece_size[n], piece_chunk[n], piece_word0[n], piece_word1[n] = p, size, c, word0, word1
+        n += 1
+        p = q
+    return n, c, p
+
+
+@helper
+def _remember(short, long, kept, state, s, size, word0, word1, tokens):
+    """Put a new piece in slot s of its table (_encode_chunks), with its tokens (in the slot's word, or
+    kept apart in kept, grown if it must be), and regrow the table at two thirds full: (short, long,
+    kept) as they are now; state (bits, pieces, tokens kept) is updated in place."""
+    made = len(tokens)
+    held = 0
+    if made <= 2 and state[5]:  # the tokens in the slot's word
+        meta = np.uint64(made << 4) | (np.uint64(tokens[0]) << np.uint64(8))
+        if made == 2:
+            meta |= np.uint64(tokens[1]) << np.uint64(32)
+    else:  # kept: the count in 16 bits, where in 40 (short slot) or the fourth word (long)
+        used = state[4]
+        if used + made > len(kept):
+            grown = np.empty(2 * len(kept) + made, dtype=kept.dtype)
+            grown[:used] = kept[:used]
+            kept = grown
+        for k in range(made):
+            kept[used + k] = tokens[k]
+        meta = np.uint64(made << 8) | (np.uint64(used) << np.uint64(24))
+        held = used
+        state[4] = used + made
+    if size <= 8:
+        short[s, 0], short[s, 1] = word0, meta | np.uint64(size)
+        state[2] += 1
+        if 3 * state[2] > 2 * (1 << state[0]):  # two thirds full: twice the slots, every piece again
+            state[0] += 1
+            short = _regrow(short, state[0], True)
+    else:
+        long[s, 0], long[s, 1], long[s, 2], long[s, 3] = word0, word1, meta | np.uint64(size - 8), held
+        state[3] += 1
+        if 3 * state[3] > 2 * (1 << state[1]):
+            state[1] += 1
+            long = _regrow(long, state[1], False)
+    return short, long, kept
 
 
 @helper
