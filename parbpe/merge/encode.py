@@ -18,7 +18,7 @@ import numpy as np
 from ..jit import helper, kernel
 from .linked_kernels import use_kernels
 from .pairs import gather, pack
-from .table import ChunkTable
+from .table import ChunkTable, token_dtype
 
 _SLICE = 1 << 22  # positions looked up at a time when the buckets are filled
 
@@ -244,10 +244,13 @@ def rank_order_batches(merges: list[tuple[int, int]], first_id: int = 256) -> li
 
 
 def sampled_tokens_per_byte(data: np.ndarray, offsets: np.ndarray, merges: list[tuple[int, int]],
-                            batch_sizes: list[int], sample_bytes: int = 4 << 20) -> float:
+                            batch_sizes: list[int], sample_bytes: int = 4 << 20, dtype: np.dtype | None = None
+                            ) -> float:
     """Tokens per byte that encoding chunks (chunk k is data[offsets[k]:offsets[k + 1]]) with merges
     leaves, measured on evenly spaced chunks of about sample_bytes in all: what a table of these
-    chunks will hold once encoded, known before it is built (the merge stage's memory estimate)."""
+    chunks will hold once encoded, known before it is built (the merge stage's memory estimate).
+    dtype: the tokens' (default uint16 or int32 as the merges need), the table's own encoding's, so
+    that the encoding kernel is compiled for one signature, not two (a cold cache: 8-9 s each)."""
     lengths = np.diff(offsets)
     multi = np.flatnonzero(lengths > 1)  # the table leaves out chunks of one byte
     total = int(lengths[multi].sum())
@@ -261,7 +264,7 @@ def sampled_tokens_per_byte(data: np.ndarray, offsets: np.ndarray, merges: list[
     idx, _ = gather(data, offsets[picked], picked_lengths)
     sample = ChunkTable(tokens=np.asarray(data[idx], dtype=np.uint8), starts=starts, lengths=picked_lengths.copy(),
                         counts=np.ones(len(picked), dtype=np.int64))
-    encoded = encode_byte_table(sample, merges, batch_sizes)
+    encoded = encode_byte_table(sample, merges, batch_sizes, dtype=dtype or token_dtype(256 + len(merges)))
     return len(encoded.tokens) / int(starts[-1])
 
 

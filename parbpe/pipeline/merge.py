@@ -21,7 +21,7 @@ from ..merge.coordinator import MergeResult, learn_merges, preload_kernels
 from ..merge.encode import sampled_tokens_per_byte
 from ..merge.fit import MergeFit, fit_merge_stage, merge_estimate
 from ..merge.prepare import encode_for_merging
-from ..merge.table import ChunkTable, table_from_arrays
+from ..merge.table import ChunkTable, table_from_arrays, token_dtype
 from ..run.memory import CALLER_FLOOR, format_size, trim_heap
 from ..run.run_dir import RunDirectory
 from ..warnings import AutoCutoffWarning
@@ -123,7 +123,8 @@ def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[Merg
     release_arrow_memory()
     tokens_per_byte = None
     if job.sampled:  # the table is encoded before it merges: the estimate needs the tokens it will have
-        tokens_per_byte = sampled_tokens_per_byte(chunks.data, chunks.offsets, *job.encode)
+        tokens_per_byte = sampled_tokens_per_byte(chunks.data, chunks.offsets, *job.encode,
+                                                  dtype=token_dtype(config.vocab_size))
     else:
         trim_heap()  # the reduce stage's freed heap: the merge stage's room is measured next
     reckoned, held = reckoned_in_use(chunks, ctx.loaded_numba()), ctx.in_use()
