@@ -204,22 +204,22 @@ def _spell(keys, second, data, offsets):
     data, little-endian, and where each string ends into offsets[1:]; returns the bytes written."""
     at = 0
     for i in range(len(keys)):
-        word = keys[i]
-        for k in range(8):
-            byte = (word >> np.uint64(8 * k)) & np.uint64(0xFF)
-            if byte == 0:
-                break
-            data[at] = byte
-            at += 1
+        at = _spell_word(keys[i], data, at)
         if len(second):
-            word = second[i]
-            for k in range(8):
-                byte = (word >> np.uint64(8 * k)) & np.uint64(0xFF)
-                if byte == 0:
-                    break
-                data[at] = byte
-                at += 1
+            at = _spell_word(second[i], data, at)
         offsets[i + 1] = at
+    return at
+
+
+@helper
+def _spell_word(word, data, at):
+    """Write a word's bytes up to its first zero byte, low byte first, to data[at:]; returns where they end."""
+    for k in range(8):
+        byte = (word >> np.uint64(8 * k)) & np.uint64(0xFF)
+        if byte == 0:
+            break
+        data[at] = byte
+        at += 1
     return at
 
 
