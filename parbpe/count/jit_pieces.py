@@ -190,7 +190,8 @@ def key_chunks(data, words, bounds, offsets, counts, keys, key_counts, first, se
 def spell(keys: np.ndarray, second: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The strings of keys (or of pairs of words, with their second words) as (offsets from 0, UTF-8
     bytes): short_keys.strings_of's strings, without the pyarrow array (a counter's distinct pieces
-    go straight to the lexer; strings_of's numpy passes took 0.25 s for a worker's 1 M on realmix)."""
+    go straight to the lexer: a worker's split of realmix's 1 M took 0.65 s against 0.71-0.76 s
+    through the table, BENCHMARKS 33)."""
     width = 8 if second is None else 16
     offsets = np.zeros(len(keys) + 1, np.int64)
     data = np.empty(width * len(keys), np.uint8)
