@@ -34,7 +34,7 @@ def encode_byte_table(table: ChunkTable, merges: list[tuple[int, int]], batch_si
     its pieces' tokens in order: exactly the chunk encoded whole, for a fraction of the work. With
     the kernels (linked_kernels.use_kernels) one pass cuts, looks each piece up and encodes the new
     ones (_encode_cached; half of realmix's SuperBPE stage-2 table, 56.6 MB in 11.5 M pieces of which
-    623 k distinct: 1.9-2.2 s against 6.6-6.9 s for numpy and pyarrow, and 4.3-5.0 s when a kernel
+    623 k distinct: 1.9-2.4 s against 6.6-8.7 s for numpy and pyarrow, and 4.3-5.0 s when a kernel
     encoded the distinct pieces pyarrow had found); else numpy and pyarrow (the reference).
     """
     vocab = [bytes([b]) for b in range(256)]
