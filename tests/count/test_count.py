@@ -174,6 +174,32 @@ def test_long_chunks_hash_in_windows_to_the_same_partition(monkeypatch):
     assert (whole == expected).all() and (windows == expected).all()
 
 
+@pytest.mark.parametrize("n_partitions", [1, 7, 32, 300])  # 300: ids past one byte sort as int64
+def test_a_run_file_holds_each_partitions_rows_in_its_batch_in_their_order(tmp_path, n_partitions):
+    """write_run: record batch p holds exactly the rows of partition p, in the table's order (a stable
+    sort by partition id)."""
+    import numpy as np
+    import pyarrow.ipc as ipc
+
+    from parbpe.count.partitions import partition_ids, write_run
+    from parbpe.count.pieces import SCHEMA
+
+    rng = random.Random(n_partitions)
+    chunks = sorted({"".join(rng.choice("abcé ") for _ in range(rng.randint(1, 12))) for _ in range(2000)})
+    rng.shuffle(chunks)
+    table = pa.table({"chunk": chunks, "count": list(range(len(chunks)))}, schema=SCHEMA)
+    write_run(str(tmp_path / "run.arrow"), table, n_partitions)
+    ids = partition_ids(table.column("chunk"), n_partitions)
+    with pa.OSFile(str(tmp_path / "run.arrow"), "rb") as source:
+        reader = ipc.open_file(source)
+        assert reader.num_record_batches == n_partitions
+        for p in range(n_partitions):
+            batch = reader.get_batch(p)
+            rows = np.flatnonzero(ids == p)
+            assert batch.column(0).to_pylist() == [chunks[r] for r in rows]
+            assert batch.column(1).to_pylist() == rows.tolist()
+
+
 def test_the_partition_kernel_hashes_as_numpy_and_runs_only_where_numba_is_loaded(monkeypatch):
     """The numba kernel gives the slow hash's ids, on sliced arrays and strings too; under --jit auto
     it runs only in a process that has numba loaded already (no import for the hash alone)."""
