@@ -22,10 +22,12 @@ def pyarrow_order(strings: pa.Array) -> np.ndarray:
     return pc.sort_indices(strings.cast(pa.large_binary())).to_numpy()
 
 
+@pytest.mark.parametrize("halves", [10**9, 2])  # one thread, or two halves by the first word's median
 @pytest.mark.parametrize("few", [0, 1000])  # every tie resolved by numpy's passes, or the last by Python's sort
 @pytest.mark.parametrize("seed", range(6))
-def test_byte_order_is_sort_indices_order(monkeypatch, few, seed):
+def test_byte_order_is_sort_indices_order(monkeypatch, few, seed, halves):
     monkeypatch.setattr(byte_order_module, "_FEW", few)
+    monkeypatch.setattr(byte_order_module, "_TWO_HALVES", halves)
     rng = random.Random(seed)
     for _ in range(60):
         strings = ["".join(rng.choice(PARTS) for _ in range(rng.randint(0, 14))) for _ in range(rng.randint(0, 300))]
@@ -36,8 +38,10 @@ def test_byte_order_is_sort_indices_order(monkeypatch, few, seed):
         assert np.array_equal(byte_order(array), pyarrow_order(array)), strings
 
 
-def test_strings_holding_a_zero_byte_sort_as_pyarrow_sorts():
-    array = pa.array(["a\x00b", "a", "a\x00", "", "a\x00\x00", "b"], pa.string())
+@pytest.mark.parametrize("halves", [10**9, 2])
+def test_strings_holding_a_zero_byte_sort_as_pyarrow_sorts(monkeypatch, halves):
+    monkeypatch.setattr(byte_order_module, "_TWO_HALVES", halves)
+    array = pa.array(["a\x00b", "a", "a\x00", "", "a\x00\x00", "b", "b\x00", "abcdefgh\x00", "abcdefgh"], pa.string())
     assert np.array_equal(byte_order(array), pyarrow_order(array))
 
 
