@@ -25,21 +25,23 @@ _FEW = 1000  # tied strings left to Python's sort (a numpy pass per 8 bytes cost
 _TWO_HALVES = 500_000  # strings from which byte_order sorts two halves in two threads
 
 
-def byte_order(strings: pa.Array) -> np.ndarray:
+def byte_order(strings: pa.Array, threads: int = 1) -> np.ndarray:
     """The indices that sort a string array (no nulls) by its UTF-8 bytes, stably: sort_indices' order.
 
-    From _TWO_HALVES strings on, in two threads (numpy's sorts and gathers let go of the interpreter):
-    the strings whose first word is below the words' median, and the others, each sorted on its own
+    With threads=2 and from _TWO_HALVES strings on, in two threads (numpy's sorts and gathers let go
+    of the interpreter): the strings whose first word is below the words' median, and the others, each sorted on its own
     (no copy: the rows of a half index the same buffers). The first word's order is the bytes', so the
     first half all comes first. sort_by_chunk of realmix's 2.3 M superword chunks 1.56-2.00 s against
-    2.68-3.09 s, of its 1.0 M GPT-4 chunks 0.43-0.51 s against 0.62-0.74 s (BENCHMARKS 33)."""
+    2.68-3.09 s, of its 1.0 M GPT-4 chunks 0.43-0.51 s against 0.62-0.74 s; but the two threads' heaps
+    held 66 MB more at the reduce of the 1 GB corpus under a 400 MB budget (BENCHMARKS 33), so the
+    caller asks for them where the budget has room."""
     offsets, data = string_buffers(strings)
     if len(data) and not data.all():  # a zero byte: the padding could tie strings of different lengths
         return pc.sort_indices(strings.cast(pa.large_binary())).to_numpy()
     word = _words(offsets, data)
     rows = np.arange(len(strings))
     first = word(rows, 0)
-    if len(strings) < _TWO_HALVES:
+    if threads < 2 or len(strings) < _TWO_HALVES:
         return _sorted_rows(rows, first, word, offsets, data)
     median = np.partition(first, len(first) // 2)[len(first) // 2]
     halves = [np.flatnonzero(first < median), np.flatnonzero(first >= median)]
