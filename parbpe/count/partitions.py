@@ -170,10 +170,9 @@ def split_partitions(table: pa.Table, n_partitions: int = N_PARTITIONS) -> Itera
         yield table.filter(pa.array(pids == p))
 
 
-def sort_by_chunk(table: pa.Table, threads: int = 1) -> pa.Table:
-    """Rows in the order of their chunk's UTF-8 bytes (byte_order.py, in `threads` threads; pyarrow's
-    sort past 2 GB of chunks)."""
+def sort_by_chunk(table: pa.Table) -> pa.Table:
+    """Rows in the order of their chunk's UTF-8 bytes (byte_order.py; pyarrow's sort past 2 GB of chunks)."""
     chunks = table.column("chunk")
     if (pc.sum(pc.binary_length(chunks)).as_py() or 0) >= _STRING_BYTES:
         return table.take(pc.sort_indices(chunks.cast(pa.large_binary())))
-    return table.take(pa.array(byte_order(chunks.cast(pa.string()).combine_chunks(), threads)))
+    return table.take(pa.array(byte_order(chunks.cast(pa.string()).combine_chunks())))

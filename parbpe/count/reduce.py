@@ -15,12 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import TrainConfig
-from ..run.memory import process_rss
 from ..run.pool import get_context, parallel
 from .partitions import N_PARTITIONS, read_partition, sort_by_chunk
 from .pieces import SCHEMA
-
-SORT_ROOM = 4  # the kept chunks' bytes, times this, must fit the budget beside the process for a second sort thread
 
 
 @dataclass
@@ -97,13 +94,6 @@ def chunk_arrays(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return data, offsets - start, counts
 
 
-def sort_threads(kept: pa.Table, config: TrainConfig) -> int:
-    """Threads for the kept chunks' byte-order sort: two where the budget holds this process and
-    SORT_ROOM times the chunks' bytes (the second thread's heap; none set: two), else one."""
-    budget = config.memory_budget
-    return 2 if budget is None or process_rss() + SORT_ROOM * kept.nbytes <= budget else 1
-
-
 def combine_selections(selections: list[Selection], config: TrainConfig) -> TrainingChunks:
     """The stop list from every partition's candidates; the kept chunks minus stop words, sorted.
 
@@ -118,7 +108,7 @@ def combine_selections(selections: list[Selection], config: TrainConfig) -> Trai
         stop_words = [c.encode("utf-8") for c in top.column("chunk").to_pylist()]
         if stop_words:
             kept = kept.filter(pc.invert(pc.is_in(kept.column("chunk"), value_set=top.column("chunk"))))
-    data, offsets, counts = chunk_arrays(sort_by_chunk(kept, sort_threads(kept, config)))
+    data, offsets, counts = chunk_arrays(sort_by_chunk(kept))
     del kept
     return TrainingChunks(
         data=data, offsets=offsets, counts=counts,

@@ -22,12 +22,10 @@ def pyarrow_order(strings: pa.Array) -> np.ndarray:
     return pc.sort_indices(strings.cast(pa.large_binary())).to_numpy()
 
 
-@pytest.mark.parametrize("halves", [10**9, 2])  # one thread, or two halves by the first word's median
 @pytest.mark.parametrize("few", [0, 1000])  # every tie resolved by numpy's passes, or the last by Python's sort
 @pytest.mark.parametrize("seed", range(6))
-def test_byte_order_is_sort_indices_order(monkeypatch, few, seed, halves):
+def test_byte_order_is_sort_indices_order(monkeypatch, few, seed):
     monkeypatch.setattr(byte_order_module, "_FEW", few)
-    monkeypatch.setattr(byte_order_module, "_TWO_HALVES", halves)
     rng = random.Random(seed)
     for _ in range(60):
         strings = ["".join(rng.choice(PARTS) for _ in range(rng.randint(0, 14))) for _ in range(rng.randint(0, 300))]
@@ -35,14 +33,12 @@ def test_byte_order_is_sort_indices_order(monkeypatch, few, seed, halves):
         array = pa.array(strings, pa.string())
         if len(array) > 2:
             array = array.slice(1, len(array) - 2)  # an offset into the buffers
-        assert np.array_equal(byte_order(array, threads=2), pyarrow_order(array)), strings
+        assert np.array_equal(byte_order(array), pyarrow_order(array)), strings
 
 
-@pytest.mark.parametrize("halves", [10**9, 2])
-def test_strings_holding_a_zero_byte_sort_as_pyarrow_sorts(monkeypatch, halves):
-    monkeypatch.setattr(byte_order_module, "_TWO_HALVES", halves)
-    array = pa.array(["a\x00b", "a", "a\x00", "", "a\x00\x00", "b", "b\x00", "abcdefgh\x00", "abcdefgh"], pa.string())
-    assert np.array_equal(byte_order(array, threads=2), pyarrow_order(array))
+def test_strings_holding_a_zero_byte_sort_as_pyarrow_sorts():
+    array = pa.array(["a\x00b", "a", "a\x00", "", "a\x00\x00", "b"], pa.string())
+    assert np.array_equal(byte_order(array), pyarrow_order(array))
 
 
 def test_a_wrong_word_is_caught(monkeypatch):
@@ -58,17 +54,3 @@ def test_sort_by_chunk_orders_rows_by_their_chunks():
     assert sort_by_chunk(table).column("chunk").to_pylist() == ["", "ab", "abcdefghi", "abcdefghij", "b"]
     assert sort_by_chunk(table).column("count").to_pylist() == [3, 2, 5, 4, 1]
     assert sort_by_chunk(SCHEMA.empty_table()).num_rows == 0
-
-
-def test_the_reduce_sorts_in_two_threads_only_where_the_budget_has_room():
-    """combine_selections asks for a second sort thread (its heap held 66 MB more under a 400 MB
-    budget) only where the budget holds the process and SORT_ROOM times the kept chunks' bytes."""
-    from parbpe.config import TrainConfig
-    from parbpe.count.reduce import SORT_ROOM, sort_threads
-    from parbpe.run.memory import process_rss
-
-    kept = pa.table({"chunk": ["ab", "cd"] * 1000, "count": list(range(2000))}, schema=SCHEMA)
-    assert sort_threads(kept, TrainConfig(vocab_size=300, memory_budget=None)) == 2
-    roomy = process_rss() + SORT_ROOM * kept.nbytes + (200 << 20)
-    assert sort_threads(kept, TrainConfig(vocab_size=300, memory_budget=roomy)) == 2
-    assert sort_threads(kept, TrainConfig(vocab_size=300, memory_budget=process_rss())) == 1
