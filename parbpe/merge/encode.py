@@ -296,6 +296,18 @@ def _slot(key, bits):
 
 
 @helper
+def _short_key(word0, size):
+    """The hash key of a piece of up to 8 bytes (its word) and its length: where lookups and regrowing start."""
+    return word0 ^ np.uint64(size)
+
+
+@helper
+def _long_key(word0, word1):
+    """The hash key of a piece of 9 to 16 bytes, from its two words."""
+    return word0 ^ (word1 * np.uint64(_MIX_SECOND))
+
+
+@helper
 def _encode_span(data, begin, size, pair_keys, pair_ranks, bits, tok, nxt, prv, rank_at, heap, todo, out, at):
     """Encode data[begin:begin + size] into out[at:], returning how many tokens: while a pair of the
     merges is present, the occurrence of lowest rank, then leftmost, becomes token 256 + rank. A
@@ -402,12 +414,12 @@ def _encode_chunks(data, starts, inside, merge_keys, out, batch, short_bits, lon
                 at += 1
                 continue
             if size <= 8:
-                s = _slot(word0 ^ np.uint64(size), state[0])
+                s = _slot(_short_key(word0, size), state[0])
                 while short[s, 1] != 0 and not (short[s, 0] == word0 and (short[s, 1] & np.uint64(15)) == size):
                     s = (s + 1) & ((1 << state[0]) - 1)
                 meta = short[s, 1]
             elif size <= _CACHED_BYTES:
-                s = _slot(word0 ^ (word1 * np.uint64(_MIX_SECOND)), state[1])
+                s = _slot(_long_key(word0, word1), state[1])
                 while long[s, 2] != 0 and not (long[s, 0] == word0 and long[s, 1] == word1
                                                and (long[s, 2] & np.uint64(15)) == size - 8):
                     s = (s + 1) & ((1 << state[1]) - 1)
@@ -535,9 +547,9 @@ def _regrow(old, bits, short):
         if old[o, flag] == 0:
             continue
         if short:
-            s = _slot(old[o, 0] ^ (old[o, 1] & np.uint64(15)), bits)
+            s = _slot(_short_key(old[o, 0], old[o, 1] & np.uint64(15)), bits)
         else:
-            s = _slot(old[o, 0] ^ (old[o, 1] * np.uint64(_MIX_SECOND)), bits)
+            s = _slot(_long_key(old[o, 0], old[o, 1]), bits)
         while table[s, flag] != 0:
             s = (s + 1) & mask
         for w in range(old.shape[1]):
