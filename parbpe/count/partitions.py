@@ -136,7 +136,8 @@ def write_run(path: str, table: pa.Table, n_partitions: int = N_PARTITIONS) -> N
     pids = partition_ids(table.column("chunk"), n_partitions)
     # numpy's stable sort of one-byte values is a radix sort: 0.02 s against 0.12 s for 1.2 M int64 ids
     order = np.argsort(pids.astype(np.uint8) if n_partitions <= 256 else pids, kind="stable")
-    bounds = np.searchsorted(pids[order], np.arange(n_partitions + 1))
+    bounds = np.zeros(n_partitions + 1, np.int64)
+    np.cumsum(np.bincount(pids, minlength=n_partitions), out=bounds[1:])
     batches = table.take(pa.array(order)).combine_chunks().to_batches()
     batch = batches[0] if batches else pa.RecordBatch.from_arrays(
         [pa.array([], pa.string()), pa.array([], pa.int64())], schema=SCHEMA)
