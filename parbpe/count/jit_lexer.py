@@ -26,6 +26,7 @@ from .. import jit
 from ..jit import helper, kernel
 from ..patterns import SUPERWORD_PATTERN, digit_groups
 from .jit_pieces import PieceKeyer, keyed_pieces
+from .key_tables import KeyCounts
 
 # Class bits of a character: letter, number, whitespace, GPT-4o's [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
 # (UPPER) and [\p{Ll}\p{Lm}\p{Lo}\p{M}] (LOWER), a line break (\r \n).
@@ -467,6 +468,8 @@ def prepare(pattern: str) -> None:
     docs = np.array([0, len(data)], np.int64)
     kind, group = kind_of(pattern)
     bounds = chunk_bounds(data, docs, kind, group, char_tables())
+    for width in (1, 2):  # the counts' hash tables (every kind)
+        KeyCounts(width).add((np.ones(1, np.uint64),) * width)
     if kind != SUPERWORD:  # the pieces' kernels too: cutting and keying, keying the split's chunks
         keyed_pieces(docs, data)
         PieceKeyer().chunks(data, docs, bounds, np.ones(1, np.int64))

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from ..patterns import digit_groups
 from . import jit_lexer, jit_pieces, short_keys
 from .cuts import cut_bounds
+from .key_tables import KeyCounts
 from .lexer import (
     gpt2_chunk_starts,
     gpt2_chunk_starts_utf8,
@@ -173,7 +174,10 @@ class StringCounts:
     another by its bytes alone, so the parts never overlap.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, hashed: bool = False, seed: int = 0) -> None:
+        # hashed (with the JIT): short strings and pairs summed as they come, in key_tables.py's hash
+        # tables (seed picks their hash), instead of sorted per batch and merged by sum()
+        self._hashed = (KeyCounts(1, seed=seed), KeyCounts(2, seed=seed)) if hashed else None
         self._keys: list[np.ndarray] = []
         self._key_counts: list[np.ndarray] = []
         self._pairs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # first words, second words, counts
@@ -199,6 +203,9 @@ class StringCounts:
         """Count strings already keyed: the keys of the short ones, the two words of those of 9 to 16
         bytes, and the others as a string array (short_keys.fits says which is which); each once, or
         weights[0], [1], [2] times (of the keys, the pairs, the long ones)."""
+        if self._hashed is not None:
+            self._add_hashed(keys, first, second, long, weights)
+            return
         if weights is None:
             pairs = short_keys.sum_pairs(first, second)
             keys, counts = short_keys.count_keys(keys)
@@ -214,6 +221,20 @@ class StringCounts:
                 self._tables.append(count_table(long, pa.array(weights[2])))
                 self.rows += self._tables[-1].num_rows
         self._append(keys, counts, pairs)
+
+    def _add_hashed(self, keys: np.ndarray, first: np.ndarray, second: np.ndarray, long: pa.Array,
+                    weights: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> None:
+        key_table, pair_table = self._hashed
+        before = len(key_table) + len(pair_table)
+        key_table.add((keys,), None if weights is None else weights[0])
+        pair_table.add((first, second), None if weights is None else weights[1])
+        self.rows += len(key_table) + len(pair_table) - before
+        if len(long) and weights is None:
+            self._uncounted.append(long)
+            self.rows += len(long)
+        elif len(long):
+            self._tables.append(count_table(long, pa.array(weights[2])))
+            self.rows += self._tables[-1].num_rows
 
     def _append(self, keys: np.ndarray, counts: np.ndarray, pairs: short_keys.Pairs) -> None:
         self._keys.append(keys)
@@ -234,12 +255,13 @@ class StringCounts:
         if len(self._tables) > 1:
             self._tables[:] = [sum_tables(self._tables)]
         self.rows = (sum(map(len, self._keys)) + sum(len(p[0]) for p in self._pairs)
-                     + sum(t.num_rows for t in self._tables))
+                     + sum(t.num_rows for t in self._tables) + sum(map(len, self._hashed or ())))
         pa.default_memory_pool().release_unused()  # the grouping's hash tables go back to the OS
 
     @property
     def nbytes(self) -> int:
         held = sum(t.nbytes for t in self._tables) + sum(a.nbytes for a in self._uncounted)
+        held += sum(table.nbytes for table in self._hashed or ())
         return held + 16 * sum(map(len, self._keys)) + 24 * sum(len(p[0]) for p in self._pairs)
 
     def buffers(self, batch: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -252,10 +274,11 @@ class StringCounts:
                 part = table.slice(start, batch)
                 offsets, data = string_buffers(part.column("chunk").combine_chunks())
                 yield offsets, data, part.column("count").to_numpy()
-        for keys, counts in zip(self._keys, self._key_counts):
+        short, pairs = self._summed_keys()
+        for keys, counts in short:
             for start in range(0, len(keys), batch):
                 yield *jit_pieces.spell(keys[start:start + batch]), counts[start:start + batch]
-        for first, second, counts in self._pairs:
+        for first, second, counts in pairs:
             for start in range(0, len(first), batch):
                 end = start + batch
                 yield *jit_pieces.spell(first[start:end], second[start:end]), counts[start:end]
@@ -264,13 +287,20 @@ class StringCounts:
         """Everything counted, as one counts table (SCHEMA) of distinct strings."""
         self.sum()
         tables = list(self._tables)
-        if self._keys:
-            tables.append(pa.table([short_keys.strings_of(self._keys[0]), pa.array(self._key_counts[0], pa.int64())],
-                                   schema=SCHEMA))
-        if self._pairs:
-            first, second, counts = self._pairs[0]
+        short, pairs = self._summed_keys()
+        for keys, counts in short:
+            tables.append(pa.table([short_keys.strings_of(keys), pa.array(counts, pa.int64())], schema=SCHEMA))
+        for first, second, counts in pairs:
             tables.append(pa.table([short_keys.strings_of(first, second), pa.array(counts, pa.int64())], schema=SCHEMA))
         return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
+
+    def _summed_keys(self) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[short_keys.Pairs]]:
+        """The short strings' distinct keys and counts, and the pairs', as lists of at most one part
+        each (after sum(); from the hash tables where they are hashed)."""
+        if self._hashed is None:
+            return list(zip(self._keys, self._key_counts)), list(self._pairs)
+        key_table, pair_table = self._hashed
+        return [key_table.items()] if len(key_table) else [], [pair_table.items()] if len(pair_table) else []
 
 
 class BatchCounter:
@@ -280,8 +310,9 @@ class BatchCounter:
 
     compact_rows = _COMPACT_ROWS
 
-    def __init__(self) -> None:
-        self._held = StringCounts()
+    def __init__(self, hashed: bool = False) -> None:
+        self._hashed = hashed  # (StringCounts' hash tables: with the JIT)
+        self._held = StringCounts(hashed)
         self._summed_rows = 0
 
     def _added(self) -> None:
@@ -303,7 +334,7 @@ class BatchCounter:
 
     def _take(self) -> StringCounts:
         """Everything counted, leaving the counter empty."""
-        held, self._held, self._summed_rows = self._held, StringCounts(), 0
+        held, self._held, self._summed_rows = self._held, StringCounts(self._hashed), 0
         return held
 
 
@@ -311,7 +342,7 @@ class PieceCounter(BatchCounter):
     """Counts of the pieces of many texts, split into chunk counts at the end (chunk_counts)."""
 
     def __init__(self, pattern: str, findall, use_jit: bool = False) -> None:
-        super().__init__()
+        super().__init__(hashed=use_jit)
         if not supports(pattern):
             raise ValueError("the piece shortcut is only proven for the built-in patterns")
         self._lexer = _lexers(pattern)
@@ -360,7 +391,7 @@ class PieceCounter(BatchCounter):
         """The chunk counts of counted pieces, each split by the numba lexer (jit_lexer.py): any text, no `regex`."""
         kind, group = self._jit_kind
         tables = jit_lexer.char_tables()
-        chunks = StringCounts()
+        chunks = StringCounts(hashed=True, seed=1)  # (its keys come in the order of the pieces' tables)
         for offsets, data, counts in pieces.buffers(_CONVERT_BATCH):
             bounds = jit_lexer.chunk_bounds(data, offsets, kind, group, tables)
             keys, first, second, long, weights = self._keyer.chunks(data, offsets, bounds, counts)

@@ -115,7 +115,7 @@ class SuperwordCounter(BatchCounter):
     compact_rows = 2_000_000
 
     def __init__(self, use_jit: bool = False) -> None:
-        super().__init__()
+        super().__init__(hashed=use_jit)
         self._use_jit = use_jit  # the numba lexer finds the chunks (jit_lexer.superword_starts)
 
     def add(self, texts) -> None:

@@ -72,10 +72,18 @@ def _as_counter(table: pa.Table) -> Counter[bytes]:
     return Counter(dict(zip(chunks, table.column("count").to_pylist())))
 
 
+def _string_counts(hashed: bool) -> StringCounts:
+    """StringCounts as numpy sums them, or with the JIT's hash tables (key_tables.py)."""
+    if hashed:
+        pytest.importorskip("numba")
+    return StringCounts(hashed=hashed)
+
+
 @pytest.mark.parametrize("weighted", [False, True])
-def test_string_counts_sum_batches_exactly(weighted):
+@pytest.mark.parametrize("hashed", [False, True])
+def test_string_counts_sum_batches_exactly(weighted, hashed):
     rng = random.Random(7)
-    counts = StringCounts()
+    counts = _string_counts(hashed)
     expected: Counter[bytes] = Counter()
     for batch in range(6):
         data, bounds, strings = _random_strings(rng, 800)
@@ -147,12 +155,14 @@ def test_merge_keys_equals_counter():
 
 
 @pytest.mark.parametrize("weak", [False, True])
-def test_string_counts_of_every_length_with_any_hash(weak, monkeypatch):
-    """Strings of 1 to 24 bytes (short keys, pairs, pyarrow's), summed over batches."""
+@pytest.mark.parametrize("hashed", [False, True])
+def test_string_counts_of_every_length_with_any_hash(weak, hashed, monkeypatch):
+    """Strings of 1 to 24 bytes (short keys, pairs, pyarrow's), summed over batches, and read back
+    whole (table) and in batches (buffers)."""
     if weak:
         monkeypatch.setattr(short_keys, "pair_hash", _weak_hash)
     rng = random.Random(5)
-    counts, expected = StringCounts(), Counter()
+    counts, expected = _string_counts(hashed), Counter()
     words = [bytes(rng.choice(b"ab\xc3\xa9 ") for _ in range(rng.randint(1, 24))) for _ in range(60)]
     words = [w.decode("utf-8", "replace").encode() for w in words]
     for batch in range(5):
@@ -163,3 +173,9 @@ def test_string_counts_of_every_length_with_any_hash(weak, monkeypatch):
         for i, s in enumerate(strings):
             expected[s] += int(weights[i]) if weights is not None else 1
     assert _as_counter(counts.table()) == expected
+    pytest.importorskip("numba")  # (buffers spells the keys with a kernel)
+    read: Counter[bytes] = Counter()
+    for offsets, data, sums in counts.buffers(7):
+        for i in range(len(offsets) - 1):
+            read[data[offsets[i]:offsets[i + 1]].tobytes()] += int(sums[i])
+    assert read == expected
