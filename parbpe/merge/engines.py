@@ -124,6 +124,7 @@ def _warm_linked(token_dtype: np.dtype) -> None:
     engine.apply(np.array([97, 98]), np.array([97, 99]), np.array([256, 257]))
     engine.index.blocks.clear()
     engine._index_live_pairs(count=False)
+    linked_kernels.sum_sorted_pairs(engine.records, engine.index.blocks[0])  # (the first count of a wide table)
 
 
 class LinkedEngine:
@@ -215,11 +216,13 @@ class LinkedEngine:
         # The table's largest moment: the index's packed entries (narrow key, position); then the
         # narrow keys and weights of the counts, a slice at a time. At most one uint64, a uint32 and a
         # weight per pair at once.
-        packed = self._packed_entries()
+        packed = self._packed_entries(width)
         self._index.add_packed(packed)
         if not count:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty
+        if self.jit:
+            return linked_kernels.sum_sorted_pairs(self.records, packed)
         # Each slice of the sorted entries sums its own pairs; a pair cut by a slice boundary is
         # summed once more over the (far fewer) per-slice sums, which are still sorted.
         slice_keys, slice_counts = [], []
@@ -235,13 +238,11 @@ class LinkedEngine:
         narrow, counts = aggregate_sorted(np.concatenate(slice_keys), np.concatenate(slice_counts))
         return wide_key(narrow), counts
 
-    def _packed_entries(self) -> np.ndarray:
-        """The packed index entries of every live pair, sorted; made a slice of positions at a time
-        (or by a kernel) into one array and sorted in place."""
+    def _packed_entries(self, width: int) -> np.ndarray:
+        """The packed index entries of every live pair (tokens below width), sorted; made a slice of
+        positions at a time into one array and sorted in place (or by a kernel's counting sorts)."""
         if self.jit:
-            packed = linked_kernels.packed_live_pairs(self.records, self.live_pairs)
-            packed.sort()
-            return packed
+            return linked_kernels.sorted_live_pairs(self.records, self.live_pairs, width)
         tokens, nxt = self.table.tokens, self.next
         live = nxt >= 0
         packed = np.empty(self.live_pairs, dtype=np.uint64)

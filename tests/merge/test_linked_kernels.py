@@ -56,6 +56,7 @@ SETTINGS = {
     "two threads": {},  # every round's kernels in two threads (TWO_THREADS_MIN made 1 below)
     "two threads exact": {"batching": "exact"},
     "two threads groups": {"engine": "linked"},
+    "sorted entries": {},  # the first count by sorted_live_pairs, and the index rebuilt often (below)
 }
 
 
@@ -68,6 +69,9 @@ def test_kernels_give_the_numpy_merges(monkeypatch, corpus, setting):
     counts, n = CORPORA[corpus]
     if setting.endswith("groups"):
         monkeypatch.setattr(LinkedEngine, "GROUP_ENTRIES", 7)
+    if setting == "sorted entries":
+        monkeypatch.setattr(LinkedEngine, "COUNTING_SORT_WIDTH", 0)
+        monkeypatch.setattr(LinkedEngine, "MIN_REBUILD", 8)
     monkeypatch.setattr(coordinator, "THREADS", 2 if setting.startswith("two threads") else 1)
     monkeypatch.setattr(linked_kernels, "TWO_THREADS_MIN", 1)
     numpy_result = _run(monkeypatch, "off", counts, n, **SETTINGS[setting])
@@ -121,6 +125,33 @@ def test_one_round_gives_the_same_hits_table_counts_and_index(monkeypatch):
     new_pairs = np.array([256 << 32 | 256, 97 << 32 | 256, 256 << 32 | 257])
     assert [np.sort(x).tolist() for x in plain.index.lookup(new_pairs)] == \
         [np.sort(x).tolist() for x in fast.index.lookup(new_pairs)]
+
+
+@pytest.mark.parametrize("width", [2, 300, 2**16])
+def test_sorted_live_pairs_and_their_sums_are_numpys(width):
+    """sorted_live_pairs: the packed entries of every live position (next >= 0: not a chunk's last,
+    not merged away) sorted as numpy sorts them; sum_sorted_pairs: their pair counts as aggregate sums them."""
+    rng = np.random.default_rng(width)
+    n = 5000
+    records = np.zeros((n, 4), dtype=np.int32)
+    records[:, 0] = np.arange(1, n + 1)
+    records[rng.random(n) < 0.1, 0] = -1  # a chunk ends
+    records[rng.random(n) < 0.2, 0] = LinkedEngine.REMOVED
+    records[-1, 0] = -1
+    records[:, 2] = rng.integers(1, 1000, n)
+    records[:, 3] = rng.integers(0, width, n)
+    live = np.flatnonzero(records[:, 0] >= 0)
+    first, second = records[live, 3].astype(np.uint64), records[records[live, 0], 3].astype(np.uint64)
+    expected = np.sort(first << np.uint64(48) | second << np.uint64(32) | live.astype(np.uint64))
+    packed = linked_kernels.sorted_live_pairs(records, len(live), width)
+    np.testing.assert_array_equal(packed, expected)
+    keys, sums = linked_kernels.sum_sorted_pairs(records, packed)
+    want_keys, want_sums = aggregate(first.astype(np.int64) << 32 | second.astype(np.int64),
+                                     records[live, 2].astype(np.int64))
+    np.testing.assert_array_equal(keys, want_keys)
+    np.testing.assert_array_equal(sums, want_sums)
+    empty = linked_kernels.sorted_live_pairs(records[:0], 0, width)
+    assert len(empty) == 0 and [len(a) for a in linked_kernels.sum_sorted_pairs(records, empty)] == [0, 0]
 
 
 @pytest.mark.parametrize("n_keys", [0, 1, 5, 3000, 100_000])
@@ -200,7 +231,8 @@ def test_preloading_loads_every_kernel_of_the_engine_in_a_thread(monkeypatch, vo
     kernels = [linked_kernels.fill_records, linked_kernels._holding, linked_kernels._runs_taken,
                linked_kernels.apply_hits, linked_kernels._sums]
     if vocab_size <= 2**16:  # the packed index's (token ids below 2**16)
-        kernels += [linked_kernels.count_live_pairs, linked_kernels.packed_live_pairs]
+        kernels += [linked_kernels.count_live_pairs, linked_kernels.sorted_live_pairs,
+                    linked_kernels.sum_sorted_pairs]
     monkeypatch.setattr(jit, "_preloading", {})
     for k in kernels:
         monkeypatch.setattr(k, "_compiled", None)
