@@ -51,11 +51,14 @@ class PairCounts:
 
     def __init__(self, keys: np.ndarray, counts: np.ndarray, use_kernels: bool = False) -> None:
         self.use_kernels = use_kernels  # falling counts lowered by a kernel (_lower_counts), not numpy
-        ages = age_key(keys)
-        order = np.argsort(ages)
-        self._ages = ages[order]
-        self._counts = np.asarray(counts, dtype=np.int64)[order]
-        self._size = len(order)
+        keys, counts = np.asarray(keys, dtype=np.int64), np.asarray(counts, dtype=np.int64)
+        if use_kernels and len(keys) > 1 and bool(np.all(keys[1:] > keys[:-1])):  # (as every engine counts them)
+            self._ages, self._counts = _by_age(keys, counts)
+        else:
+            ages = age_key(keys)
+            order = np.argsort(ages)
+            self._ages, self._counts = ages[order], counts[order]
+        self._size = len(keys)
         self.live = self._size  # entries with a non-zero count
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
@@ -123,6 +126,34 @@ def _lower_counts_numpy(stored: np.ndarray, counts: np.ndarray, ages: np.ndarray
         return _NEGATIVE
     counts[at] = left
     return int(np.count_nonzero(left == 0))
+
+
+@kernel
+def _by_age(keys, counts):
+    """(age keys, counts) of pairs given in ascending key order, in ascending age order: a stable
+    counting sort by (larger id, side). Within one, the smaller ids already ascend: pairs (high, x)
+    lie side by side in key order, pairs (x, high) in the order of their x. numpy's argsort of the
+    age keys took 0.77 s for SuperBPE's 3.9 M stage-2 pairs on realmix (BENCHMARKS 34)."""
+    n = len(keys)
+    width = 0
+    for i in range(n):
+        width = max(width, max(keys[i] >> 32, keys[i] & 0xFFFFFFFF) + 1)
+    starts = np.zeros(2 * width + 1, dtype=np.int64)
+    for i in range(n):
+        first, second = keys[i] >> 32, keys[i] & 0xFFFFFFFF
+        starts[2 * max(first, second) + (first < second) + 1] += 1
+    for b in range(1, len(starts)):
+        starts[b] += starts[b - 1]
+    ages = np.empty(n, dtype=np.uint64)
+    ordered = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        first, second = keys[i] >> 32, keys[i] & 0xFFFFFFFF
+        high, low, side = max(first, second), min(first, second), first < second
+        b = 2 * high + side
+        ages[starts[b]] = (np.uint64(high) << np.uint64(33)) | (np.uint64(side) << np.uint64(32)) | np.uint64(low)
+        ordered[starts[b]] = counts[i]
+        starts[b] += 1
+    return ages, ordered
 
 
 @kernel

@@ -314,3 +314,22 @@ def test_narrow_rounds_rebuild_a_growing_heap_as_it_runs_short():
         sizes.add(queue._heap_size)
         _apply({int(k): -counts[int(k)] for k in top[:1]}, counts, queue)  # the top pair is merged away
     assert min(sizes) == 2 * PairQueue.HEAP_FIRST and 8 * PairQueue.HEAP_FIRST <= max(sizes) <= PairQueue.HEAP_MOST
+
+
+@pytest.mark.parametrize("high", [3, 300, 70_000])
+def test_pair_counts_in_age_order_by_the_kernel_as_by_argsort(high):
+    """PairCounts from keys in ascending order (as engines count them) takes _by_age's counting sort
+    with the kernels: the same store as numpy's argsort of the age keys; keys out of order take numpy's."""
+    pytest.importorskip("numba")
+    rng = np.random.default_rng(high)
+    first, second = rng.integers(0, high, 5000), rng.integers(0, high, 5000)
+    keys = np.unique(first.astype(np.int64) << 32 | second.astype(np.int64))  # (x, x) pairs included
+    counts = rng.integers(1, 10**12, len(keys))
+    plain, fast = PairCounts(keys, counts), PairCounts(keys, counts, use_kernels=True)
+    for a, b in zip(plain.arrays(), fast.arrays()):
+        np.testing.assert_array_equal(a, b)
+    assert fast.arrays()[0].dtype == np.uint64 and np.all(np.diff(fast.arrays()[0].astype(np.float64)) >= 0)
+    shuffled = rng.permutation(len(keys))
+    unsorted = PairCounts(keys[shuffled], counts[shuffled], use_kernels=True)
+    for a, b in zip(plain.arrays(), unsorted.arrays()):
+        np.testing.assert_array_equal(a, b)
