@@ -56,7 +56,7 @@ SETTINGS = {
     "two threads": {},  # every round's kernels in two threads (TWO_THREADS_MIN made 1 below)
     "two threads exact": {"batching": "exact"},
     "two threads groups": {"engine": "linked"},
-    "sorted entries": {},  # the first count by sorted_live_pairs, and the index rebuilt often (below)
+    "kernel sorts": {},  # the first count by sorted_live_pairs, the index rebuilt often, every hit radix-sorted (below)
 }
 
 
@@ -69,9 +69,10 @@ def test_kernels_give_the_numpy_merges(monkeypatch, corpus, setting):
     counts, n = CORPORA[corpus]
     if setting.endswith("groups"):
         monkeypatch.setattr(LinkedEngine, "GROUP_ENTRIES", 7)
-    if setting == "sorted entries":
+    if setting == "kernel sorts":
         monkeypatch.setattr(LinkedEngine, "COUNTING_SORT_WIDTH", 0)
         monkeypatch.setattr(LinkedEngine, "MIN_REBUILD", 8)
+        monkeypatch.setattr(linked_kernels, "RADIX_MIN", 1)
     monkeypatch.setattr(coordinator, "THREADS", 2 if setting.startswith("two threads") else 1)
     monkeypatch.setattr(linked_kernels, "TWO_THREADS_MIN", 1)
     numpy_result = _run(monkeypatch, "off", counts, n, **SETTINGS[setting])
@@ -152,6 +153,19 @@ def test_sorted_live_pairs_and_their_sums_are_numpys(width):
     np.testing.assert_array_equal(sums, want_sums)
     empty = linked_kernels.sorted_live_pairs(records[:0], 0, width)
     assert len(empty) == 0 and [len(a) for a in linked_kernels.sum_sorted_pairs(records, empty)] == [0, 0]
+
+
+@pytest.mark.parametrize("n_positions", [1, 2047, 2048, 5000, 3 * 10**7])
+def test_holding_candidates_sort_by_position_as_numpy_sorts_them(n_positions):
+    """_by_position: the LSD radix sort of find_hits' values (distinct positions, any members) is numpy's sort."""
+    rng = np.random.default_rng(n_positions)
+    member_bits = 63 - n_positions.bit_length()
+    n = min(n_positions, 20_000)
+    positions = rng.choice(n_positions, n, replace=False).astype(np.int64)
+    found = positions << member_bits | rng.integers(0, min(1 << member_bits, 10**6), n)
+    np.testing.assert_array_equal(linked_kernels._by_position(found.copy(), member_bits, n_positions.bit_length()),
+                                  np.sort(found))
+    assert len(linked_kernels._by_position(found[:0].copy(), member_bits, n_positions.bit_length())) == 0
 
 
 @pytest.mark.parametrize("n_keys", [0, 1, 5, 3000, 100_000])
