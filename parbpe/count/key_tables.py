@@ -28,47 +28,27 @@ _MIX2 = np.uint64(0xBF58476D1CE4E5B9)
 
 
 @kernel
-def _add_keys(slots, counts, mix, shift, keys, weights, start, room):
-    """Add keys[start:] to the table (each weights[i] times, or once where weights is empty) until
-    `room` new keys have taken a slot. Returns (the index reached, the new keys)."""
-    mask = len(slots) - 1
-    weighted = len(weights) > 0
-    added = 0
-    i = start
-    while i < len(keys) and added < room:
-        key = keys[i]
-        at = np.int64((key * mix) >> shift)
-        slot = slots[at]
-        while slot != key and slot != 0:
-            at = (at + 1) & mask
-            slot = slots[at]
-        if slot == 0:
-            slots[at] = key
-            added += 1
-        counts[at] += weights[i] if weighted else 1
-        i += 1
-    return i, added
-
-
-@kernel
-def _add_pairs(firsts, seconds, counts, mix, shift, first, second, weights, start, room):
-    """_add_keys for pairs of words (first[i], second[i])."""
+def _add(firsts, seconds, counts, mix, shift, first, second, weights, start, room):
+    """Add keys first[start:] (or, where seconds is not empty, pairs (first[i], second[i])) to the
+    table, each weights[i] times (or once where weights is empty), until `room` new ones have taken a
+    slot. Returns (the index reached, the new ones)."""
     mask = len(firsts) - 1
     weighted = len(weights) > 0
+    paired = len(seconds) > 0
     added = 0
     i = start
     while i < len(first) and added < room:
         a = first[i]
-        b = second[i]
-        h = (a * mix) ^ b
-        at = np.int64((h * _MIX2) >> shift)
+        b = second[i] if paired else np.uint64(0)
+        at = np.int64((((a * mix) ^ b) * _MIX2 if paired else a * mix) >> shift)
         slot = firsts[at]
-        while slot != 0 and (slot != a or seconds[at] != b):
+        while slot != 0 and (slot != a or (paired and seconds[at] != b)):
             at = (at + 1) & mask
             slot = firsts[at]
         if slot == 0:
             firsts[at] = a
-            seconds[at] = b
+            if paired:
+                seconds[at] = b
             added += 1
         counts[at] += weights[i] if weighted else 1
         i += 1
@@ -109,11 +89,9 @@ class KeyCounts:
                 self._grow()
                 continue
             shift = np.uint64(64 - (len(self._counts).bit_length() - 1))
-            if self.width == 1:
-                done, added = _add_keys(self._words[0], self._counts, self._mix, shift, words[0], weights, done, room)
-            else:
-                done, added = _add_pairs(self._words[0], self._words[1], self._counts, self._mix, shift,
-                                         words[0], words[1], weights, done, room)
+            seconds, second = (self._words[1], words[1]) if self.width == 2 else (self._words[0][:0], words[0][:0])
+            done, added = _add(self._words[0], seconds, self._counts, self._mix, shift, words[0], second, weights,
+                               done, room)
             self._used += int(added)
 
     def _grow(self) -> None:
