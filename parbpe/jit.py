@@ -195,10 +195,15 @@ def _keep_interrupts(unraisable: Any) -> None:
 def _raised_by_a_signal_handler(exc: SystemError) -> BaseException:
     """What to raise for a SystemError out of a kernel: a signal's Python handler that raised while the
     kernel ran (Ctrl-C: KeyboardInterrupt) left its exception set, which numba's dispatcher reports as
-    "returned a result with an exception set", the handler's exception its cause. That one, else exc."""
-    if exc.__cause__ is not None and "with an exception set" in str(exc):
-        return exc.__cause__
-    return exc
+    "returned a result with an exception set", the handler's exception its cause. Where the handler ran
+    inside a call the kernel makes back into Python (numba's `_numba_unpickle` of a constant), that
+    report is itself the cause of another, and the fresh clone's Ctrl-C test ended with an internal
+    error (2026-11-26): the chain of such reports is followed to the handler's exception. That one,
+    else exc."""
+    cause = exc
+    while isinstance(cause, SystemError) and "with an exception set" in str(cause) and cause.__cause__ is not None:
+        cause = cause.__cause__
+    return exc if isinstance(cause, SystemError) else cause
 
 
 def preload(name: str, warm: Callable[[], None]) -> None:

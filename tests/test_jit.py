@@ -141,6 +141,38 @@ def test_ctrl_c_while_a_kernel_runs_raises_keyboard_interrupt():
         signal.signal(signal.SIGUSR1, before)
 
 
+def test_ctrl_c_reported_inside_a_report_is_raised():
+    """Ctrl-C while a kernel calls back into Python (numba unpickling a constant) came out as a
+    SystemError ("returned a result with an exception set") caused by another such SystemError, whose
+    cause was the KeyboardInterrupt: the fresh clone's Ctrl-C test ended with an internal error.
+    A kernel call raises the innermost cause; a SystemError of another kind stays as it is."""
+    def reported(cause: BaseException, depth: int) -> SystemError:
+        exc: BaseException = cause
+        for _ in range(depth):
+            outer = SystemError("<function _numba_unpickle> returned a result with an exception set")
+            outer.__cause__ = exc
+            exc = outer
+        return exc
+
+    def raising(exc):
+        def call(*args):
+            raise exc
+        return call
+
+    kernel = jit.Kernel(lambda: 0, {})
+    for depth in (1, 2, 3):
+        kernel._compiled = raising(reported(KeyboardInterrupt(), depth))
+        with pytest.raises(KeyboardInterrupt):
+            kernel()
+    other = SystemError("something else")
+    kernel._compiled = raising(other)
+    with pytest.raises(SystemError, match="something else"):
+        kernel()
+    kernel._compiled = raising(reported(SystemError("no cause"), 2))  # a chain that ends in no handler's exception
+    with pytest.raises(SystemError, match="with an exception set"):
+        kernel()
+
+
 def test_ctrl_c_swallowed_by_a_c_callback_in_a_kernel_call_is_raised(monkeypatch):
     """Ctrl-C arriving while numba compiles a kernel raises KeyboardInterrupt inside llvmlite's C
     callback, which ctypes only reports (sys.unraisablehook): the run went on to exit 0. Here a real
