@@ -170,7 +170,8 @@ def counter_table(counter: Counter[str]) -> pa.Table:
 class StringCounts:
     """Counts of strings, summed on demand: strings of up to 8 bytes (most pieces and chunks) as
     uint64 keys and strings of 9 to 16 bytes as pairs of them, counted with numpy sorts
-    (short_keys.py); longer ones as pyarrow tables counted by hashing. A string is in one part or
+    (short_keys.py), or with hashed=True (the JIT's path) summed as they come in numba hash tables
+    (key_tables.py); longer ones as pyarrow tables counted by hashing. A string is in one part or
     another by its bytes alone, so the parts never overlap.
     """
 
