@@ -304,7 +304,7 @@ class BatchCounter:
     compact_rows = _COMPACT_ROWS
 
     def __init__(self, hashed: bool = False) -> None:
-        self._hashed = hashed  # (StringCounts' hash tables: with the JIT)
+        self._use_tables = hashed  # StringCounts with hash tables (the JIT)
         self._held = StringCounts(hashed)
         self._summed_rows = 0
 
@@ -327,7 +327,7 @@ class BatchCounter:
 
     def _take(self) -> StringCounts:
         """Everything counted, leaving the counter empty."""
-        held, self._held, self._summed_rows = self._held, StringCounts(self._hashed), 0
+        held, self._held, self._summed_rows = self._held, StringCounts(self._use_tables), 0
         return held
 
 
