@@ -32,6 +32,7 @@ from ..io.units import WorkUnit
 from ..patterns import SUPERWORD_PATTERN, pattern_name
 from ..run.faults import test_stop
 from ..run.memory import (
+    CALLER_FLOOR,
     CountLayout,
     count_layout,
     format_size,
@@ -149,7 +150,7 @@ def count_units(ctx: RunContext, units: list[WorkUnit], config: TrainConfig, run
         trim_heap()
         sizes = [unit_text_bytes(u) for u in units]
         unit_bytes = max(sizes)
-        numpy_only = not jit_fits(budget, workers, ctx.in_use(), unit_bytes, config.pattern, sum(sizes))
+        numpy_only = not jit_fits(budget, workers, unit_bytes, config.pattern, sum(sizes))
         if not numpy_only:
             prepare(config.pattern)  # numba and the lexer: the layout sees their weight
         layout = count_layout(budget, workers, ctx.in_use(), unit_bytes)
@@ -184,18 +185,24 @@ def count_units(ctx: RunContext, units: list[WorkUnit], config: TrainConfig, run
     return counted
 
 
-def jit_fits(budget: int, workers: int, in_use: int, unit_bytes: int, pattern: str, text_bytes: int) -> bool:
+def jit_fits(budget: int, workers: int, unit_bytes: int, pattern: str, text_bytes: int) -> bool:
     """Whether the numba kernels may count the text: always with --jit on; with auto, when numba is
     there, there is JIT_COUNT_MIN_BYTES of text to repay its start, and its weight (JIT_RSS a process,
     as count_layout reckons starts) leaves as many counting shards as the numpy path has (under a
-    tight budget, two numpy shards count faster than one with numba)."""
+    tight budget, two numpy shards count faster than one with numba).
+
+    The layouts compared start from CALLER_FLOOR, what every run of the command reckons, not the RSS
+    measured: that differs by a few MB from run to run, and whether numba loads decides the merge
+    stage's automatic cutoff (it reckons numba's weight once loaded), so the same command at 400 MB
+    made two tokenizers (2026-11-26: min_count 10 or 29). The layout itself still measures."""
     if not jit_would_count(pattern):
         return False
     if jit.mode() == "on":
         return True
     if text_bytes < JIT_COUNT_MIN_BYTES:
         return False
-    numpy_layout, jit_layout = (_layout_or_none(budget, workers, in_use + extra, unit_bytes) for extra in (0, JIT_RSS))
+    numpy_layout, jit_layout = (_layout_or_none(budget, workers, CALLER_FLOOR + extra, unit_bytes)
+                                for extra in (0, JIT_RSS))
     return jit_layout is not None and (numpy_layout is None or jit_layout.shards >= numpy_layout.shards)
 
 

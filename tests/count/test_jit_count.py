@@ -290,6 +290,21 @@ def test_a_run_counts_with_numba_from_enough_text_under_auto(monkeypatch, name, 
 
     monkeypatch.setenv("PARBPE_JIT", mode)
     pattern = SUPERWORD_PATTERN if name == "superword" else PATTERNS[name]
-    assert jit_fits(10**11, 2, 10**8, 10**6, pattern, text_bytes) == numba
+    assert jit_fits(10**11, 2, 10**6, pattern, text_bytes) == numba
     pieces = ShardCounter(TrainConfig(pattern=name), "/nonexistent", "t").pieces  # (a worker: the run decided)
     assert (pieces._use_jit if name == "superword" else pieces._jit_kind is not None) == (mode != "off")
+
+
+@pytest.mark.parametrize(("budget", "numba"), [(400 * 10**6, False), (10**9, True)])
+def test_whether_numba_counts_is_one_answer_for_one_command(monkeypatch, budget, numba):
+    """The 1 GB corpus's command (1.7 MB units, 2 workers): at 400 MB numba's weight would leave one
+    counting shard where numpy has two, at 1 GB both have two. The answer is reckoned from CALLER_FLOOR,
+    never from the RSS measured, which put the same command on either side (a start of 99.8 or 107.4 MB
+    at 400 MB, 2026-11-26) and the merge stage's cutoff with it (it reckons numba once loaded)."""
+    from parbpe.pipeline import count as count_stage
+    from parbpe.run import memory
+
+    monkeypatch.setenv("PARBPE_JIT", "auto")
+    for module in (memory, count_stage):  # a measure, were one taken, would say there is no room
+        monkeypatch.setattr(module, "process_rss", lambda: 10**12)
+    assert count_stage.jit_fits(budget, 2, 1_700_000, PATTERNS["gpt2"], 10**9) == numba
