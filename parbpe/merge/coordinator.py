@@ -106,8 +106,9 @@ def learn_merges(
     not put back; replayed merges are not checked. MergeResult.skipped counts the pairs left out.
     max_token_bytes > 0: a pair whose token would be longer is left out the same way (a length is a
     sum of two numbers: checked with numpy, for the ranked pairs and every count change).
-    threads: of a linked engine merging in this process (None: THREADS; 1 where memory is tight, as
-    two threads hold their temporaries at once).
+    threads: of a linked engine merging in this process (None: THREADS, and numpy's index sorted by
+    radix passes; 1 where memory is tight, as two threads hold their temporaries at once, and sorts
+    in place).
     sliced: merge workers started on this table already (SlicedEngine, e.g. having encoded it; its
     `table`): they merge it whatever `workers` says, unless the run engine is picked, which merges
     here; they are stopped in the end either way.
@@ -140,7 +141,7 @@ def learn_merges(
         elif use_chunk:
             runner = ChunkEngine(table, nonoverlap=nonoverlap)
         else:
-            runner = LinkedEngine(table, threads=THREADS if threads is None else threads)
+            runner = LinkedEngine(table, threads=THREADS if threads is None else threads, roomy=threads is None)
         return _merge_rounds(runner, vocab, n_merges, max_batch_size, cap_divisor, exact, throttled, clock,
                              replay, on_round, allow, min_pair_count, max_token_bytes)
     try:

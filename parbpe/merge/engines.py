@@ -20,7 +20,7 @@ from .. import jit
 from . import linked_kernels
 from .exact import boundary_events, prefix_stop
 from .pair_index import PairIndex
-from .pairs import aggregate, aggregate_sorted, gather, pack, pair_keys_and_weights, run_parity, wide_key
+from .pairs import aggregate, aggregate_sorted, gather, pack, pair_keys_and_weights, run_parity, sort_by_pair, wide_key
 from .table import ChunkTable
 
 
@@ -147,8 +147,12 @@ class LinkedEngine:
     GROUP_SHARE = 32  # ... or this share of the live pairs, if more
     COUNTING_SORT_WIDTH = 1024  # with the JIT, a table's first pairs are counting-sorted below this many ids
 
-    def __init__(self, table: ChunkTable, use_kernels: bool | None = None, threads: int = 1) -> None:
+    def __init__(self, table: ChunkTable, use_kernels: bool | None = None, threads: int = 1,
+                 roomy: bool = False) -> None:
         self.table = table
+        # numpy's index sorted by radix passes (pairs.sort_by_pair: two arrays of the index's size
+        # beside it) where the budget has room, else in place
+        self.roomy = roomy
         t = table
         n_tokens = len(t.tokens)
         # find and apply the hits with linked_kernels (None: as use_kernels decides for this size)
@@ -215,7 +219,7 @@ class LinkedEngine:
             return keys, counts
         # The table's largest moment: the index's packed entries (narrow key, position); then the
         # narrow keys and weights of the counts, a slice at a time. At most one uint64, a uint32 and a
-        # weight per pair at once.
+        # weight per pair at once (roomy: the entries' radix sort holds a copy and an int64 order).
         packed = self._packed_entries(width)
         self._index.add_packed(packed)
         if not count:
@@ -258,6 +262,8 @@ class LinkedEngine:
             out |= starts.astype(np.uint64)
             at += len(starts)
         del live
+        if self.roomy:
+            return sort_by_pair(packed)
         packed.sort()
         return packed
 

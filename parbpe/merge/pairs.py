@@ -6,6 +6,8 @@ position, which chunk it belongs to; a pair exists at i when i and i + 1 are in 
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 SHIFT = np.int64(32)
@@ -110,18 +112,36 @@ def aggregate(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def _aggregate_narrow(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """aggregate() of keys whose tokens are below 2**16, sorted as (first << 16 | second) << 32 | index.
-    Made in place where it can: its temporaries peak at three arrays of the keys' size (an argsort's
-    path holds four, and int64 weights)."""
+    Its temporaries peak at three arrays of the keys' size (an argsort's path holds four, and int64
+    weights)."""
     packed = narrow_key(keys)
     packed <<= np.uint64(32)
     packed |= np.arange(len(keys), dtype=np.uint64)
-    packed.sort()
+    packed = sort_by_pair(packed)
     index = packed & LOW32
     weights = weights[index.view(np.int64)]  # (below 2**32: the same numbers as int64)
     del index
     packed >>= np.uint64(32)
     narrow, sums = aggregate_sorted(packed, weights)  # summed in int64 whatever the weights' type
     return wide_key(narrow), sums
+
+
+# The 16-bit words of a packed entry (first << 16 | second) << 32 | low that hold second and first.
+_SECOND, _FIRST = (2, 3) if sys.byteorder == "little" else (1, 0)
+
+
+def sort_by_pair(entries: np.ndarray) -> np.ndarray:
+    """Packed uint64 entries (first << 16 | second) << 32 | low, sorted, where the low halves already
+    ascend within each pair in the order given (positions or indexes made in order): np.sort's
+    result by two stable passes over the 16-bit tokens, second then first (numpy's stable argsort of
+    uint16 is a radix sort). 1.8-2x faster than np.sort on 0.3-1.3 M entries (FineWeb's index and
+    count changes), for a new array and an int64 order of their size at once (np.sort in place:
+    none)."""
+    order = np.argsort(entries.view(np.uint16)[_SECOND::4], kind="stable")
+    entries = entries[order]
+    del order
+    order = np.argsort(entries.view(np.uint16)[_FIRST::4], kind="stable")
+    return entries[order]
 
 
 def aggregate_sorted(sorted_keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from parbpe.merge.pairs import PACKED_SORT_MIN, aggregate, narrow_key, pack, wide_key
+from parbpe.merge.pairs import PACKED_SORT_MIN, aggregate, narrow_key, pack, sort_by_pair, wide_key
 
 
 def _reference(keys: np.ndarray, weights: np.ndarray) -> tuple[list[int], list[int]]:
@@ -47,3 +47,16 @@ def test_narrow_keys_keep_the_order_and_come_back():
     assert narrow.dtype == np.uint64 and narrow.tolist() == [(k >> 32) << 16 | (k & 0xFFFF) for k in keys.tolist()]
     assert np.array_equal(np.argsort(narrow, kind="stable"), np.argsort(keys, kind="stable"))
     assert np.array_equal(wide_key(narrow), keys) and wide_key(narrow.astype(np.uint32)).dtype == np.int64
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5000, 300_000])
+def test_sort_by_pair_is_nps_sort_where_the_low_halves_ascend(n):
+    """Index entries (positions made in order) and count changes (their indexes): the radix passes
+    sort them as np.sort does, tokens at both ends of 16 bits, lows up to 2**32 - 1."""
+    rng = np.random.default_rng(n)
+    first = np.concatenate([[2**16 - 1, 0], rng.integers(0, 2**16, n)])[:n].astype(np.uint64)
+    second = np.concatenate([[0, 2**16 - 1], rng.choice(np.array([0, 1, 7, 2**16 - 1]), n)])[:n].astype(np.uint64)
+    low = np.sort(rng.choice(np.array([0, 1, 2**31, 2**32 - 1], dtype=np.uint64), n))  # ascending, repeats
+    entries = (first << np.uint64(48)) | (second << np.uint64(32)) | low
+    got = sort_by_pair(entries)
+    assert got.dtype == np.uint64 and np.array_equal(got, np.sort(entries))
