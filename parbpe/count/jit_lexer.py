@@ -405,21 +405,41 @@ def _gpt4o_word_end(bits, i, n):
     return -1
 
 
+# Bytes of documents a chunk_bounds call decodes and splits at a time (a longer document whole).
+CHUNK_BOUNDS_BYTES = 1 << 19
+
+
 def chunk_bounds(data: np.ndarray, docs: np.ndarray, kind: int, group: int,
                  tables: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """Bounds (int32, from 0 to len(data)) of the chunks of the UTF-8 documents data[docs[d]:docs[d + 1]],
-    split by the pattern `kind` (KINDS) with `group` digits a chunk at most; tables: char_tables()."""
+    split by the pattern `kind` (KINDS) with `group` digits a chunk at most; tables: char_tables().
+
+    The documents are decoded and split CHUNK_BOUNDS_BYTES of them at a time, into the same buffers
+    (chunks never cross documents). Buffers the size of a whole call (13 bytes a byte of text: the
+    superword split's 4 MB windows) were handed back to the OS when freed and mapped afresh by the
+    next call: its page faults made the split 1.85x slower (BENCHMARKS 35)."""
     size = len(data)
-    bits, low, folded = (np.empty(size, np.uint8) for _ in range(3))
-    pos = np.empty(size + 1, np.int32)  # (a pyarrow string array's bytes fit in int32)
-    char_docs = np.empty(len(docs), np.int64)
-    chars = decode(data, docs, tables[0], tables[1], bits, low, folded, pos, char_docs)
-    starts = np.empty(chars, np.int32)
-    found = chunk_starts(kind, group, bits, low, folded, char_docs, starts)
-    bounds = np.empty(found + 1, np.int32)
-    np.take(pos, starts[:found], out=bounds[:found])
-    bounds[found] = size
-    return bounds
+    spans = []  # (first document, last document + 1) of each part
+    first = 0
+    while first < len(docs) - 1:
+        last = max(int(np.searchsorted(docs, docs[first] + CHUNK_BOUNDS_BYTES, "right")) - 1, first + 1)
+        spans.append((first, last))
+        first = last
+    widest = max((int(docs[b] - docs[a]) for a, b in spans), default=0)
+    bits, low, folded = (np.empty(widest, np.uint8) for _ in range(3))
+    pos = np.empty(widest + 1, np.int32)  # (a pyarrow string array's bytes fit in int32)
+    char_docs = np.empty(max((b - a + 1 for a, b in spans), default=1), np.int64)
+    starts = np.empty(widest, np.int32)
+    parts = []
+    for a, b in spans:
+        lo, n = int(docs[a]), int(docs[b] - docs[a])
+        part_docs = char_docs[:b - a + 1]
+        chars = decode(data[lo:lo + n], docs[a:b + 1] - lo, tables[0], tables[1], bits[:n], low[:n], folded[:n],
+                       pos[:n + 1], part_docs)
+        found = chunk_starts(kind, group, bits[:n], low[:n], folded[:n], part_docs, starts[:chars])
+        parts.append(pos[starts[:found]] + np.int32(lo))
+    parts.append(np.array([size], np.int32))
+    return np.concatenate(parts)
 
 
 def chunk_starts(kind: int, group: int, bits, low, folded, char_docs, out) -> int:

@@ -88,9 +88,15 @@ def test_each_tricky_string_alone_equals_regex(name):
         assert jit_chunks([text], pattern) == regex_chunks([text], pattern), text
 
 
+# chunk_bounds' parts: the default (these texts in one), and 64 bytes (many; documents longer whole)
+SPANS = [jit_lexer.CHUNK_BOUNDS_BYTES, 64]
+
+
+@pytest.mark.parametrize("span", SPANS)
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("name", NAMES)
-def test_random_text_of_every_category_equals_regex(name, seed):
+def test_random_text_of_every_category_equals_regex(monkeypatch, name, seed, span):
+    monkeypatch.setattr(jit_lexer, "CHUNK_BOUNDS_BYTES", span)
     pattern = PATTERN_VARIANTS[name]
     rng = random.Random(seed)
     documents = [random_text(rng, rng.randint(0, 80)) for _ in range(400)]
@@ -127,8 +133,10 @@ def test_superword_tricky_strings_alone_equal_regex():
         assert jit_chunks([text], SUPERWORD_PATTERN) == regex_chunks([text], SUPERWORD_LINES_PATTERN), text
 
 
+@pytest.mark.parametrize("span", SPANS)
 @pytest.mark.parametrize("seed", range(4))
-def test_superword_random_text_of_every_category_equals_regex(seed):
+def test_superword_random_text_of_every_category_equals_regex(monkeypatch, seed, span):
+    monkeypatch.setattr(jit_lexer, "CHUNK_BOUNDS_BYTES", span)
     rng = random.Random(seed)
     documents = superword_documents([random_text(rng, rng.randint(0, 80)) for _ in range(400)])
     assert jit_chunks(documents, SUPERWORD_PATTERN) == regex_chunks(documents, SUPERWORD_LINES_PATTERN)
