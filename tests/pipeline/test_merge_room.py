@@ -13,14 +13,15 @@ from parbpe.pipeline import merge as merge_stage
 
 @pytest.fixture
 def engines_made(monkeypatch):
-    """The threads of every LinkedEngine the runs make (not the preload's, which names its kernels)."""
+    """The threads and room (roomy: numpy's index sorted by radix passes) of every LinkedEngine the runs
+    make (not the preload's, which names its kernels)."""
     made = []
     init = engines.LinkedEngine.__init__
 
-    def record(self, table, use_kernels=None, threads=1):
+    def record(self, table, use_kernels=None, threads=1, roomy=False):
         if use_kernels is None:
-            made.append(threads)
-        init(self, table, use_kernels, threads)
+            made.append((threads, roomy))
+        init(self, table, use_kernels, threads, roomy)
 
     monkeypatch.setattr(engines.LinkedEngine, "__init__", record)
     monkeypatch.setattr(jit, "_preloading", {})
@@ -35,7 +36,7 @@ def test_room_decides_the_preload_and_the_second_thread(monkeypatch, engines_mad
     texts = [f"document {i}: the quick brown fox jumps over the lazy dog {i * 7}" for i in range(300)]
     result = parbpe.train_from_iterator(texts, vocab_size=400, workers=1)
     jit.settle()
-    assert engines_made == [2 if roomy else 1] and bool(jit._preloading) == roomy
+    assert engines_made == [(2, True) if roomy else (1, False)] and bool(jit._preloading) == roomy
     monkeypatch.setattr(merge_stage, "_room", lambda fit, budget: "numba" if roomy else "speed")
     monkeypatch.setattr(jit, "_preloading", {})
     assert parbpe.train_from_iterator(texts, vocab_size=400, workers=1).tokenizer.merges == result.tokenizer.merges
@@ -66,8 +67,8 @@ def test_no_room_for_numba_merges_with_numpy_under_auto(monkeypatch, engines_mad
     kernels = []
     init = engines.LinkedEngine.__init__
 
-    def record(self, table, use_kernels=None, threads=1):
-        init(self, table, use_kernels, threads)
+    def record(self, table, use_kernels=None, threads=1, roomy=False):
+        init(self, table, use_kernels, threads, roomy)
         kernels.append(self.jit)
 
     monkeypatch.setattr(engines.LinkedEngine, "__init__", record)
