@@ -101,6 +101,16 @@ def loaded() -> bool:
     return _numba_checked and _numba is not None
 
 
+def warm() -> bool:
+    """Whether kernels run in this process at no cost of numba's start: with --jit on (which loads
+    it), or under auto where numba is loaded already (for one small job its start costs more)."""
+    current = mode()
+    if current == "on":
+        require()
+        return True
+    return current == "auto" and loaded()
+
+
 def would_run(work: int, at_least: int) -> bool:
     """worth(work, at_least) without importing numba (installed or not is all it looks at)."""
     current = mode()

@@ -31,7 +31,7 @@ def byte_order(strings: pa.Array) -> np.ndarray:
     numpy, the reference: SuperBPE's 2.3 M superword chunks of realmix (113 MB) took 1.38 s with
     numpy, 0.56 s with the kernel (BENCHMARKS 35)."""
     offsets, data = string_buffers(strings)
-    if jit.mode() == "on" or (jit.mode() == "auto" and jit.loaded()):
+    if jit.warm():
         return radix_order(offsets, data)
     if len(data) and not data.all():  # a zero byte: the padding could tie strings of different lengths
         return pc.sort_indices(strings.cast(pa.large_binary())).to_numpy()

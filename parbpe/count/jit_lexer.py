@@ -18,6 +18,7 @@ import importlib.util
 import os
 import unicodedata
 import zipfile
+from collections.abc import Iterator
 
 import numpy as np
 import regex
@@ -405,6 +406,16 @@ def _gpt4o_word_end(bits, i, n):
     return -1
 
 
+def document_spans(offsets: np.ndarray, size: int) -> Iterator[tuple[int, int]]:
+    """(first, end) of consecutive runs of the documents data[offsets[d]:offsets[d + 1]], each run
+    about `size` bytes at most (a longer document is a run of its own)."""
+    first = 0
+    while first < len(offsets) - 1:
+        last = max(int(np.searchsorted(offsets, offsets[first] + size, "right")) - 1, first + 1)
+        yield first, last
+        first = last
+
+
 # Bytes of documents a chunk_bounds call decodes and splits at a time (a longer document whole).
 CHUNK_BOUNDS_BYTES = 1 << 19
 
@@ -419,12 +430,7 @@ def chunk_bounds(data: np.ndarray, docs: np.ndarray, kind: int, group: int,
     superword split's 4 MB windows) were handed back to the OS when freed and mapped afresh by the
     next call: its page faults made the split 1.85x slower (BENCHMARKS 35)."""
     size = len(data)
-    spans = []  # (first document, last document + 1) of each part
-    first = 0
-    while first < len(docs) - 1:
-        last = max(int(np.searchsorted(docs, docs[first] + CHUNK_BOUNDS_BYTES, "right")) - 1, first + 1)
-        spans.append((first, last))
-        first = last
+    spans = list(document_spans(docs, CHUNK_BOUNDS_BYTES))
     widest = max((int(docs[b] - docs[a]) for a, b in spans), default=0)
     bits, low, folded = (np.empty(widest, np.uint8) for _ in range(3))
     pos = np.empty(widest + 1, np.int32)  # (a pyarrow string array's bytes fit in int32)

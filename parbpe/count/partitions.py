@@ -61,7 +61,7 @@ def _kernel_hashes() -> bool:
     (SuperBPE's second count forks its workers from a parent that merged with the kernels), or --jit
     on (enabled() then imports it). The numpy hash makes several uint64 arrays per byte: 1.5 s for
     superword counts' 120 MB."""
-    return jit.enabled() and jit.loaded()
+    return jit.warm()
 
 
 @jit.kernel

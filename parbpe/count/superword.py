@@ -121,13 +121,10 @@ class SuperwordCounter(BatchCounter):
     def add(self, texts) -> None:
         """Add the chunks of texts (a string array), a window of texts at a time."""
         offsets, data = _buffers(texts)
-        first = 0
-        while first < len(offsets) - 1:
-            last = max(int(np.searchsorted(offsets, offsets[first] + _WINDOW, "right")) - 1, first + 1)
+        for first, last in jit_lexer.document_spans(offsets, _WINDOW):
             part = data[offsets[first]:offsets[last]]
             if len(part):
                 self._held.add(part, self._bounds(part, offsets[first:last + 1] - offsets[first]))
-            first = last
         self._added()
 
     def _bounds(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
