@@ -269,7 +269,11 @@ class LinkedEngine:
 
     def _index_new_pairs(self, keys: np.ndarray, positions: np.ndarray) -> None:
         """Index the pairs a round made (at positions), and rebuild the index if it went stale."""
-        self._index.add(keys, positions)
+        entries = linked_kernels.new_pair_entries(keys, positions) if self.jit and self._index.packed else None
+        if entries is not None:
+            self._index.add_packed(entries)
+        else:
+            self._index.add(keys, positions)
         self._rebuild_index_if_stale()
 
     def _rebuild_index_if_stale(self) -> None:

@@ -236,6 +236,40 @@ def apply_hits(records, tokens, hits, which, new_ids, removed):
     return keys[:m], deltas[:m], made, positions[:m - made]
 
 
+@kernel
+def new_pair_entries(keys, positions):
+    """The packed index entries (first << 48 | second << 32 | position) of a round's new pairs
+    (apply_hits' keys from `made` on, tokens below 2**16, and their positions), sorted; None if the
+    positions do not ascend (then the caller sorts). In position order, a stable LSD radix sort of
+    the 32-bit pair, 11 bits a pass (a pass whose digits are all alike skipped), leaves np.sort's
+    order: 3.5x faster than np.sort on 0.2-3 M entries, which the first rounds make."""
+    n = len(keys)
+    entries = np.empty(n, dtype=np.uint64)
+    last = np.int64(-1)
+    for i in range(n):
+        p = np.int64(positions[i])
+        if p <= last:
+            return None
+        last = p
+        k = keys[i]
+        entries[i] = np.uint64(((k >> 32) << 48) | ((k & 0xFFFF) << 32) | p)
+    scratch = np.empty(n, dtype=np.uint64)
+    for shift in (32, 43, 54):
+        starts = np.zeros(2049, dtype=np.int64)
+        for i in range(n):
+            starts[((entries[i] >> np.uint64(shift)) & np.uint64(2047)) + 1] += 1
+        if starts.max() == n:
+            continue
+        for d in range(1, 2049):
+            starts[d] += starts[d - 1]
+        for i in range(n):
+            d = (entries[i] >> np.uint64(shift)) & np.uint64(2047)
+            scratch[starts[d]] = entries[i]
+            starts[d] += 1
+        entries, scratch = scratch, entries
+    return entries
+
+
 def sum_by_key(keys: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """pairs.aggregate with a hash table (_sums): sorted unique keys and their non-zero sums. (Summing
     by halves in two threads, then their sums again, gained nothing on realmix: BENCHMARKS 27.)"""

@@ -170,6 +170,26 @@ def test_holding_candidates_sort_by_position_as_numpy_sorts_them(n_positions):
     assert len(linked_kernels._by_position(found[:0].copy(), member_bits, n_positions.bit_length())) == 0
 
 
+@pytest.mark.parametrize("n", [0, 1, 2, 300, 50_000])
+def test_new_pair_entries_sort_as_numpy_sorts_the_index_entries(n):
+    """new_pair_entries: a round's new pairs at ascending positions, packed and radix-sorted, are the
+    entries np.sort gives (ties of a pair by position; pairs alike in a whole digit, and pairs
+    whose first tokens alone differ); positions that do not ascend give None (the caller sorts)."""
+    rng = np.random.default_rng(n)
+    positions = np.sort(rng.choice(3 * 10**7, n, replace=False)).astype(np.int64)
+    for first_ids, second_ids in [((0, 65536), (0, 65536)), ((300, 302), (7, 9)), ((256, 65536), (40, 41))]:
+        first, second = rng.integers(*first_ids, n), rng.integers(*second_ids, n)
+        keys = first << 32 | second
+        want = np.sort((first.astype(np.uint64) << np.uint64(48)) | (second.astype(np.uint64) << np.uint64(32))
+                       | positions.astype(np.uint64))
+        got = linked_kernels.new_pair_entries(keys, positions)
+        assert got.dtype == np.uint64
+        np.testing.assert_array_equal(got, want)
+    if n >= 2:
+        assert linked_kernels.new_pair_entries(keys, positions[::-1].copy()) is None
+        assert linked_kernels.new_pair_entries(keys[:2], np.array([5, 5])) is None
+
+
 @pytest.mark.parametrize("n_keys", [0, 1, 5, 3000, 100_000])
 def test_sum_by_key_is_aggregate(n_keys):
     from parbpe.merge.linked_kernels import sum_by_key
@@ -225,14 +245,14 @@ def test_an_error_in_the_index_thread_is_raised_by_the_run(monkeypatch):
     monkeypatch.setenv("PARBPE_JIT", "on")
     monkeypatch.setattr(coordinator, "THREADS", 2)
     monkeypatch.setattr(linked_kernels, "TWO_THREADS_MIN", 1)
-    added = PairIndex.add
+    added = PairIndex.add_packed
 
-    def add(self, keys, values, presorted=False):
-        if len(keys) and keys.max() >> 32 >= 260:  # the pairs of the fifth new token on
+    def add_packed(self, entries):
+        if len(entries) and entries.max() >> np.uint64(48) >= 260:  # the pairs of the fifth new token on
             raise MemoryError("no room for the index")
-        return added(self, keys, values, presorted)
+        return added(self, entries)
 
-    monkeypatch.setattr(PairIndex, "add", add)
+    monkeypatch.setattr(PairIndex, "add_packed", add_packed)
     with pytest.raises(MemoryError, match="no room for the index"):
         learn_merges(_table(counts, n), [bytes([b]) for b in range(256)], n, max_batch_size=1)
 
