@@ -167,7 +167,9 @@ class LinkedEngine:
             # One record a position, (next, prev, weight, token): the kernels' layout (linked_kernels).
             link_dtype = np.promote_types(link_dtype, weight_dtype).type
             self.records = np.empty((n_tokens, 4), dtype=link_dtype)
-            linked_kernels.fill_records(self.records, t.tokens, t.starts, t.counts)
+            two = self.threads > 1 and n_tokens >= linked_kernels.TWO_THREADS_MIN
+            fill = linked_kernels.fill_records_in_two if two else linked_kernels.fill_records
+            fill(self.records, t.tokens, t.starts, t.counts)
             self.next, self.prev, self.weight = self.records[:, 0], self.records[:, 1], self.records[:, 2]
         else:
             self.records = None
@@ -178,7 +180,8 @@ class LinkedEngine:
                 self.next[t.starts[1:] - 1] = -1
                 self.prev[t.starts[:-1]] = -1
             self.weight = np.repeat(t.counts.astype(weight_dtype), t.lengths)
-        self._index = PairIndex(value_dtype=link_dtype, packed=link_dtype == np.int32 and t.tokens.dtype == np.uint16)
+        self._index = PairIndex(value_dtype=link_dtype, packed=link_dtype == np.int32 and t.tokens.dtype == np.uint16,
+                                use_kernels=self.jit)
         self._pending: linked_kernels.Beside | None = None  # a round's index work, done beside the next steps
         self._marked = None if self.jit else np.zeros(n_tokens, dtype=bool)  # numpy's scratch, all False between rounds
         self.live_pairs = 0  # adjacent live positions: what a fresh index would hold

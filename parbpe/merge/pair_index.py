@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..jit import kernel
 from .pairs import LOW32, gather, narrow_key
 
 
@@ -57,6 +58,7 @@ class PairIndex:
     blocks: list = field(default_factory=list)
     value_dtype: type = np.int64
     packed: bool = False
+    use_kernels: bool = False  # packed blocks folded by a kernel's merge (merged_runs), not numpy's sort
 
     def add(self, keys: np.ndarray, values: np.ndarray, presorted: bool = False) -> None:
         """Add (key, value) entries of pairs new to the index; fold small blocks together."""
@@ -81,7 +83,9 @@ class PairIndex:
     def _fold(self) -> None:
         while len(self.blocks) >= 3 and len(self.blocks[-2]) <= len(self.blocks[-1]):
             newer, older = self.blocks.pop(), self.blocks.pop()
-            if self.packed:
+            if self.packed and self.use_kernels:
+                self.blocks.append(merged_runs(older, newer))
+            elif self.packed:
                 merged = np.concatenate([older, newer])
                 del older, newer
                 merged.sort(kind="stable")  # in place: a fold holds its entries twice, not three times
@@ -137,3 +141,20 @@ class PairIndex:
         mask = np.zeros(n_chunks, dtype=bool)
         mask[chunk_ids] = True
         return np.flatnonzero(mask)
+
+
+@kernel
+def merged_runs(older, newer):
+    """Two sorted uint64 blocks as one (a fold): one pass, where numpy's stable sort of the two
+    concatenated finds the runs, then merges them through a copy of one. Holds both blocks and the
+    merged one, as the concatenation does."""
+    out = np.empty(len(older) + len(newer), dtype=np.uint64)
+    i = j = 0
+    for k in range(len(out)):
+        if j == len(newer) or (i < len(older) and older[i] <= newer[j]):
+            out[k] = older[i]
+            i += 1
+        else:
+            out[k] = newer[j]
+            j += 1
+    return out

@@ -28,10 +28,13 @@ def test_merge_sorted_equals_a_stable_sort(seed):
     assert merged.values.dtype == np.int32
 
 
-@pytest.mark.parametrize("packed", [False, True])
-def test_lookup_finds_every_entry_through_folds(packed):
+@pytest.mark.parametrize("packed, use_kernels", [(False, False), (True, False), (True, True)])
+def test_lookup_finds_every_entry_through_folds(packed, use_kernels):
+    """Entries added in rounds are all found after the folds (by numpy's sort, or the kernel's merge)."""
+    if use_kernels:
+        pytest.importorskip("numba")
     rng = random.Random(3)
-    index = PairIndex(value_dtype=np.int32, packed=packed)
+    index = PairIndex(value_dtype=np.int32, packed=packed, use_kernels=use_kernels)
     big = [(a << 32) | b for a in (0, 1, 255, 65535) for b in (0, 7, 65534, 65535)]  # keys as pack() makes them
     added: set[tuple[int, int]] = set()
     first = None
@@ -78,3 +81,15 @@ def test_pair_counts_are_exact_past_int32(vocab_size):
     huge = build_table([b"abc"], [2**40], vocab_size)
     assert LinkedEngine(huge).weight.dtype == np.int64
     assert dict(zip(*map(np.ndarray.tolist, LinkedEngine(huge).initial_pair_counts())))[int(pack(97, 98))] == 2**40
+
+
+@pytest.mark.parametrize("sizes", [(0, 0), (0, 5), (5, 0), (1, 1), (1000, 3), (3, 1000), (5000, 5000)])
+def test_the_fold_kernel_merges_as_numpy_sorts(sizes):
+    """merged_runs: two sorted uint64 blocks merged is their concatenation sorted (equal entries too)."""
+    pytest.importorskip("numba")
+    from parbpe.merge.pair_index import merged_runs
+
+    rng = np.random.default_rng(sum(sizes))
+    older, newer = (np.sort(rng.integers(0, 2**64 - 1, n, dtype=np.uint64) >> np.uint64(rng.integers(0, 60)))
+                    for n in sizes)
+    np.testing.assert_array_equal(merged_runs(older, newer), np.sort(np.concatenate([older, newer])))
