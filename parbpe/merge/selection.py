@@ -50,7 +50,9 @@ class PairCounts:
     """
 
     def __init__(self, keys: np.ndarray, counts: np.ndarray, use_kernels: bool = False) -> None:
-        self.use_kernels = use_kernels  # falling counts lowered by a kernel (_lower_counts), not numpy
+        # with kernels: falling counts found through _high_starts (_lower_by_key), new pairs put in
+        # age order by a counting sort (_rising_by_age), where numpy sorts and searches the store
+        self.use_kernels = use_kernels
         keys, counts = np.asarray(keys, dtype=np.int64), np.asarray(counts, dtype=np.int64)
         if use_kernels and len(keys) > 1 and bool(np.all(keys[1:] > keys[:-1])):  # (as every engine counts them)
             self._ages, self._counts = _by_age(keys, counts)
@@ -60,6 +62,8 @@ class PairCounts:
             self._ages, self._counts = ages[order], counts[order]
         self._size = len(keys)
         self.live = self._size  # entries with a non-zero count
+        # _high_starts[h]: the first entry whose larger token is h or above (its last one: the end)
+        self._high_starts = self._starts_by_high() if use_kernels else None
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(age keys, counts) of every entry, dead ones included (count 0)."""
@@ -75,31 +79,50 @@ class PairCounts:
     def update(self, keys: np.ndarray, deltas: np.ndarray) -> None:
         """Add count changes for distinct pairs. Positive deltas are new pairs, which must hold a
         token newer than every pair stored; negative ones lower existing pairs."""
+        if self.use_kernels:
+            stored, counts = self.arrays()
+            ascending, new_ages, new_counts = _rising_by_age(keys, deltas)
+            if ascending:  # (as engines give them; a ranking's pairs, taken out, come in rank order)
+                self._check(_lower_by_key(stored, counts, self._high_starts, keys, deltas))
+                self._add_new(new_ages, new_counts)
+                return
         ages = age_key(keys)
         falling = deltas < 0
         stored, counts = self.arrays()
         fall_ages, fall_deltas = ages[falling], deltas[falling]
-        order = np.argsort(fall_ages)  # sorted needles: each search starts where the last one ended
-        fall_ages, fall_deltas = fall_ages[order], fall_deltas[order]
-        lower = _lower_counts if self.use_kernels else _lower_counts_numpy
-        emptied = lower(stored, counts, fall_ages, fall_deltas)
+        order = np.argsort(fall_ages)
+        self._check(_lower_counts_numpy(stored, counts, fall_ages[order], fall_deltas[order]))
+        new_ages = ages[~falling]
+        order = np.argsort(new_ages)
+        self._add_new(new_ages[order], deltas[~falling][order])
+
+    def _check(self, emptied: int) -> None:
+        """Raise for a refused change (nothing changed); else count the pairs that fell to zero."""
         if emptied == _NOT_COUNTED:
             raise AssertionError("a count change for a pair that is not counted")
         if emptied == _NEGATIVE:
             raise AssertionError("a pair count went negative")
         self.live -= emptied
-        new_ages = ages[~falling]
+
+    def _add_new(self, new_ages: np.ndarray, new_counts: np.ndarray) -> None:
+        """Append new pairs (ages ascending), then drop the dead entries once they are half the store."""
         if len(new_ages):
-            order = np.argsort(new_ages)
-            new_ages = new_ages[order]
-            if self._size and new_ages[0] <= stored[-1]:
+            if self._size and new_ages[0] <= self._ages[self._size - 1]:
                 raise AssertionError("an existing pair gained occurrences, or a new pair holds no new token")
-            self._append(new_ages, deltas[~falling][order])
+            self._append(new_ages, new_counts)
         if self._size > 2 * self.live + 1024:
             ages, counts = self.arrays()
             kept = counts != 0
             self._ages, self._counts = ages[kept], counts[kept]
             self._size = len(self._ages)
+            if self.use_kernels:
+                self._high_starts = self._starts_by_high()
+
+    def _starts_by_high(self) -> np.ndarray:
+        """_high_starts of the store: for each larger token h up to the last one's, then one past it."""
+        highs = self._ages[:self._size] >> np.uint64(33)
+        top = int(highs[-1]) + 1 if self._size else 0
+        return np.searchsorted(highs, np.arange(top + 1, dtype=np.uint64))
 
     def _append(self, ages: np.ndarray, counts: np.ndarray) -> None:
         end = self._size + len(ages)
@@ -109,6 +132,11 @@ class PairCounts:
             self._counts = np.concatenate([self._counts[:self._size], np.zeros(room - self._size, dtype=np.int64)])
         self._ages[self._size:end] = ages
         self._counts[self._size:end] = counts
+        if self.use_kernels:  # the new larger tokens' starts: their ages come after every stored one
+            highs = ages >> np.uint64(33)
+            top = len(self._high_starts) - 1  # the first larger token past the store's
+            more = np.searchsorted(highs, np.arange(top + 1, int(highs[-1]) + 2, dtype=np.uint64)) + self._size
+            self._high_starts = np.concatenate([self._high_starts, more])
         self._size = end
         self.live += len(ages)
 
@@ -157,49 +185,76 @@ def _by_age(keys, counts):
 
 
 @kernel
-def _lower_counts(stored, counts, ages, deltas):
-    """PairCounts.update's falling pairs, by kernel: counts[searchsorted(stored, ages)] += deltas
-    (ages ascending, found by _gallop_search); the number of counts that fell to zero, or
-    _NOT_COUNTED / _NEGATIVE, changing nothing, when an age is not stored or a count would go below zero."""
-    at = _gallop_search(stored, ages)
-    for i in range(len(ages)):
-        if at[i] >= len(stored) or stored[at[i]] != ages[i]:
+def _lower_by_key(stored, counts, high_starts, keys, deltas):
+    """PairCounts.update's falling pairs (deltas < 0), by kernel: each found by bisecting the entries
+    of its larger token (high_starts), in any order; numpy sorts the ages and bisects the whole store.
+    The number of counts that fell to zero, or _NOT_COUNTED / _NEGATIVE, changing nothing, when a
+    pair is not stored or its count would go below zero."""
+    at = np.empty(len(keys), dtype=np.int64)
+    for i in range(len(keys)):
+        at[i] = -1
+        if deltas[i] >= 0:
+            continue
+        first, second = keys[i] >> 32, keys[i] & 0xFFFFFFFF
+        high = max(first, second)
+        if high + 1 >= len(high_starts):
             return _NOT_COUNTED
-        if counts[at[i]] + deltas[i] < 0:
+        age = (np.uint64(high) << np.uint64(33)) | (np.uint64(first < second) << np.uint64(32)) \
+            | np.uint64(min(first, second))
+        lo, end = high_starts[high], high_starts[high + 1]
+        hi = end
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if stored[mid] < age:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo == end or stored[lo] != age:
+            return _NOT_COUNTED
+        if counts[lo] + deltas[i] < 0:
             return _NEGATIVE
+        at[i] = lo
     emptied = 0
-    for i in range(len(ages)):
-        counts[at[i]] += deltas[i]
-        emptied += counts[at[i]] == 0
+    for i in range(len(keys)):
+        if at[i] >= 0:
+            counts[at[i]] += deltas[i]
+            emptied += counts[at[i]] == 0
     return emptied
 
 
-@helper
-def _gallop_search(haystack, needles):
-    """np.searchsorted(haystack, needles) (side left) for ascending needles: each search gallops on
-    from where the last one ended, in steps 1, 2, 4, ..., then bisects the last step. A round's
-    falling pairs are near each other in the store, so a search reads a few neighbouring entries
-    where numpy's bisects the whole store (realmix: SuperBPE's stage 2 spent 1.4 s there)."""
-    n = len(haystack)
-    out = np.empty(len(needles), dtype=np.int64)
-    at = 0
-    for i in range(len(needles)):
-        x = needles[i]
-        if at < n and haystack[at] < x:
-            left, step, right = at, 1, at + 1  # haystack[left] < x
-            while right < n and haystack[right] < x:
-                left, step = right, 2 * step
-                right = left + step
-            right = min(right, n)  # and right == n or haystack[right] >= x
-            while right - left > 1:
-                mid = (left + right) // 2
-                if haystack[mid] < x:
-                    left = mid
-                else:
-                    right = mid
-            at = right
-        out[i] = at
-    return out
+@kernel
+def _rising_by_age(keys, deltas):
+    """(whether keys ascend; the ages and counts of the pairs with deltas > 0, in age order): the
+    stable counting sort of _by_age over the new pairs' larger tokens (a round's new ones) alone."""
+    empty_ages, empty_counts = np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64)
+    n_new, low_high, top_high = 0, np.int64(1) << 40, np.int64(-1)
+    for i in range(len(keys)):
+        if i > 0 and keys[i] <= keys[i - 1]:
+            return False, empty_ages, empty_counts
+        if deltas[i] > 0:
+            high = max(keys[i] >> 32, keys[i] & 0xFFFFFFFF)
+            low_high, top_high = min(low_high, high), max(top_high, high)
+            n_new += 1
+    if n_new == 0:
+        return True, empty_ages, empty_counts
+    starts = np.zeros(2 * (top_high - low_high + 1) + 1, dtype=np.int64)
+    for i in range(len(keys)):
+        if deltas[i] > 0:
+            first, second = keys[i] >> 32, keys[i] & 0xFFFFFFFF
+            starts[2 * (max(first, second) - low_high) + (first < second) + 1] += 1
+    for b in range(1, len(starts)):
+        starts[b] += starts[b - 1]
+    ages = np.empty(n_new, dtype=np.uint64)
+    ordered = np.empty(n_new, dtype=np.int64)
+    for i in range(len(keys)):
+        if deltas[i] > 0:
+            first, second = keys[i] >> 32, keys[i] & 0xFFFFFFFF
+            high, low, side = max(first, second), min(first, second), first < second
+            b = 2 * (high - low_high) + side
+            ages[starts[b]] = (np.uint64(high) << np.uint64(33)) | (np.uint64(side) << np.uint64(32)) | np.uint64(low)
+            ordered[starts[b]] = deltas[i]
+            starts[b] += 1
+    return True, ages, ordered
 
 
 def age_key(keys: np.ndarray) -> np.ndarray:
