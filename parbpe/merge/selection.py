@@ -12,7 +12,7 @@ import heapq
 
 import numpy as np
 
-from ..jit import helper, kernel
+from ..jit import kernel
 
 
 class Descending:
