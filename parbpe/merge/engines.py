@@ -122,6 +122,8 @@ def _warm_linked(token_dtype: np.dtype) -> None:
     engine = LinkedEngine(table, use_kernels=True)
     engine.initial_pair_counts()
     engine.apply(np.array([97, 98]), np.array([97, 99]), np.array([256, 257]))
+    engine.apply_hits(*engine.find_hits(np.array([98]), np.array([97])), np.array([258]))  # exact batching's steps
+    linked_kernels._cut(engine.records, np.array([0, 1 << 20], dtype=np.int64), 20)  # (two threads' rounds)
     engine.index.blocks.clear()
     engine._index_live_pairs(count=False)
     linked_kernels.sum_sorted_pairs(engine.records, engine.index.blocks[0])  # (the first count of a wide table)
@@ -312,18 +314,28 @@ class LinkedEngine:
         sizes = self._index.entries_of(batch_keys, spans)
         limit = max(self.GROUP_ENTRIES, self.live_pairs // self.GROUP_SHARE)
         if int(sizes.sum()) <= limit:
-            hits, which = self.find_hits(first, second, spans)
-            return self.apply_hits(hits, which, new_ids)
+            return self._merge_at(first, second, new_ids, spans)
         keys, deltas, lo = [], [], 0
         ends = np.cumsum(sizes)
         while lo < len(first):
             hi = max(lo + 1, int(np.searchsorted(ends, (ends[lo - 1] if lo else 0) + limit, side="right")))
-            hits, which = self.find_hits(first[lo:hi], second[lo:hi])
-            part_keys, part_deltas = self.apply_hits(hits, which, new_ids[lo:hi])
+            part_keys, part_deltas = self._merge_at(first[lo:hi], second[lo:hi], new_ids[lo:hi])
             keys.append(part_keys)
             deltas.append(part_deltas)
             lo = hi
         return aggregate(np.concatenate(keys), np.concatenate(deltas))
+
+    def _merge_at(self, first: np.ndarray, second: np.ndarray, new_ids: np.ndarray, spans: list | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """A safe batch's hits found and merged (spans: its spans in the index, if known); the count changes.
+        With the kernels in one sweep (linked_kernels.find_and_apply), else find_hits, then apply_hits."""
+        if not self.jit:
+            return self.apply_hits(*self.find_hits(first, second, spans), new_ids)
+        self.settle()
+        cand, which = self._index.lookup(pack(first, second), spans)
+        return self._kernels_done(*linked_kernels.find_and_apply(
+            self.records, self.table.tokens, cand, which, np.asarray(first, dtype=np.int64),
+            np.asarray(second, dtype=np.int64), new_ids, self.REMOVED, self.threads))
 
     def find_hits(self, first: np.ndarray, second: np.ndarray, spans: list | None = None
                   ) -> tuple[np.ndarray, np.ndarray]:
@@ -384,6 +396,19 @@ class LinkedEngine:
             t.tokens[dest] = t.tokens[a:b][live]
             t.lengths[c0:c1] = lengths
 
+    def _kernels_done(self, keys: np.ndarray, deltas: np.ndarray, made: int, positions: np.ndarray, n_hits: int
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """After the kernels merged n_hits: index the new pairs (keys from made on, at positions) and
+        sum the count changes."""
+        self.live_pairs -= n_hits
+        if self.threads > 1 and len(positions) >= linked_kernels.TWO_THREADS_MIN:
+            # The new pairs go to the index beside the sums and the coordinator's update; the next
+            # lookup waits for them (settle).
+            self._pending = linked_kernels.Beside(self._index_new_pairs, keys[made:], positions)
+        else:
+            self._index_new_pairs(keys[made:], positions)
+        return linked_kernels.sum_by_key(keys, deltas)
+
     def apply_hits(self, hits: np.ndarray, which: np.ndarray, new_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Merge at the positions find_hits gave; returns the change in pair counts."""
         tokens, nxt, prv = self.table.tokens, self.next, self.prev
@@ -392,17 +417,11 @@ class LinkedEngine:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty
         if self.jit:
-            two = self.threads > 1 and len(hits) >= linked_kernels.TWO_THREADS_MIN
-            apply = linked_kernels.apply_hits_in_two if two else linked_kernels.apply_hits
-            keys, deltas, made, positions = apply(self.records, tokens, hits, which, new_ids, self.REMOVED)
-            self.live_pairs -= len(hits)
-            if self.threads > 1 and len(positions) >= linked_kernels.TWO_THREADS_MIN:
-                # The new pairs go to the index beside the sums and the coordinator's update; the next
-                # lookup waits for them (settle).
-                self._pending = linked_kernels.Beside(self._index_new_pairs, keys[made:], positions)
-            else:
-                self._index_new_pairs(keys[made:], positions)
-            return linked_kernels.sum_by_key(keys, deltas)
+            found = hits.astype(np.int64) << linked_kernels.member_bits(self.records)
+            found |= which
+            none = np.zeros(0, dtype=np.int64)  # (unchecked: no pairs to check against)
+            return self._kernels_done(*linked_kernels.sweep(self.records, tokens, found, none, none, new_ids,
+                                                            self.REMOVED, self.threads, check=False))
         partners = nxt[hits].astype(np.int64)
         beyond = nxt[partners].astype(np.int64)
         marked = self._marked

@@ -73,23 +73,150 @@ def find_hits(records: np.ndarray, cand: np.ndarray, which: np.ndarray, first: n
               threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """LinkedEngine.find_hits after the index lookup: the candidates that still hold their pair,
     and of runs x x x ... of a pair (x, x), the 1st, 3rd, ... (as a left-to-right merge); in table
-    order (apply_hits relies on it, and sweeps the table once). Sorted by numpy (faster than numba's
-    sort) as position << member_bits | member, one int64 (member_bits: what positions leave of 63).
-    threads=2: each half of the candidates checked in its own thread."""
-    member_bits = 63 - len(records).bit_length()
-    if len(first) >= 2**member_bits:
+    order (sweep relies on it, and sweeps the table once), as position << member_bits | member, one
+    int64. threads=2: each half of the candidates checked in its own thread."""
+    bits = member_bits(records)
+    if len(first) >= 2**bits:
         raise ValueError(f"a batch of {len(first):,} merges is too large for a table of {len(records):,} tokens")
     if threads > 1 and len(cand) >= TWO_THREADS_MIN:
         h = len(cand) // 2
-        found = np.concatenate(in_two(lambda: _holding(records, cand[:h], which[:h], first, second, member_bits),
-                                      lambda: _holding(records, cand[h:], which[h:], first, second, member_bits)))
+        found = np.concatenate(in_two(lambda: _holding(records, cand[:h], which[:h], first, second, bits),
+                                      lambda: _holding(records, cand[h:], which[h:], first, second, bits)))
     else:
-        found = _holding(records, cand, which, first, second, member_bits)
+        found = _holding(records, cand, which, first, second, bits)
     if len(found) >= RADIX_MIN:
-        found = _by_position(found, member_bits, len(records).bit_length())
+        found = _by_position(found, bits, len(records).bit_length())
     else:
         found.sort()
-    return _runs_taken(records, found, first, second, member_bits)
+    return _runs_taken(records, found, first, second, bits)
+
+
+def member_bits(records: np.ndarray) -> int:
+    """The bits of a packed (position << member_bits | member) that hold the member: what a position
+    of the table leaves of 63."""
+    return 63 - len(records).bit_length()
+
+
+def find_and_apply(records: np.ndarray, tokens: np.ndarray, cand: np.ndarray, which: np.ndarray,
+                   first: np.ndarray, second: np.ndarray, new_ids: np.ndarray, removed: int, threads: int = 1
+                   ) -> tuple[np.ndarray, np.ndarray, int, np.ndarray, int]:
+    """find_hits and apply_hits in one sweep of the table: the candidates (the index's entries of a
+    safe batch) put in table order, then each merged where it still holds its pair when the sweep
+    comes to it. In a safe batch only a run x x x ... of a pair (x, x) has occurrences that overlap,
+    and a left-to-right sweep merges its 1st, 3rd, ... as find_hits takes them (the 2nd is the 1st's
+    partner, gone by then); every other occurrence holds as it did before the round. The records of
+    a large round are read once where find_hits, then apply_hits, read them twice (a cache miss a
+    position each time). Returns sweep's results."""
+    bits = member_bits(records)
+    if len(first) >= 2**bits:
+        raise ValueError(f"a batch of {len(first):,} merges is too large for a table of {len(records):,} tokens")
+    found = cand.astype(np.int64) << bits
+    found |= which
+    if len(found) >= RADIX_MIN:
+        found = _by_position(found, bits, len(records).bit_length())
+    else:
+        found.sort()
+    return sweep(records, tokens, found, first, second, new_ids, removed, threads, check=True)
+
+
+def sweep(records: np.ndarray, tokens: np.ndarray, found: np.ndarray, first: np.ndarray, second: np.ndarray,
+          new_ids: np.ndarray, removed: int, threads: int = 1, check: bool = True
+          ) -> tuple[np.ndarray, np.ndarray, int, np.ndarray, int]:
+    """Merge member k at each position of found (position << member_bits | member, in table order)
+    that holds (first[k], second[k]) as the sweep reaches it (check=False: hits found already, each
+    merged). Returns the count changes (keys, deltas: the pairs before the merges, then from `made`
+    on, those after, whose positions are the fourth result: they hold a new token and go to the
+    index) and the number of merges. threads=2: in two threads from TWO_THREADS_MIN positions, each
+    sweeping a half (_cut); the results are one sweep's, the changes reordered."""
+    bits = member_bits(records)
+    cut = _cut(records, found, bits) if threads > 1 and len(found) >= TWO_THREADS_MIN else 0
+    if cut == 0:
+        return _sweep(records, tokens, found, first, second, new_ids, bits, removed, check)
+    (keys_a, deltas_a, made_a, pos_a, hits_a), (keys_b, deltas_b, made_b, pos_b, hits_b) = in_two(
+        lambda: _sweep(records, tokens, found[:cut], first, second, new_ids, bits, removed, check),
+        lambda: _sweep(records, tokens, found[cut:], first, second, new_ids, bits, removed, check))
+    keys = np.concatenate([keys_a[:made_a], keys_b[:made_b], keys_a[made_a:], keys_b[made_b:]])
+    deltas = np.concatenate([deltas_a[:made_a], deltas_b[:made_b], deltas_a[made_a:], deltas_b[made_b:]])
+    return keys, deltas, made_a + made_b, np.concatenate([pos_a, pos_b]), hits_a + hits_b
+
+
+@kernel
+def _cut(records, found, member_bits):
+    """Where sweep may be cut in two halves that read and write no record of the
+    other (0: nowhere near the middle): between candidates c and d in table order, when d is neither
+    c's partner q nor q's right neighbour r (whose link back c's merge writes), and d's left neighbour
+    is neither c nor q (which a merge at d reads, and then counts the pair c's merge counts). Records
+    as the round starts: a merge only removes positions between its candidates."""
+    n = len(found)
+    for cut in range(max(n // 2, 1), n):
+        c, d = found[cut - 1] >> member_bits, found[cut] >> member_bits
+        q = np.int64(records[c, 0])
+        r = np.int64(records[q, 0]) if q >= 0 else np.int64(-3)
+        left = np.int64(records[d, 1])
+        if d != q and d != r and left != c and (q < 0 or left != q):
+            return cut
+    return 0
+
+
+@kernel
+def _sweep(records, tokens, found, first, second, new_ids, member_bits, removed, check):
+    """sweep's merges in one thread. In table order, the left neighbour of a hit is another hit's
+    partner (a b a b) exactly when, once that hit is merged, it is the previous hit: its pair is
+    counted as that hit's right pair."""
+    low = (np.int64(1) << member_bits) - 1
+    n = len(found)
+    keys = np.empty(5 * n, dtype=np.int64)
+    deltas = np.empty(5 * n, dtype=np.int64)
+    hits = np.empty(n, dtype=np.int64)
+    m = 0
+    n_hits = 0
+    previous = np.int64(-1)
+    for i in range(n):
+        h = found[i] >> member_bits
+        k = found[i] & low
+        part = np.int64(records[h, 0])
+        if check and (part < 0 or np.int64(records[h, 3]) != first[k] or np.int64(records[part, 3]) != second[k]):
+            continue
+        left = np.int64(records[h, 1])
+        if left >= 0 and left != previous:
+            keys[m] = (np.int64(records[left, 3]) << 32) | np.int64(records[h, 3])
+            deltas[m] = -np.int64(records[left, 2])
+            m += 1
+        keys[m] = (np.int64(records[h, 3]) << 32) | np.int64(records[part, 3])
+        deltas[m] = -np.int64(records[h, 2])
+        m += 1
+        beyond = np.int64(records[part, 0])
+        if beyond >= 0:
+            keys[m] = (np.int64(records[part, 3]) << 32) | np.int64(records[beyond, 3])
+            deltas[m] = -np.int64(records[part, 2])
+            m += 1
+            records[beyond, 1] = h
+        records[h, 3] = new_ids[k]
+        tokens[h] = new_ids[k]
+        records[h, 0] = beyond
+        records[part, 0] = removed
+        hits[n_hits] = h
+        n_hits += 1
+        previous = h
+    made = m
+    positions = np.empty(2 * n_hits, dtype=np.int64)
+    previous = -1
+    for i in range(n_hits):
+        h = hits[i]
+        left = np.int64(records[h, 1])
+        if left >= 0 and left != previous:
+            keys[m] = (np.int64(records[left, 3]) << 32) | np.int64(records[h, 3])
+            deltas[m] = np.int64(records[left, 2])
+            positions[m - made] = left
+            m += 1
+        beyond = np.int64(records[h, 0])
+        if beyond >= 0:
+            keys[m] = (np.int64(records[h, 3]) << 32) | np.int64(records[beyond, 3])
+            deltas[m] = np.int64(records[h, 2])
+            positions[m - made] = h
+            m += 1
+        previous = h
+    return keys[:m], deltas[:m], made, positions[:m - made], n_hits
 
 
 RADIX_MIN = 1 << 14  # holding candidates from which _by_position sorts them (numpy's sort below)
@@ -160,86 +287,10 @@ def _runs_taken(records, found, first, second, member_bits):
     return hits[:h], members[:h]
 
 
-def apply_hits_in_two(records: np.ndarray, tokens: np.ndarray, hits: np.ndarray, which: np.ndarray,
-                      new_ids: np.ndarray, removed: int) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
-    """apply_hits, each half of the hits in its own thread, cut where no hit's left neighbour is the
-    partner of the hit before it (then the halves read and write no record the other writes: a hit's
-    records are its own, its partner's and its neighbours' tokens and links, and the only neighbour
-    two hits share is such a partner). The results are apply_hits' on the whole, changes reordered."""
-    n = len(hits)
-    cut = n // 2
-    while cut < n and records[hits[cut], 1] == records[hits[cut - 1], 0]:
-        cut += 1
-    if cut == n:
-        return apply_hits(records, tokens, hits, which, new_ids, removed)
-    (keys_a, deltas_a, made_a, pos_a), (keys_b, deltas_b, made_b, pos_b) = in_two(
-        lambda: apply_hits(records, tokens, hits[:cut], which[:cut], new_ids, removed),
-        lambda: apply_hits(records, tokens, hits[cut:], which[cut:], new_ids, removed))
-    keys = np.concatenate([keys_a[:made_a], keys_b[:made_b], keys_a[made_a:], keys_b[made_b:]])
-    deltas = np.concatenate([deltas_a[:made_a], deltas_b[:made_b], deltas_a[made_a:], deltas_b[made_b:]])
-    return keys, deltas, made_a + made_b, np.concatenate([pos_a, pos_b])
-
-
-@kernel
-def apply_hits(records, tokens, hits, which, new_ids, removed):
-    """LinkedEngine.apply_hits on hits in table order: merge at them; returns the count changes
-    (keys, deltas: the pairs before the merges, then from `made` on, those after, whose positions
-    are the fourth result: they hold a new token and go to the index).
-
-    In table order, the left neighbour of a hit is another hit's partner (a b a b) exactly when,
-    once that hit is merged, it is the previous hit: its pair is counted as that hit's right pair."""
-    n = len(hits)
-    keys = np.empty(5 * n, dtype=np.int64)
-    deltas = np.empty(5 * n, dtype=np.int64)
-    m = 0
-    previous = np.int64(-1)
-    for i in range(n):
-        h = hits[i]
-        part = np.int64(records[h, 0])
-        left = np.int64(records[h, 1])
-        if left >= 0 and left != previous:
-            keys[m] = (np.int64(records[left, 3]) << 32) | np.int64(records[h, 3])
-            deltas[m] = -np.int64(records[left, 2])
-            m += 1
-        keys[m] = (np.int64(records[h, 3]) << 32) | np.int64(records[part, 3])
-        deltas[m] = -np.int64(records[h, 2])
-        m += 1
-        beyond = np.int64(records[part, 0])
-        if beyond >= 0:
-            keys[m] = (np.int64(records[part, 3]) << 32) | np.int64(records[beyond, 3])
-            deltas[m] = -np.int64(records[part, 2])
-            m += 1
-            records[beyond, 1] = h
-        records[h, 3] = new_ids[which[i]]
-        tokens[h] = new_ids[which[i]]
-        records[h, 0] = beyond
-        records[part, 0] = removed
-        previous = h
-    made = m
-    positions = np.empty(2 * n, dtype=np.int64)
-    previous = -1
-    for i in range(n):
-        h = hits[i]
-        left = np.int64(records[h, 1])
-        if left >= 0 and left != previous:
-            keys[m] = (np.int64(records[left, 3]) << 32) | np.int64(records[h, 3])
-            deltas[m] = np.int64(records[left, 2])
-            positions[m - made] = left
-            m += 1
-        beyond = np.int64(records[h, 0])
-        if beyond >= 0:
-            keys[m] = (np.int64(records[h, 3]) << 32) | np.int64(records[beyond, 3])
-            deltas[m] = np.int64(records[h, 2])
-            positions[m - made] = h
-            m += 1
-        previous = h
-    return keys[:m], deltas[:m], made, positions[:m - made]
-
-
 @kernel
 def new_pair_entries(keys, positions):
     """The packed index entries (first << 48 | second << 32 | position) of a round's new pairs
-    (apply_hits' keys from `made` on, tokens below 2**16, and their positions), sorted; None if the
+    (sweep's keys from `made` on, tokens below 2**16, and their positions), sorted; None if the
     positions do not ascend (then the caller sorts). In position order, a stable LSD radix sort of
     the 32-bit pair, 11 bits a pass (a pass whose digits are all alike skipped), leaves np.sort's
     order: 3.5x faster than np.sort on 0.2-3 M entries, which the first rounds make."""

@@ -13,6 +13,7 @@ from parbpe.merge import coordinator, linked_kernels
 from parbpe.merge.coordinator import learn_merges
 from parbpe.merge.engines import LinkedEngine
 from parbpe.merge.pairs import aggregate
+from parbpe.merge.selection import safe_batch
 from parbpe.merge.superword import superword_allowed
 from parbpe.merge.table import build_table
 
@@ -202,31 +203,43 @@ def test_sum_by_key_is_aggregate(n_keys):
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_apply_in_two_threads_is_apply_whole(seed):
-    """apply_hits_in_two on every round of random tables (runs of one token, a b a b, chunk ends
-    next to the cut): the table, the count changes and the new pairs' positions of apply_hits."""
+def test_a_sweep_in_two_threads_is_one_sweep_and_numpys_round(monkeypatch, seed):
+    """find_and_apply in two threads (cut anywhere: TWO_THREADS_MIN 1) on every round of random
+    tables (runs of one token, a b a b, chunk ends next to the cut; safe batches of several pairs,
+    stale candidates from the index): the table, the count changes and the new pairs' positions of
+    one thread's sweep, and the numpy engine's table and count changes."""
+    monkeypatch.setattr(linked_kernels, "TWO_THREADS_MIN", 1)
     rng = random.Random(seed)
     counts = random_corpus(rng, rng.choice([b"ab", b"abc", b"aab "]), 300, 20)
-    engines = []
-    for _ in range(2):
-        engine = LinkedEngine(_table(counts, 40), use_kernels=True)
-        engines.append(engine)
+    whole, two, plain = (LinkedEngine(_table(counts, 40), use_kernels=k) for k in (True, True, False))
+    for engine in (whole, two, plain):
         engine.initial_pair_counts()
-    whole, two = engines
-    for new_id in range(256, 296):
+    new_id = 256
+    while new_id < 296:
         keys, counts_now = aggregate(*_live_pairs(whole))
         if len(keys) == 0:
             break
-        top = keys[np.argmax(counts_now)]
-        first, second = np.array([top >> 32]), np.array([top & 0xFFFFFFFF])
-        hits, which = whole.find_hits(first, second)
-        new_ids = np.array([new_id], dtype=np.int64)
-        a = linked_kernels.apply_hits(whole.records, whole.table.tokens, hits, which, new_ids, whole.REMOVED)
-        b = linked_kernels.apply_hits_in_two(two.records, two.table.tokens, hits, which, new_ids, two.REMOVED)
+        ranked = keys[np.argsort(-counts_now, kind="stable")][:rng.choice([1, 3, 8])]
+        batch = ranked[safe_batch(ranked)]
+        first, second = batch >> 32, batch & 0xFFFFFFFF
+        new_ids = np.arange(new_id, new_id + len(batch), dtype=np.int64)
+        new_id += len(batch)
+        cand, which = whole.index.lookup(batch)
+        a = linked_kernels.find_and_apply(whole.records, whole.table.tokens, cand, which, first, second, new_ids,
+                                          whole.REMOVED, threads=1)
+        b = linked_kernels.find_and_apply(two.records, two.table.tokens, cand, which, first, second, new_ids,
+                                          two.REMOVED, threads=2)
+        for engine, (keys_made, deltas, made, positions, n_hits) in ((whole, a), (two, b)):
+            engine.live_pairs -= n_hits
+            engine._index_new_pairs(keys_made[made:], positions)
+        changes = plain.apply(first, second, new_ids)
         np.testing.assert_array_equal(whole.records, two.records)
-        assert a[2] == b[2] and sorted(a[3].tolist()) == sorted(b[3].tolist())
+        np.testing.assert_array_equal(whole.table.tokens, plain.table.tokens)
+        assert a[2] == b[2] and a[4] == b[4] and a[3].tolist() == sorted(b[3].tolist())
         for x, y in zip(aggregate(a[0][:a[2]], a[1][:a[2]]) + aggregate(a[0][a[2]:], a[1][a[2]:]),
                         aggregate(b[0][:b[2]], b[1][:b[2]]) + aggregate(b[0][b[2]:], b[1][b[2]:])):
+            np.testing.assert_array_equal(x, y)
+        for x, y in zip(aggregate(a[0], a[1]), changes):
             np.testing.assert_array_equal(x, y)
 
 
@@ -264,11 +277,11 @@ def test_preloading_loads_every_kernel_of_the_engine_in_a_thread(monkeypatch, vo
     from parbpe import jit
     from parbpe.merge.coordinator import preload_kernels
 
-    kernels = [linked_kernels.fill_records, linked_kernels._holding, linked_kernels._runs_taken,
-               linked_kernels.apply_hits, linked_kernels._sums]
+    kernels = [linked_kernels.fill_records, linked_kernels._sweep, linked_kernels._cut, linked_kernels._holding,
+               linked_kernels._runs_taken, linked_kernels._sums]
     if vocab_size <= 2**16:  # the packed index's (token ids below 2**16)
         kernels += [linked_kernels.count_live_pairs, linked_kernels.sorted_live_pairs,
-                    linked_kernels.sum_sorted_pairs]
+                    linked_kernels.sum_sorted_pairs, linked_kernels.new_pair_entries]
     monkeypatch.setattr(jit, "_preloading", {})
     for k in kernels:
         monkeypatch.setattr(k, "_compiled", None)
