@@ -304,6 +304,14 @@ def new_pair_entries(keys, positions):
         last = p
         k = keys[i]
         entries[i] = np.uint64(((k >> 32) << 48) | ((k & 0xFFFF) << 32) | p)
+    return _by_high_half(entries)
+
+
+@helper
+def _by_high_half(entries):
+    """uint64 entries sorted by their high 32 bits, stably (an LSD radix sort, 11 bits a pass; a pass
+    whose digits are all alike is skipped). entries is the scratch of every other pass."""
+    n = len(entries)
     scratch = np.empty(n, dtype=np.uint64)
     for shift in (32, 43, 54):
         starts = np.zeros(2049, dtype=np.int64)
@@ -324,18 +332,21 @@ def new_pair_entries(keys, positions):
 def sum_by_key(keys: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """pairs.aggregate with a hash table (_sums): sorted unique keys and their non-zero sums. (Summing
     by halves in two threads, then their sums again, gained nothing on realmix: BENCHMARKS 27.)"""
-    keys, sums = _sums(keys, deltas)
+    keys, sums, ordered = _sums(keys, deltas)
+    if ordered:
+        return keys, sums
     order = np.argsort(keys)
     return keys[order], sums[order]
 
 
 @kernel
 def _sums(keys, deltas):
-    """Unique keys and their non-zero sums, unsorted, from a hash table first sized for half the keys
+    """Unique keys and their non-zero sums from a hash table first sized for a quarter of the keys
     distinct (realmix: 7% are; grown from 1,024 slots as keys came, the table placed most keys again
-    several times) and doubled past half full."""
+    several times) and doubled past half full; sorted by _by_high_half where token ids are below
+    2**16 (whether they are sorted: the third result)."""
     bits = 10
-    while (1 << bits) < len(keys) // 2:
+    while (1 << bits) < len(keys) // 4:
         bits += 1
     table = np.full((1 << bits, 2), -1, dtype=np.int64)  # (key, sum); key -1: empty (keys are >= 0)
     used = 0
@@ -347,13 +358,28 @@ def _sums(keys, deltas):
             bits += 1
     out_keys = np.empty(used, dtype=np.int64)
     out_sums = np.empty(used, dtype=np.int64)
-    k = 0
+    n = 0
+    wide = np.int64(0)
     for j in range(len(table)):
         if table[j, 0] >= 0 and table[j, 1] != 0:
-            out_keys[k] = table[j, 0]
-            out_sums[k] = table[j, 1]
-            k += 1
-    return out_keys[:k], out_sums[:k]
+            out_keys[n] = table[j, 0]
+            out_sums[n] = table[j, 1]
+            wide |= table[j, 0]
+            n += 1
+    if wide & ~np.int64(0x0000FFFF0000FFFF):  # a token id of 2**16 or more
+        return out_keys[:n], out_sums[:n], False
+    entries = np.empty(n, dtype=np.uint64)
+    for i in range(n):
+        k = out_keys[i]
+        entries[i] = np.uint64(((k >> 32) << 48) | ((k & 0xFFFF) << 32) | i)
+    entries = _by_high_half(entries)
+    sorted_keys = np.empty(n, dtype=np.int64)
+    sorted_sums = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        at = np.int64(entries[i] & np.uint64(0xFFFFFFFF))
+        sorted_keys[i] = out_keys[at]
+        sorted_sums[i] = out_sums[at]
+    return sorted_keys, sorted_sums, True
 
 
 @helper

@@ -192,11 +192,18 @@ def test_new_pair_entries_sort_as_numpy_sorts_the_index_entries(n):
 
 
 @pytest.mark.parametrize("n_keys", [0, 1, 5, 3000, 100_000])
-def test_sum_by_key_is_aggregate(n_keys):
+@pytest.mark.parametrize("tokens", ["16-bit", "wider"])
+def test_sum_by_key_is_aggregate(n_keys, tokens):
+    """The hash table's sums, sorted by the kernel's radix passes (token ids below 2**16: pairs alike
+    in a whole digit, ids up to 0xFFFF) or by numpy (wider ids), are aggregate's."""
     from parbpe.merge.linked_kernels import sum_by_key
 
     rng = np.random.default_rng(n_keys)
-    keys = rng.integers(0, max(n_keys // 3, 1), n_keys) * (1 << 31) + rng.integers(0, 3, n_keys)
+    if tokens == "16-bit":
+        first = rng.choice([0, 5, 2047, 2048, 65535], n_keys)
+        keys = first << 32 | rng.integers(0, max(n_keys // 3, 1), n_keys) % 65536
+    else:
+        keys = rng.integers(0, max(n_keys // 3, 1), n_keys) * (1 << 31) + rng.integers(0, 3, n_keys)
     deltas = rng.integers(-3, 4, n_keys)
     for a, b in zip(sum_by_key(keys, deltas), aggregate(keys, deltas)):
         np.testing.assert_array_equal(a, b)
