@@ -1,4 +1,4 @@
-"""numba kernels of the linked engine (engines.LinkedEngine): a round's hits and its merges, each in one pass.
+"""numba kernels of the linked engine (engines.LinkedEngine): a round found and merged in one sweep of the table.
 
 With the JIT, the engine keeps a record per position, (next, prev, weight, token), in one array:
 the merges of a round jump around the table, and a record is one cache line where four arrays are

@@ -145,7 +145,9 @@ _NOT_COUNTED, _NEGATIVE = -1, -2  # what lowering counts returns for a change it
 
 
 def _lower_counts_numpy(stored: np.ndarray, counts: np.ndarray, ages: np.ndarray, deltas: np.ndarray) -> int:
-    """_lower_counts with numpy's searchsorted (which bisects the whole store for each age)."""
+    """counts[searchsorted(stored, ages)] += deltas for ascending ages of stored pairs, numpy's way (the
+    kernels' twin: _lower_by_key); the number of counts that fell to zero, or _NOT_COUNTED / _NEGATIVE,
+    changing nothing, when an age is not stored or a count would go below zero."""
     at = np.searchsorted(stored, ages)
     if len(at) and (at[-1] >= len(stored) or not np.array_equal(stored[at], ages)):
         return _NOT_COUNTED
