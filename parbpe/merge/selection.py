@@ -62,8 +62,9 @@ class PairCounts:
             self._ages, self._counts = ages[order], counts[order]
         self._size = len(keys)
         self.live = self._size  # entries with a non-zero count
-        # _high_starts[h]: the first entry whose larger token is h or above (its last one: the end)
-        self._high_starts = self._starts_by_high() if use_kernels else None
+        # _high_starts[h]: the first entry whose larger token is h or above (its last one: the end), the
+        # first _highs of an array with room to grow (a serial run adds a token a round)
+        self._high_starts, self._highs = self._starts_by_high() if use_kernels else (None, 0)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(age keys, counts) of every entry, dead ones included (count 0)."""
@@ -83,7 +84,7 @@ class PairCounts:
             stored, counts = self.arrays()
             ascending, new_ages, new_counts = _rising_by_age(keys, deltas)
             if ascending:  # (as engines give them; a ranking's pairs, taken out, come in rank order)
-                self._check(_lower_by_key(stored, counts, self._high_starts, keys, deltas))
+                self._check(_lower_by_key(stored, counts, self._high_starts[:self._highs], keys, deltas))
                 self._add_new(new_ages, new_counts)
                 return
         ages = age_key(keys)
@@ -116,13 +117,14 @@ class PairCounts:
             self._ages, self._counts = ages[kept], counts[kept]
             self._size = len(self._ages)
             if self.use_kernels:
-                self._high_starts = self._starts_by_high()
+                self._high_starts, self._highs = self._starts_by_high()
 
-    def _starts_by_high(self) -> np.ndarray:
-        """_high_starts of the store: for each larger token h up to the last one's, then one past it."""
+    def _starts_by_high(self) -> tuple[np.ndarray, int]:
+        """_high_starts of the store (for each larger token h up to the last one's, then one past it),
+        and how many."""
         highs = self._ages[:self._size] >> np.uint64(33)
         top = int(highs[-1]) + 1 if self._size else 0
-        return np.searchsorted(highs, np.arange(top + 1, dtype=np.uint64))
+        return np.searchsorted(highs, np.arange(top + 1, dtype=np.uint64)), top + 1
 
     def _append(self, ages: np.ndarray, counts: np.ndarray) -> None:
         end = self._size + len(ages)
@@ -134,9 +136,14 @@ class PairCounts:
         self._counts[self._size:end] = counts
         if self.use_kernels:  # the new larger tokens' starts: their ages come after every stored one
             highs = ages >> np.uint64(33)
-            top = len(self._high_starts) - 1  # the first larger token past the store's
+            top = self._highs - 1  # the first larger token past the store's
             more = np.searchsorted(highs, np.arange(top + 1, int(highs[-1]) + 2, dtype=np.uint64)) + self._size
-            self._high_starts = np.concatenate([self._high_starts, more])
+            if self._highs + len(more) > len(self._high_starts):
+                grown = np.empty(2 * (self._highs + len(more)), dtype=self._high_starts.dtype)
+                grown[:self._highs] = self._high_starts[:self._highs]
+                self._high_starts = grown
+            self._high_starts[self._highs:self._highs + len(more)] = more
+            self._highs += len(more)
         self._size = end
         self.live += len(ages)
 
