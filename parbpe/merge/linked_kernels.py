@@ -75,26 +75,31 @@ def find_hits(records: np.ndarray, cand: np.ndarray, which: np.ndarray, first: n
     and of runs x x x ... of a pair (x, x), the 1st, 3rd, ... (as a left-to-right merge); in table
     order (sweep relies on it, and sweeps the table once), as position << member_bits | member, one
     int64. threads=2: each half of the candidates checked in its own thread."""
-    bits = member_bits(records)
-    if len(first) >= 2**bits:
-        raise ValueError(f"a batch of {len(first):,} merges is too large for a table of {len(records):,} tokens")
+    bits = member_bits(records, len(first))
     if threads > 1 and len(cand) >= TWO_THREADS_MIN:
         h = len(cand) // 2
         found = np.concatenate(in_two(lambda: _holding(records, cand[:h], which[:h], first, second, bits),
                                       lambda: _holding(records, cand[h:], which[h:], first, second, bits)))
     else:
         found = _holding(records, cand, which, first, second, bits)
-    if len(found) >= RADIX_MIN:
-        found = _by_position(found, bits, len(records).bit_length())
-    else:
-        found.sort()
-    return _runs_taken(records, found, first, second, bits)
+    return _runs_taken(records, _in_table_order(records, found, bits), first, second, bits)
 
 
-def member_bits(records: np.ndarray) -> int:
+def member_bits(records: np.ndarray, members: int = 0) -> int:
     """The bits of a packed (position << member_bits | member) that hold the member: what a position
-    of the table leaves of 63."""
-    return 63 - len(records).bit_length()
+    of the table leaves of 63 (a ValueError if a batch of `members` merges does not fit them)."""
+    bits = 63 - len(records).bit_length()
+    if members >= 2**bits:
+        raise ValueError(f"a batch of {members:,} merges is too large for a table of {len(records):,} tokens")
+    return bits
+
+
+def _in_table_order(records: np.ndarray, found: np.ndarray, bits: int) -> np.ndarray:
+    """Packed candidates (distinct positions) sorted, by _by_position from RADIX_MIN (numpy's sort below)."""
+    if len(found) >= RADIX_MIN:
+        return _by_position(found, bits, len(records).bit_length())
+    found.sort()
+    return found
 
 
 def find_and_apply(records: np.ndarray, tokens: np.ndarray, cand: np.ndarray, which: np.ndarray,
@@ -107,16 +112,11 @@ def find_and_apply(records: np.ndarray, tokens: np.ndarray, cand: np.ndarray, wh
     partner, gone by then); every other occurrence holds as it did before the round. The records of
     a large round are read once where find_hits, then apply_hits, read them twice (a cache miss a
     position each time). Returns sweep's results."""
-    bits = member_bits(records)
-    if len(first) >= 2**bits:
-        raise ValueError(f"a batch of {len(first):,} merges is too large for a table of {len(records):,} tokens")
+    bits = member_bits(records, len(first))
     found = cand.astype(np.int64) << bits
     found |= which
-    if len(found) >= RADIX_MIN:
-        found = _by_position(found, bits, len(records).bit_length())
-    else:
-        found.sort()
-    return sweep(records, tokens, found, first, second, new_ids, removed, threads, check=True)
+    return sweep(records, tokens, _in_table_order(records, found, bits), first, second, new_ids, removed, threads,
+                 check=True)
 
 
 def sweep(records: np.ndarray, tokens: np.ndarray, found: np.ndarray, first: np.ndarray, second: np.ndarray,
@@ -229,23 +229,33 @@ def _by_position(found, member_bits, position_bits):
     position's bits, 11 at a time (found itself is the scratch of every other pass). numpy's sort of
     the holding candidates was 0.5 s of realmix's merge stage (the first rounds hold millions); on 4 M
     values 0.10 s against numpy's 0.30 (BENCHMARKS 34)."""
-    n = len(found)
-    source = found
-    target = np.empty(n, dtype=np.int64)
-    shift = member_bits
-    while shift < member_bits + position_bits:
-        starts = np.zeros(2049, dtype=np.int64)
+    return _lsd_radix(found, member_bits, member_bits + position_bits)
+
+
+@helper
+def _lsd_radix(values, low_bit, high_bit):
+    """int64 values sorted by their bits low_bit..high_bit - 1, stably: an LSD radix sort, 11 bits a
+    pass (the last pass the bits left), a pass whose digits are all alike skipped; values is the
+    scratch of every other pass."""
+    n = len(values)
+    scratch = np.empty(n, dtype=np.int64)
+    shift = low_bit
+    while shift < high_bit:
+        width = min(11, high_bit - shift)
+        mask = (np.int64(1) << width) - 1
+        starts = np.zeros((1 << width) + 1, dtype=np.int64)
         for i in range(n):
-            starts[((source[i] >> shift) & 2047) + 1] += 1
-        for d in range(1, 2049):
-            starts[d] += starts[d - 1]
-        for i in range(n):
-            d = (source[i] >> shift) & 2047
-            target[starts[d]] = source[i]
-            starts[d] += 1
-        source, target = target, source
-        shift += 11
-    return source
+            starts[((values[i] >> shift) & mask) + 1] += 1
+        if starts.max() < n:
+            for d in range(1, len(starts)):
+                starts[d] += starts[d - 1]
+            for i in range(n):
+                d = (values[i] >> shift) & mask
+                scratch[starts[d]] = values[i]
+                starts[d] += 1
+            values, scratch = scratch, values
+        shift += width
+    return values
 
 
 @kernel
@@ -310,29 +320,13 @@ def new_pair_entries(keys, positions):
 
 @helper
 def _by_high_half(entries):
-    """uint64 entries sorted by their high 32 bits, stably (an LSD radix sort, 11 bits a pass; a pass
-    whose digits are all alike is skipped). entries is the scratch of every other pass. Below
+    """uint64 entries sorted by their high 32 bits, stably (_lsd_radix; entries is its scratch). Below
     RADIX_SMALL entries, whose low halves ascend in the order given (both callers'), a plain sort of the
     whole values gives the same order without zeroing three passes' 2,049 counts (a serial run makes
     one round a merge)."""
-    n = len(entries)
-    if n < RADIX_SMALL:
+    if len(entries) < RADIX_SMALL:
         return np.sort(entries)
-    scratch = np.empty(n, dtype=np.uint64)
-    for shift in (32, 43, 54):
-        starts = np.zeros(2049, dtype=np.int64)
-        for i in range(n):
-            starts[((entries[i] >> np.uint64(shift)) & np.uint64(2047)) + 1] += 1
-        if starts.max() == n:
-            continue
-        for d in range(1, 2049):
-            starts[d] += starts[d - 1]
-        for i in range(n):
-            d = (entries[i] >> np.uint64(shift)) & np.uint64(2047)
-            scratch[starts[d]] = entries[i]
-            starts[d] += 1
-        entries, scratch = scratch, entries
-    return entries
+    return _lsd_radix(entries.view(np.int64), 32, 64).view(np.uint64)
 
 
 def sum_by_key(keys: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
