@@ -33,6 +33,17 @@ def _doubled_total(values):
 
 
 @jit.kernel
+def _gathered_with_prefetch(rows, table, column):
+    total = 0
+    for i in range(len(rows)):
+        if i + 2 < len(rows):
+            jit.prefetch(table, rows[i + 2])  # a 2-D array: the row's first item
+            jit.prefetch(column, rows[i + 2])
+        total += table[rows[i], 1] + column[rows[i]]
+    return total
+
+
+@jit.kernel
 def _spin(rounds):
     total = 0
     for i in range(rounds):
@@ -115,6 +126,23 @@ def test_a_kernel_calls_a_helper_compiled_before_it():
     assert _doubled_total.python(values) == 2 * values.sum()  # the helper as plain Python, before compiling
     assert _doubled_total(values) == 2 * values.sum()
     assert hasattr(_doubled, "py_func")  # the module global, compiled in place by the first kernel
+
+
+def test_prefetch_changes_nothing_and_is_the_cpus_instruction_in_a_kernel():
+    """jit.prefetch: nothing as Python; in a kernel, LLVM's prefetch (not a load the compiler drops
+    or keeps waiting for), on 1-D and 2-D arrays, the result unchanged."""
+    rng = np.random.default_rng(3)
+    table = rng.integers(0, 100, (1000, 4)).astype(np.int32)
+    column = rng.integers(0, 100, 1000).astype(np.uint16)
+    rows = rng.integers(0, 1000, 500)
+    expected = int(table[rows, 1].sum() + column[rows].sum())
+    assert jit.prefetch(table, 3) is None
+    assert _gathered_with_prefetch.python(rows, table, column) == expected
+    numba = pytest.importorskip("numba")
+    assert _gathered_with_prefetch(rows, table, column) == expected
+    fresh = numba.njit(_gathered_with_prefetch.python)  # not cached: a kernel loaded from the cache has no IR to read
+    assert fresh(rows, table, column) == expected
+    assert "llvm.prefetch" in "".join(fresh.inspect_llvm().values())
 
 
 def test_ctrl_c_while_a_kernel_runs_raises_keyboard_interrupt():

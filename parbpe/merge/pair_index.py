@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..jit import kernel
+from ..jit import kernel, prefetch
 from .pairs import LOW32, gather, narrow_key
 
 
@@ -37,6 +37,7 @@ def _merge_sorted(older: _IndexBlock, newer: _IndexBlock) -> _IndexBlock:
     return _IndexBlock(keys, values)
 
 _PAST_VALUES = np.uint64(1 << 31)  # a packed entry's value is below this
+SEARCH_KERNEL_MIN = 1 << 16  # entries of a packed block from which spans searches it by kernel (searched)
 
 
 @dataclass
@@ -106,7 +107,9 @@ class PairIndex:
         n = len(keys)
         if self.packed:
             low = narrow_key(keys) << np.uint64(32)
-            ends = [np.searchsorted(block, np.concatenate([low, low | _PAST_VALUES])) for block in self.blocks]
+            needles = np.concatenate([low, low | _PAST_VALUES])
+            ends = [searched(block, needles) if self.use_kernels and len(block) >= SEARCH_KERNEL_MIN
+                    else np.searchsorted(block, needles) for block in self.blocks]
         else:
             keys = np.asarray(keys, dtype=np.int64)
             needles = np.concatenate([keys, keys + 1])
@@ -158,3 +161,31 @@ def merged_runs(older, newer):
             out[k] = newer[j]
             j += 1
     return out
+
+
+@kernel
+def searched(block, needles):
+    """np.searchsorted(block, needles) (side left) for a sorted uint64 block far larger than the caches:
+    the needles' binary searches advance together, a level at a time, each asking for (prefetch) the
+    entry of its next level before the others take their step, so their cache misses overlap where
+    numpy's searches wait for them one after another."""
+    n = len(needles)
+    lo = np.zeros(n, dtype=np.int64)
+    hi = np.full(n, len(block), dtype=np.int64)
+    for i in range(n):
+        if lo[i] < hi[i]:
+            prefetch(block, (lo[i] + hi[i]) >> 1)
+    searching = True
+    while searching:
+        searching = False
+        for i in range(n):
+            if lo[i] < hi[i]:
+                mid = (lo[i] + hi[i]) >> 1
+                if block[mid] < needles[i]:
+                    lo[i] = mid + 1
+                else:
+                    hi[i] = mid
+                if lo[i] < hi[i]:
+                    prefetch(block, (lo[i] + hi[i]) >> 1)
+                    searching = True
+    return lo

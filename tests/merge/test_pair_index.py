@@ -93,3 +93,44 @@ def test_the_fold_kernel_merges_as_numpy_sorts(sizes):
     older, newer = (np.sort(rng.integers(0, 2**64 - 1, n, dtype=np.uint64) >> np.uint64(rng.integers(0, 60)))
                     for n in sizes)
     np.testing.assert_array_equal(merged_runs(older, newer), np.sort(np.concatenate([older, newer])))
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 7, 1000, 70_000])
+def test_the_search_kernel_finds_what_numpy_does(size):
+    """searched: np.searchsorted's left insertion points, for needles below, between, on (runs of
+    equal entries) and past the block's entries, in any order."""
+    pytest.importorskip("numba")
+    from parbpe.merge.pair_index import searched
+
+    rng = np.random.default_rng(size)
+    block = np.sort(rng.integers(0, 40 if size < 100 else 2**63, size, dtype=np.int64).astype(np.uint64))
+    needles = np.concatenate([block[rng.integers(0, size, 50)] if size else block,
+                              rng.integers(0, 2**63, 50, dtype=np.int64).astype(np.uint64),
+                              np.array([0, 1, 39, 40, 2**64 - 1], dtype=np.uint64)])
+    rng.shuffle(needles)
+    np.testing.assert_array_equal(searched(block, needles), np.searchsorted(block, needles))
+    assert len(searched(block, needles[:0])) == 0
+
+
+def test_spans_of_a_large_block_by_kernel_are_numpys():
+    """A packed block past SEARCH_KERNEL_MIN entries is searched by the kernel: the same spans, the same lookups."""
+    pytest.importorskip("numba")
+    from parbpe.merge import pair_index
+
+    rng = np.random.default_rng(5)
+    n = pair_index.SEARCH_KERNEL_MIN + 1000
+    keys = pack(rng.integers(0, 300, n), rng.integers(0, 300, n))
+    values = rng.permutation(n).astype(np.int32)
+    wanted = np.unique(np.concatenate([keys[:40], pack(np.array([299, 0, 5]), np.array([299, 0, 301]))]))
+    found = []
+    for use_kernels in (False, True):
+        index = PairIndex(value_dtype=np.int32, packed=True, use_kernels=use_kernels)
+        index.add(keys, values)
+        index.add(keys[:10], values[:10] + n)  # a small block beside it: numpy's search there
+        found.append((index.spans(wanted), index.lookup(wanted)))
+    (numpy_spans, numpy_lookup), (kernel_spans, kernel_lookup) = found
+    for (lo_a, hi_a), (lo_b, hi_b) in zip(numpy_spans, kernel_spans):
+        np.testing.assert_array_equal(lo_a, lo_b)
+        np.testing.assert_array_equal(hi_a, hi_b)
+    np.testing.assert_array_equal(numpy_lookup[0], kernel_lookup[0])
+    assert (numpy_spans[0][1] - numpy_spans[0][0]).sum() > 40  # the big block held the wanted keys
