@@ -19,7 +19,7 @@ import numpy as np
 from .. import jit
 from . import linked_kernels
 from .exact import boundary_events, prefix_stop
-from .pair_index import PairIndex
+from .pair_index import PairIndex, searched
 from .pairs import aggregate, aggregate_sorted, gather, pack, pair_keys_and_weights, run_parity, sort_by_pair, wide_key
 from .table import ChunkTable
 
@@ -124,6 +124,7 @@ def _warm_linked(token_dtype: np.dtype) -> None:
     engine.apply(np.array([97, 98]), np.array([97, 99]), np.array([256, 257]))
     engine.apply_hits(*engine.find_hits(np.array([98]), np.array([97])), np.array([258]))  # exact batching's steps
     linked_kernels._cut(engine.records, np.array([0, 1 << 20], dtype=np.int64), 20)  # (two threads' rounds)
+    searched(engine.index.blocks[0], engine.index.blocks[0][:2])  # (the spans in a large block)
     engine.index.blocks.clear()
     engine._index_live_pairs(count=False)
     linked_kernels.sum_sorted_pairs(engine.records, engine.index.blocks[0])  # (the first count of a wide table)

@@ -20,8 +20,10 @@ from .. import jit
 from ..jit import helper, kernel, prefetch
 
 # In auto mode the kernels run on tables of at least this many tokens (a merge worker's slice counts
-# on its own): below, importing numba and loading the kernels (about 1 s) costs more than they save.
-JIT_MIN_TOKENS = 4_000_000
+# on its own): below, importing numba and loading the kernels (0.25-0.35 s) costs more than they save.
+# Whole runs, --jit on against off (2026-11-26, BENCHMARKS 37): FineWeb-Edu's counts at cutoffs 40 and
+# 20 (0.77 M, 1.18 M tokens) 0.1 s slower, at 10 (1.83 M) 0.2-0.3 s faster.
+JIT_MIN_TOKENS = 1_500_000
 # Positions ahead whose records a loop over scattered positions asks for (jit.prefetch): realmix's
 # records are 189 MB, and each candidate's record was a cache miss the sweep waited for.
 AHEAD = 8

@@ -29,7 +29,7 @@ from ..warnings import EarlyStopWarning
 from .context import RunContext
 from .count import Counted, count_stage, superword_count_stage
 from .inputs import Inputs
-from .merge import Merged, MergeJob, merge_stage, vocab_of
+from .merge import Merged, MergeJob, merge_stage, preload_before_counting, vocab_of
 from .prune import prune_stage, scoring_workers
 
 
@@ -70,6 +70,8 @@ class Bpe:
 
     def count(self, ctx: RunContext, job: Inputs) -> Counted:
         """Stages 2-3: the chunk counts (resumed from the run directory when it has them)."""
+        if job.inherited is None:  # (with --init the table is encoded first: its size is another)
+            preload_before_counting(ctx, job.units)
         return count_stage(ctx, job.units, run=ctx.run)
 
     def build(self, ctx: RunContext, job: Inputs, counted: Counted, n_merges: int | None = None) -> Built:

@@ -76,3 +76,70 @@ def test_no_room_for_numba_merges_with_numpy_under_auto(monkeypatch, engines_mad
     tight = parbpe.train_from_iterator(texts, vocab_size=400, workers=1, jit=mode, progress="bar")
     assert kernels == [mode == "on"] and tight.tokenizer.merges == with_room.tokenizer.merges
     assert ("merging with numpy: the" in capsys.readouterr().err) == (mode == "auto")
+
+
+def _counts_csv(path, rows: int = 400) -> str:
+    words = [f" w{i}{'x' * (i % 7)}" for i in range(rows)]
+    path.write_text("str,int\n" + "".join(f"{w},{(i * 37) % 101 + 2}\n" for i, w in enumerate(words)))
+    return str(path)
+
+
+@pytest.fixture
+def preloads_at_count(monkeypatch):
+    """The preloads started (jit._preloading's names) as each count stage begins."""
+    from parbpe.pipeline import vocabulary
+
+    seen = []
+    count_stage = vocabulary.count_stage
+
+    def record(ctx, units, *args, **kwargs):
+        seen.append(sorted(jit._preloading))
+        return count_stage(ctx, units, *args, **kwargs)
+
+    monkeypatch.setattr(vocabulary, "count_stage", record)
+    monkeypatch.setattr(jit, "_preloading", {})
+    return seen
+
+
+def test_counts_files_start_numba_before_counting_where_the_kernels_will_merge(monkeypatch, tmp_path,
+                                                                               preloads_at_count):
+    """A run reading counts files only starts loading the merge kernels as the count stage starts
+    (preload_before_counting) when their bytes make a table past JIT_MIN_TOKENS and the budget has room:
+    the same merges as numpy's; not for text, not without room, not below the size, not with --jit off."""
+    pytest.importorskip("numba")
+    from parbpe.merge import linked_kernels
+
+    counts = _counts_csv(tmp_path / "counts.csv")
+    text = tmp_path / "corpus.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog\n" * 200)
+    monkeypatch.setattr(linked_kernels, "JIT_MIN_TOKENS", 10**9)
+    numpy_merges = parbpe.train(counts, vocab_size=280, workers=1).tokenizer.merges
+    assert preloads_at_count == [[]]
+    monkeypatch.setattr(linked_kernels, "JIT_MIN_TOKENS", 1000)  # this file's 0.6 tokens a byte pass it
+    monkeypatch.setattr(jit, "_preloading", {})
+    assert parbpe.train(counts, vocab_size=280, workers=1).tokenizer.merges == numpy_merges
+    assert preloads_at_count[-1] == ["linked-uint16"]
+    for kwargs in ({"jit": "off"}, {"inputs": str(text)}):
+        monkeypatch.setattr(jit, "_preloading", {})
+        parbpe.train(kwargs.pop("inputs", counts), vocab_size=280, workers=1, **kwargs)
+        assert preloads_at_count[-1] == []
+    monkeypatch.setattr(jit, "_preloading", {})
+    monkeypatch.setattr(merge_stage, "merge_estimate", lambda tokens, chunks: 10**15)  # no room beside it
+    parbpe.train(counts, vocab_size=280, workers=1)
+    assert preloads_at_count[-1] == []
+
+
+def test_the_fit_waits_for_a_load_started_before_counting(monkeypatch, tmp_path):
+    """The table stage settles the preload threads before its fit reckons numba (loaded or not): its
+    reckoning may not depend on how far a thread got."""
+    pytest.importorskip("numba")
+    from parbpe.merge import linked_kernels
+
+    monkeypatch.setattr(linked_kernels, "JIT_MIN_TOKENS", 1000)
+    monkeypatch.setattr(jit, "_preloading", {})
+    order = []
+    settle, reckoned = jit.settle, merge_stage.reckoned_in_use
+    monkeypatch.setattr(jit, "settle", lambda: (order.append("settle"), settle())[1])
+    monkeypatch.setattr(merge_stage, "reckoned_in_use", lambda *a: (order.append("reckon"), reckoned(*a))[1])
+    parbpe.train(_counts_csv(tmp_path / "counts.csv"), vocab_size=280, workers=1)
+    assert "reckon" in order and "settle" in order[:order.index("reckon")]
