@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit import helper, kernel
+from ..jit import helper, kernel, prefetch
 from .linked_kernels import use_kernels
 from .pairs import gather, pack
 from .table import ChunkTable, token_dtype
@@ -286,6 +286,7 @@ _MIX = 0x9E3779B97F4A7C15  # Fibonacci hashing's multiplier: the top bits of key
 _MIX_SECOND = 0xC2B2AE3D27D4EB4F  # a long piece's second word, multiplied by this, joins its first
 # _encode_chunks: pieces cut before they are looked up; the piece tables' first sizes (2 ** bits slots)
 _ENCODE_SIZES = (256, 16, 12)
+_AHEAD = 8  # pieces ahead whose slots _encode_chunks asks for (jit.prefetch)
 _CACHED_BYTES = 16  # pieces of at most this many bytes are looked up (two words of key); longer ones encoded each time
 
 
@@ -404,6 +405,12 @@ def _encode_chunks(data, starts, inside, merge_keys, out, batch, short_bits, lon
     while c < n_chunks:
         n, c, p = _cut(data, starts, inside, c, p, piece_at, piece_size, piece_chunk, piece_word0, piece_word1)
         for i in range(n):  # their tokens
+            if i + _AHEAD < n:  # the slot of a piece further on, asked for now (the tables outgrow the caches)
+                ahead = piece_size[i + _AHEAD]
+                if 1 < ahead <= 8:
+                    prefetch(short, _slot(_short_key(piece_word0[i + _AHEAD], ahead), state[0]))
+                elif 8 < ahead <= _CACHED_BYTES:
+                    prefetch(long, _slot(_long_key(piece_word0[i + _AHEAD], piece_word1[i + _AHEAD]), state[1]))
             begin, size, chunk = piece_at[i], piece_size[i], piece_chunk[i]
             word0, word1 = piece_word0[i], piece_word1[i]
             meta = np.uint64(0)  # the slot's word of length, count and tokens (0: not there, or too long)
