@@ -124,10 +124,12 @@ def _warm_linked(token_dtype: np.dtype) -> None:
     engine.apply(np.array([97, 98]), np.array([97, 99]), np.array([256, 257]))
     engine.apply_hits(*engine.find_hits(np.array([98]), np.array([97])), np.array([258]))  # exact batching's steps
     linked_kernels._cut(engine.records, np.array([0, 1 << 20], dtype=np.int64), 20)  # (two threads' rounds)
-    searched(engine.index.blocks[0], engine.index.blocks[0][:2])  # (the spans in a large block)
+    if engine.index.packed:  # (the spans in a large packed block)
+        searched(engine.index.blocks[0], engine.index.blocks[0][:2])
     engine.index.blocks.clear()
     engine._index_live_pairs(count=False)
-    linked_kernels.sum_sorted_pairs(engine.records, engine.index.blocks[0])  # (the first count of a wide table)
+    if engine.index.packed:  # (the first count of a wide table; a table of 2**16 ids or more has no packed index)
+        linked_kernels.sum_sorted_pairs(engine.records, engine.index.blocks[0])
 
 
 class LinkedEngine:

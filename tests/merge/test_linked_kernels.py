@@ -337,3 +337,13 @@ def test_the_queue_lowers_counts_by_kernel_only_where_numba_is_loaded(monkeypatc
     monkeypatch.setenv("PARBPE_JIT", "off")
     learn_merges(_table(counts, n), [bytes([b]) for b in range(256)], n)
     assert made[-1] is False
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.uint32])
+def test_the_preloads_warm_up_runs_to_its_end(dtype):
+    """_warm_linked (the preload thread's work, whose errors are dropped there) calls every kernel it
+    names without an error, for a packed index (16-bit ids) and an unpacked one: a step that failed
+    left the kernels after it to load in the rounds (uint32's first-count sums did, until 2026-11-26)."""
+    from parbpe.merge.engines import _warm_linked
+
+    _warm_linked(np.dtype(dtype))
