@@ -83,9 +83,8 @@ def preload_before_counting(ctx: RunContext, units: list[WorkUnit] | TextStream)
     if not isinstance(units, list) or not units or not all(unit.kind.startswith("counts") for unit in units):
         return  # (a TextStream: texts from an iterable)
     tokens = int(COUNTS_TOKENS_PER_BYTE * sum(unit_text_bytes(unit) for unit in units))
-    config = ctx.config
-    need = ctx.in_use() + merge_estimate(tokens, tokens // 4)
-    if need + JIT_RSS + merge_estimate(tokens, tokens // 4) // 4 <= ctx.budget:
+    chunks, config = tokens // 4, ctx.config
+    if _room_for(ctx.in_use() + merge_estimate(tokens, chunks), tokens, chunks, ctx.budget) == "speed":
         preload_kernels(tokens, config.vocab_size, config.workers, config.pair_count == "nonoverlap")
 
 
@@ -214,9 +213,15 @@ def _room(fit: MergeFit, budget: int) -> str:
     of 700), so numba loads while the table is built and large rounds take two threads; "numba", its
     RSS only: it loads when the engine starts, one thread; "numpy", not even that: under --jit auto the
     stage merges with numpy (a 400 MB run whose table passed JIT_MIN_TOKENS went to 490-513 MB)."""
-    if fit.estimate + JIT_RSS + merge_estimate(fit.tokens, fit.chunks) // 4 <= budget:
+    return _room_for(fit.estimate, fit.tokens, fit.chunks, budget)
+
+
+def _room_for(estimate: int, tokens: int, chunks: int, budget: int) -> str:
+    """_room of a merge stage whose process tree holds `estimate` bytes at its peak, on a table of
+    tokens and chunks."""
+    if estimate + JIT_RSS + merge_estimate(tokens, chunks) // 4 <= budget:
         return "speed"
-    return "numba" if fit.estimate + JIT_RSS <= budget else "numpy"
+    return "numba" if estimate + JIT_RSS <= budget else "numpy"
 
 
 def vocab_of(merges: Pairs) -> list[bytes]:
