@@ -12,7 +12,7 @@ import heapq
 
 import numpy as np
 
-from ..jit import kernel
+from ..jit import helper, kernel
 
 
 class Descending:
@@ -165,6 +165,14 @@ def _lower_counts_numpy(stored: np.ndarray, counts: np.ndarray, ages: np.ndarray
     return int(np.count_nonzero(left == 0))
 
 
+@helper
+def _age(key):
+    """age_key of one pair key in a kernel: its bits above 32 (age >> 32) are 2 * larger id + side."""
+    first, second = key >> 32, key & 0xFFFFFFFF
+    return ((np.uint64(max(first, second)) << np.uint64(33)) | (np.uint64(first < second) << np.uint64(32))
+            | np.uint64(min(first, second)))
+
+
 @kernel
 def _by_age(keys, counts):
     """(age keys, counts) of pairs given in ascending key order, in ascending age order: a stable
@@ -177,17 +185,15 @@ def _by_age(keys, counts):
         width = max(width, max(keys[i] >> 32, keys[i] & 0xFFFFFFFF) + 1)
     starts = np.zeros(2 * width + 1, dtype=np.int64)
     for i in range(n):
-        first, second = keys[i] >> 32, keys[i] & 0xFFFFFFFF
-        starts[2 * max(first, second) + (first < second) + 1] += 1
+        starts[np.int64(_age(keys[i]) >> np.uint64(32)) + 1] += 1
     for b in range(1, len(starts)):
         starts[b] += starts[b - 1]
     ages = np.empty(n, dtype=np.uint64)
     ordered = np.empty(n, dtype=np.int64)
     for i in range(n):
-        first, second = keys[i] >> 32, keys[i] & 0xFFFFFFFF
-        high, low, side = max(first, second), min(first, second), first < second
-        b = 2 * high + side
-        ages[starts[b]] = (np.uint64(high) << np.uint64(33)) | (np.uint64(side) << np.uint64(32)) | np.uint64(low)
+        age = _age(keys[i])
+        b = np.int64(age >> np.uint64(32))
+        ages[starts[b]] = age
         ordered[starts[b]] = counts[i]
         starts[b] += 1
     return ages, ordered
@@ -204,12 +210,10 @@ def _lower_by_key(stored, counts, high_starts, keys, deltas):
         at[i] = -1
         if deltas[i] >= 0:
             continue
-        first, second = keys[i] >> 32, keys[i] & 0xFFFFFFFF
-        high = max(first, second)
+        high = max(keys[i] >> 32, keys[i] & 0xFFFFFFFF)
         if high + 1 >= len(high_starts):
             return _NOT_COUNTED
-        age = (np.uint64(high) << np.uint64(33)) | (np.uint64(first < second) << np.uint64(32)) \
-            | np.uint64(min(first, second))
+        age = _age(keys[i])
         lo, end = high_starts[high], high_starts[high + 1]
         hi = end
         while lo < hi:
@@ -249,18 +253,16 @@ def _rising_by_age(keys, deltas):
     starts = np.zeros(2 * (top_high - low_high + 1) + 1, dtype=np.int64)
     for i in range(len(keys)):
         if deltas[i] > 0:
-            first, second = keys[i] >> 32, keys[i] & 0xFFFFFFFF
-            starts[2 * (max(first, second) - low_high) + (first < second) + 1] += 1
+            starts[np.int64(_age(keys[i]) >> np.uint64(32)) - 2 * low_high + 1] += 1
     for b in range(1, len(starts)):
         starts[b] += starts[b - 1]
     ages = np.empty(n_new, dtype=np.uint64)
     ordered = np.empty(n_new, dtype=np.int64)
     for i in range(len(keys)):
         if deltas[i] > 0:
-            first, second = keys[i] >> 32, keys[i] & 0xFFFFFFFF
-            high, low, side = max(first, second), min(first, second), first < second
-            b = 2 * (high - low_high) + side
-            ages[starts[b]] = (np.uint64(high) << np.uint64(33)) | (np.uint64(side) << np.uint64(32)) | np.uint64(low)
+            age = _age(keys[i])
+            b = np.int64(age >> np.uint64(32)) - 2 * low_high
+            ages[starts[b]] = age
             ordered[starts[b]] = deltas[i]
             starts[b] += 1
     return True, ages, ordered
