@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import config as config_module
+from . import jit
 from .config import GROUPS, Job, RunOptions, TrainConfig
 from .run.memory import format_size
 
@@ -210,11 +211,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def console() -> int:
     """The `parbpe` command: main() in a process that is parbpe's alone, so pyarrow is told to
-    leave pandas unloaded (run/pool.py keep_pandas_out_of_pyarrow: 50 MB less RSS), and that ends
-    without the interpreter's teardown once numba is loaded (_end_now)."""
+    leave pandas unloaded (run/pool.py keep_pandas_out_of_pyarrow: 50 MB less RSS), numba cffi
+    (jit.keep_cffi_out_of_numba), and that ends without the interpreter's teardown once numba is
+    loaded (_end_now)."""
     from .run.pool import keep_pandas_out_of_pyarrow
 
     keep_pandas_out_of_pyarrow()
+    jit.keep_cffi_out_of_numba()
     return _end_now(main())
 
 
@@ -225,8 +228,6 @@ def _end_now(status: int) -> int:
     1.11-1.37 s against 0.72-0.93 s, 2026-11-26). What the teardown would still do is done first:
     the atexit functions run (multiprocess's, tempfile's), stdout and stderr flushed; parbpe's own
     threads are daemons and its files closed by then. Without numba, the usual exit (returns status)."""
-    from . import jit
-
     if not jit.loaded():
         return status
     import atexit

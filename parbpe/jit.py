@@ -22,12 +22,15 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .refused_imports import refused
+
 MODES = ("auto", "on", "off")
 ENV = "PARBPE_JIT"
 EXTRA_HINT = "the numba JIT needs the fast extra: pip install 'parbpe[fast]'"
 
 _numba: Any = None
 _numba_checked = False
+_cffi_kept_out = False  # keep_cffi_out_of_numba was called
 _lock = threading.RLock()  # numba's import and each kernel's dispatcher are made once, whichever thread asks first
 _preloading: dict[str, threading.Thread] = {}
 
@@ -60,9 +63,29 @@ def numba_module() -> Any:
                     import numba
                 except ImportError:
                     numba = None
+                if numba is not None and _cffi_kept_out:
+                    _numba_without_cffi()
                 _numba = numba
                 _numba_checked = True  # after _numba: another thread reads the flag without the lock
     return _numba
+
+
+def keep_cffi_out_of_numba() -> None:
+    """In a process that is parbpe's alone (the parbpe command, its workers): have numba take cffi as
+    absent. numba's first kernel imports cffi, where it is installed, to type cffi functions, which no
+    parbpe kernel calls; cffi imports pycparser, which builds its parser's tables: 0.05-0.1 s of the
+    0.4-0.6 s numba's start costs every process, before counting workers fork (2026-11-26). `import
+    cffi` still works; nothing is done where cffi or numba's cffi support is loaded already."""
+    global _cffi_kept_out
+    _cffi_kept_out = True
+    if loaded():
+        _numba_without_cffi()
+
+
+def _numba_without_cffi() -> None:
+    if "cffi" not in sys.modules and "numba.core.typing.cffi_utils" not in sys.modules:
+        with refused("cffi"):
+            import numba.core.typing.cffi_utils  # noqa: F401 (it asks once, and remembers the answer)
 
 
 def require() -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.abc
 import os
 import pickle
 import signal
@@ -22,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .. import jit
+from ..refused_imports import refused
 from .faults import KILL_HOOK, fault_point  # noqa: F401 (the test hook of dying workers: see run/faults.py)
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -81,15 +81,6 @@ def die_with_parent() -> None:
         os._exit(1)  # orphaned already: the parent is gone
 
 
-class _NoPandas(importlib.abc.MetaPathFinder):
-    """An import finder that says pandas is not installed (see keep_pandas_out_of_pyarrow)."""
-
-    def find_spec(self, name, path, target=None):
-        if name == "pandas":
-            raise ModuleNotFoundError("pandas is kept out of pyarrow's checks in this process", name="pandas")
-        return None
-
-
 def keep_pandas_out_of_pyarrow() -> None:
     """Have pyarrow take pandas as absent, in a process that is parbpe's alone (a worker, the
     parbpe command; never a library caller's process). pyarrow imports pandas on its first
@@ -101,20 +92,17 @@ def keep_pandas_out_of_pyarrow() -> None:
         return
     import pyarrow as pa
 
-    finder = _NoPandas()
-    sys.meta_path.insert(0, finder)
-    try:
+    with refused("pandas"):
         pa.array([0])
-    finally:
-        sys.meta_path.remove(finder)
 
 
 def ignore_sigint() -> None:
     """In a worker, first thing: die with the parent (die_with_parent), leave Ctrl-C to the parent
     (which stops the workers), then let signals in. Every kind of worker starts with this, and
-    keeps pandas out of pyarrow (keep_pandas_out_of_pyarrow)."""
+    keeps pandas out of pyarrow (keep_pandas_out_of_pyarrow) and cffi out of numba (jit.py)."""
     die_with_parent()
     keep_pandas_out_of_pyarrow()
+    jit.keep_cffi_out_of_numba()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
