@@ -29,9 +29,10 @@ from ..patterns import SUPERWORD_LINES_PATTERN, SUPERWORD_PATTERN, Splitter, tra
 from ..run.memory import format_size, system_pool, trim_heap, use_system_pool
 from ..run.pool import get_context, parallel, worker_rank
 from ..run.run_dir import COUNT_COMMIT_SECONDS, checkpoint_seconds, sync_file, test_stop, write_json
+from . import jit_lexer
 from .counts_file import counts_file_table
-from .jit_lexer import prepare, uses_jit
-from .partitions import write_run
+from .jit_lexer import uses_jit
+from .partitions import partition_ids, write_run
 from .pieces import PieceCounter, count_table, counter_table, documents_holding, string_array, sum_tables, supports
 from .superword import SuperwordCounter
 
@@ -231,6 +232,14 @@ def cut_chunk(data: bytes, max_bytes: int) -> list[bytes]:
     if start < len(data):
         out.append(data[start:])
     return out
+
+
+def prepare(pattern: str) -> None:
+    """Every kernel a counting worker calls loaded in this process before workers fork: the lexer's
+    (jit_lexer.prepare) and the run files' partition hash."""
+    jit_lexer.prepare(pattern)
+    if uses_jit(pattern):
+        partition_ids(pa.array(["x"]))
 
 
 def count_unit(unit: WorkUnit, shard: ShardCounter) -> None:

@@ -21,8 +21,7 @@ from ..config import TrainConfig
 from ..io.readers import ReadStats
 from ..run.memory import system_pool, use_system_pool
 from ..run.pool import WorkerDied, death_reason, fault_point, get_context, ignore_sigint, start_workers, stop_workers
-from .counter import CountResult, ShardCounter
-from .jit_lexer import prepare
+from .counter import CountResult, ShardCounter, prepare
 
 QUEUE_BATCHES_PER_WORKER = 2  # batches waiting per worker: enough to keep them busy, few enough for memory
 _POLL = 0.2
