@@ -59,7 +59,7 @@ class PairIndex:
     blocks: list = field(default_factory=list)
     value_dtype: type = np.int64
     packed: bool = False
-    use_kernels: bool = False  # packed blocks folded by a kernel (merged_runs) and large ones searched by one (searched)
+    use_kernels: bool = False  # packed blocks folded by a kernel (merged_runs), large ones searched by one (searched)
 
     def add(self, keys: np.ndarray, values: np.ndarray, presorted: bool = False) -> None:
         """Add (key, value) entries of pairs new to the index; fold small blocks together."""
