@@ -45,11 +45,12 @@ def _train(corpus: Path, out: Path, vocab_size: int, *extra: str, capsys=None) -
 @pytest.mark.parametrize("workers", ["1", "2", "2 merge workers"])
 def test_continuing_from_k_merges_equals_training_straight_on(corpus, tmp_path, capsys, monkeypatch, mode, workers):
     if workers == "2 merge workers":  # the inherited merges encode, and merging goes on, in merge workers
-        from parbpe.merge import coordinator, prepare
+        from parbpe.merge import prepare
+        from parbpe.merge import workers as merge_workers
 
         monkeypatch.setattr(prepare, "MIN_BYTES_PER_ENCODE_WORKER", 1)
-        monkeypatch.setattr(prepare, "MIN_TOKENS_PER_WORKER", 1)
-        monkeypatch.setattr(coordinator, "MIN_TOKENS_PER_WORKER", 1)
+        monkeypatch.setattr(merge_workers, "MIN_TOKENS_PER_WORKER", 1)
+        monkeypatch.setattr(merge_workers, "KERNELS_MERGE_ALONE", False)
     settings = [*MODES[mode], "--workers", workers.split()[0]]
     _train(corpus, tmp_path / "k", 400, *settings, capsys=capsys)
     _train(corpus, tmp_path / "straight", 700, *settings, capsys=capsys)

@@ -43,11 +43,11 @@ def corpus(tmp_path_factory):
 
 def merge_workers_on_small_tables(patch: pytest.MonkeyPatch) -> None:
     """Have stage 2 encode and merge in two merge workers even on the tests' small tables."""
-    from parbpe.merge import coordinator, prepare
+    from parbpe.merge import prepare, workers
 
     patch.setattr(prepare, "MIN_BYTES_PER_ENCODE_WORKER", 1)
-    patch.setattr(prepare, "MIN_TOKENS_PER_WORKER", 1)
-    patch.setattr(coordinator, "MIN_TOKENS_PER_WORKER", 1)
+    patch.setattr(workers, "MIN_TOKENS_PER_WORKER", 1)
+    patch.setattr(workers, "KERNELS_MERGE_ALONE", False)
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from .linked_kernels import use_kernels
 from .runs import RunEngine, prefers_runs
 from .selection import Descending, PairQueue, safe_batch, search_width
 from .table import ChunkTable, token_dtype
-from .workers import MIN_TOKENS_PER_WORKER, SlicedEngine
+from .workers import SlicedEngine, merge_workers
 
 # progress(done, total) is called at most once per this many seconds, and after the last round: the
 # caller's callback may read /proc of the whole machine (tree_rss), and a serial run makes one round
@@ -94,7 +94,8 @@ def learn_merges(
     prefix that serial BPE would merge in the same order: the same merges as max_batch_size=1).
     Exact batching needs the linked engine; with nonoverlap counting it runs serially.
     workers > 1 spreads the engine over processes, one per slice of the table (workers.py),
-    each given at least min_tokens_per_worker tokens (fewer workers, or none, on smaller tables);
+    each given at least min_tokens_per_worker tokens (fewer workers, or none, on smaller tables;
+    none where the kernels merge, unless min_tokens_per_worker is given: merge_workers);
     the merges are the same for any number of workers.
     replay = (merges, batch_sizes) of an earlier run with the same table and settings (a
     checkpoint): those rounds are applied as recorded, without ranking, which leaves the engine and
@@ -124,8 +125,7 @@ def learn_merges(
     if batching == "exact" and use_chunk:
         max_batch_size = 1  # serial BPE is exact by definition
     clock = time.perf_counter()
-    per_worker = MIN_TOKENS_PER_WORKER if min_tokens_per_worker is None else min_tokens_per_worker
-    workers = min(workers, len(table.tokens) // max(per_worker, 1))
+    workers = merge_workers(len(table.tokens), workers, not use_chunk, min_tokens_per_worker)
     if sliced is not None:
         if use_runs:
             sliced.close()
@@ -167,7 +167,7 @@ def preload_kernels(n_tokens: int, vocab_size: int, workers: int = 1, nonoverlap
     """Start loading the numba kernels learn_merges will call in this process on a table of n_tokens
     (its linked engine's, when it merges here: overlap counting, no merge workers), in a background
     thread, so that numba's import and loading (0.5-1 s) overlap the table's building."""
-    if not nonoverlap and min(workers, n_tokens // MIN_TOKENS_PER_WORKER) <= 1:
+    if not nonoverlap and merge_workers(n_tokens, workers, linked=True) <= 1:
         preload_linked_kernels(n_tokens, token_dtype(vocab_size))
 
 

@@ -13,10 +13,12 @@ token can only be merged by a later batch). A round costs in proportion to its o
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..jit import helper, kernel, prefetch
-from .linked_kernels import use_kernels
+from .linked_kernels import in_two, use_kernels
 from .pairs import gather, pack
 from .table import ChunkTable, token_dtype
 
@@ -24,7 +26,7 @@ _SLICE = 1 << 22  # positions looked up at a time when the buckets are filled
 
 
 def encode_byte_table(table: ChunkTable, merges: list[tuple[int, int]], batch_sizes: list[int],
-                      dtype: np.dtype | None = None) -> ChunkTable:
+                      dtype: np.dtype | None = None, threads: int = 1) -> ChunkTable:
     """encode_table for a table of bytes (tokens 0-255) and merges of tokens 256 on, through its pieces;
     the new table's tokens are of dtype (default the table's: a table of bytes may be uint8).
 
@@ -35,7 +37,8 @@ def encode_byte_table(table: ChunkTable, merges: list[tuple[int, int]], batch_si
     the kernels (linked_kernels.use_kernels) one pass cuts, looks each piece up and encodes the new
     ones (_encode_cached; half of realmix's SuperBPE stage-2 table, 56.6 MB in 11.5 M pieces of which
     623 k distinct: 1.9-2.4 s against 6.6-8.7 s for numpy and pyarrow, and 4.3-5.0 s when a kernel
-    encoded the distinct pieces pyarrow had found); else numpy and pyarrow (the reference).
+    encoded the distinct pieces pyarrow had found), each half of the table in its own thread with
+    threads=2; else numpy and pyarrow (the reference).
     """
     vocab = [bytes([b]) for b in range(256)]
     for a, b in merges:
@@ -49,7 +52,7 @@ def encode_byte_table(table: ChunkTable, merges: list[tuple[int, int]], batch_si
     if n == 0 or not np.array_equal(table.lengths, np.diff(table.starts)) or int(table.tokens.max()) > 255:
         return encode_table(table, merges, batch_sizes, 256, dtype)
     if use_kernels(n):
-        return _encode_cached(table, merges, inside.ravel(), dtype)
+        return _encode_cached(table, merges, inside.ravel(), dtype, threads)
     import pyarrow as pa  # here, not at the top: merge workers that only merge never load pyarrow
     import pyarrow.compute as pc
 
@@ -268,24 +271,44 @@ def sampled_tokens_per_byte(data: np.ndarray, offsets: np.ndarray, merges: list[
     return len(encoded.tokens) / int(starts[-1])
 
 
-def _encode_cached(table: ChunkTable, merges: list[tuple[int, int]], inside: np.ndarray, dtype: np.dtype
-                   ) -> ChunkTable:
-    """encode_byte_table by a kernel (_encode_chunks): the same tokens as its numpy path, tested."""
+def _encode_cached(table: ChunkTable, merges: list[tuple[int, int]], inside: np.ndarray, dtype: np.dtype,
+                   threads: int = 1) -> ChunkTable:
+    """encode_byte_table by a kernel (_encode_chunks): the same tokens as its numpy path, tested. With
+    threads=2 and a table of TWO_THREADS_MIN_BYTES, each half of its chunks in a thread of its own
+    (the kernel holds no GIL), each with its own piece table."""
     keys = pack(np.array([a for a, _ in merges], dtype=np.int64), np.array([b for _, b in merges], dtype=np.int64))
-    out = np.empty(len(table.tokens), dtype=dtype)
-    used, lengths = _encode_chunks(table.tokens.astype(np.uint8, copy=False), table.starts, inside, keys, out,
-                                   *_ENCODE_SIZES)
-    tokens = out[:used].copy()  # the table's own size, not its bytes'
+    data = table.tokens.astype(np.uint8, copy=False)
+    out = np.empty(len(data), dtype=dtype)  # a chunk has at most its bytes' tokens: each half writes its own part
+    halves = threads > 1 and len(data) >= TWO_THREADS_MIN_BYTES
+    cut = int(np.searchsorted(table.starts, len(data) // 2)) if halves else 0
+    if 0 < cut < table.n_chunks:
+        (used_left, left), (used_right, right) = in_two(
+            functools.partial(_encode_part, data, table.starts, 0, cut, inside, keys, out),
+            functools.partial(_encode_part, data, table.starts, cut, table.n_chunks, inside, keys, out))
+        middle = int(table.starts[cut])
+        tokens = np.concatenate([out[:used_left], out[middle:middle + used_right]])
+        lengths = np.concatenate([left, right])
+    else:
+        used, lengths = _encode_part(data, table.starts, 0, table.n_chunks, inside, keys, out)
+        tokens = out[:used].copy()  # the table's own size, not its bytes'
     del out
     starts = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
     return ChunkTable(tokens=tokens, starts=starts, lengths=lengths, counts=table.counts.copy())
 
 
+def _encode_part(data: np.ndarray, starts: np.ndarray, lo: int, hi: int, inside: np.ndarray, keys: np.ndarray,
+                 out: np.ndarray) -> tuple[int, np.ndarray]:
+    """Chunks lo to hi encoded into out from their first byte's place on: (tokens written, tokens per chunk)."""
+    a, b = int(starts[lo]), int(starts[hi])
+    return _encode_chunks(data[a:b], starts[lo:hi + 1] - a, inside, keys, out[a:b], *_ENCODE_SIZES)
+
+
 _MIX = 0x9E3779B97F4A7C15  # Fibonacci hashing's multiplier: the top bits of key * _MIX index a table
 _MIX_SECOND = 0xC2B2AE3D27D4EB4F  # a long piece's second word, multiplied by this, joins its first
 # _encode_chunks: pieces cut before they are looked up; the piece tables' first sizes (2 ** bits slots)
 _ENCODE_SIZES = (256, 16, 12)
+TWO_THREADS_MIN_BYTES = 1 << 20  # _encode_cached: a smaller table is encoded in one thread
 _AHEAD = 8  # pieces ahead whose slots _encode_chunks asks for (jit.prefetch)
 _CACHED_BYTES = 16  # pieces of at most this many bytes are looked up (two words of key); longer ones encoded each time
 

@@ -20,7 +20,7 @@ from ..io.iterables import TextStream
 from ..io.plan import unit_text_bytes
 from ..io.units import WorkUnit
 from ..merge import linked_kernels
-from ..merge.coordinator import MergeResult, learn_merges, preload_kernels
+from ..merge.coordinator import THREADS, MergeResult, learn_merges, preload_kernels
 from ..merge.encode import sampled_tokens_per_byte
 from ..merge.fit import MergeFit, fit_merge_stage, merge_estimate
 from ..merge.prepare import encode_for_merging
@@ -118,7 +118,8 @@ def _encode_and_merge(ctx: RunContext, holder: list[ChunkTable], fit: MergeFit, 
     if job.encode is not None:  # the chunks as the earlier merges leave them (in merge workers if large)
         with ctx.stage(encode_name):
             table, sliced, encode_workers = encode_for_merging(table, job.encode[0], job.encode[1], config.vocab_size,
-                                                               fit.workers, ctx.start_method)
+                                                               fit.workers, ctx.start_method,
+                                                               threads=THREADS if roomy else 1)
             encoded_tokens = len(table.tokens)
     run = job.run or ctx.run
     replay = run.load_merges() if run is not None else None

@@ -58,13 +58,15 @@ def test_encoded_table_is_bpe_encoding_and_merging_on_equals_replay(seed, max_ba
     assert replayed.merges == stage1.merges + on.merges
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("sizes", [(256, 16, 12), (1, 1, 1), (3, 2, 1), (7, 4, 3)])
 @pytest.mark.parametrize("seed", range(3))
-def test_the_encoding_kernel_equals_the_numpy_path(monkeypatch, seed, sizes):
+def test_the_encoding_kernel_equals_the_numpy_path(monkeypatch, seed, sizes, threads):
     """_encode_chunks against encode_byte_table's numpy path: pieces of 1 to 40 bytes (looked up up to 16
     bytes, in the short or the long table; encoded each time past it), pieces that differ only in
     trailing zero bytes (the same words, told apart by their lengths), tokens in the slot or kept apart,
-    batches of pieces cut across chunks, and the tables regrown many times (tiny first sizes)."""
+    batches of pieces cut across chunks, and the tables regrown many times (tiny first sizes); in one
+    thread, and each half of the chunks in a thread of its own."""
     pytest.importorskip("numba")
     rng = random.Random(seed)
     chunks, counts = corpus(seed, b"abcd ")
@@ -77,9 +79,13 @@ def test_the_encoding_kernel_equals_the_numpy_path(monkeypatch, seed, sizes):
     with jit.using("off"):
         expected = encode_byte_table(table, stage1.merges, stage1.batch_sizes)
     monkeypatch.setattr(encode_module, "_ENCODE_SIZES", sizes)
+    monkeypatch.setattr(encode_module, "TWO_THREADS_MIN_BYTES", 1)
+    halves = []
+    monkeypatch.setattr(encode_module, "in_two", lambda left, right: halves.append(1) or (left(), right()))
     with jit.using("on"):
         assert encode_module.use_kernels(len(table.tokens))
-        got = encode_byte_table(table, stage1.merges, stage1.batch_sizes)
+        got = encode_byte_table(table, stage1.merges, stage1.batch_sizes, threads=threads)
+    assert halves == ([1] if threads == 2 else [])
     for name in ("tokens", "starts", "lengths", "counts"):
         assert np.array_equal(getattr(got, name), getattr(expected, name)), name
     assert max(expected.lengths) > 2  # some piece of several tokens (kept apart)

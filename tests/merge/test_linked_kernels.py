@@ -10,6 +10,7 @@ from corpora import random_corpus
 from reference import reference_train
 
 from parbpe.merge import coordinator, linked_kernels
+from parbpe.merge import workers as merge_workers
 from parbpe.merge.coordinator import learn_merges
 from parbpe.merge.engines import LinkedEngine
 from parbpe.merge.pairs import aggregate
@@ -294,7 +295,9 @@ def test_preloading_loads_every_kernel_of_the_engine_in_a_thread(monkeypatch, vo
         monkeypatch.setattr(k, "_compiled", None)
     monkeypatch.setenv("PARBPE_JIT", "on")
     preload_kernels(100, vocab_size, workers=1, nonoverlap=True)  # the chunk engine: no kernels
-    preload_kernels(10**8, vocab_size, workers=4)  # merge workers: the kernels run in them
+    with monkeypatch.context() as patch:  # merge workers (where the kernels may have them): the kernels run there
+        patch.setattr(merge_workers, "KERNELS_MERGE_ALONE", False)
+        preload_kernels(10**8, vocab_size, workers=4)
     assert not jit._preloading
     monkeypatch.setenv("PARBPE_JIT", "auto")
     preload_kernels(linked_kernels.JIT_MIN_TOKENS - 1, vocab_size)  # auto, too small a table

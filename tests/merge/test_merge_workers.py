@@ -158,6 +158,39 @@ def test_encoding_in_workers_equals_encoding_here_and_they_merge_on(seed, shm):
     assert sliced._procs == [] and os.listdir(shm) == []  # stopped, and no block's name left
 
 
+def test_a_table_the_kernels_encode_is_encoded_and_merged_here(shm, monkeypatch):
+    """Where the kernels encode the table, it is encoded in this process (two threads) however many
+    workers its bytes would have, and merge_workers keeps its merging here too."""
+    pytest.importorskip("numba")
+    import numpy as np
+
+    from parbpe import jit
+    from parbpe.merge import encode as encode_module
+    from parbpe.merge import workers as workers_module
+    from parbpe.merge.encode import encode_byte_table
+
+    table, stage1 = _byte_table_and_stage1(2)
+    expected = encode_byte_table(table, stage1.merges, stage1.batch_sizes)
+    monkeypatch.setattr(prepare, "MIN_BYTES_PER_ENCODE_WORKER", 1)
+    monkeypatch.setattr(encode_module, "TWO_THREADS_MIN_BYTES", 1)
+    with jit.using("on"):
+        encoded, sliced, workers = prepare.encode_for_merging(table, stage1.merges, stage1.batch_sizes, 456,
+                                                                  workers=2, threads=2)
+        assert (sliced, workers) == (None, 1)
+        assert workers_module.merge_workers(10**9, 4, linked=True) == 1
+        assert workers_module.merge_workers(10**9, 4, linked=False) == 4  # the chunk engine: no kernels
+        assert workers_module.merge_workers(10**9, 4, linked=True, min_tokens_per_worker=10**8) == 4  # asked for
+        monkeypatch.setattr(workers_module, "KERNELS_MERGE_ALONE", False)
+        assert workers_module.merge_workers(10**9, 4, linked=True) == 4
+    with jit.using("off"):
+        monkeypatch.setattr(workers_module, "KERNELS_MERGE_ALONE", True)
+        assert workers_module.merge_workers(10**9, 4, linked=True) == 4  # numpy's engine
+        assert workers_module.merge_workers(10**7, 4, linked=True) == 1  # under MIN_TOKENS_PER_WORKER
+    for name in ("tokens", "starts", "lengths", "counts"):
+        assert np.array_equal(getattr(encoded, name), getattr(expected, name)), name
+    assert os.listdir(shm) == []  # no worker made a block
+
+
 def test_workers_that_encode_a_table_too_small_to_merge_stop_and_it_merges_here(shm):
     from parbpe.merge.engines import LinkedEngine
 

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-import parbpe.merge.coordinator as coordinator
+import parbpe.merge.workers as merge_workers
 from parbpe.cli import main
 from parbpe.run.faults import KILL_HOOK
 
@@ -47,7 +47,8 @@ def test_a_killed_worker_ends_the_run_in_one_line(seed, corpus, tmp_path, monkey
     stage, steps = STAGES[seed % 3]
     step = random.Random(seed).randrange(steps)
     monkeypatch.setenv(KILL_HOOK, f"{stage}:{step}")
-    monkeypatch.setattr(coordinator, "MIN_TOKENS_PER_WORKER", 1)  # merge workers even on this small table
+    monkeypatch.setattr(merge_workers, "MIN_TOKENS_PER_WORKER", 1)  # merge workers even on this small table
+    monkeypatch.setattr(merge_workers, "KERNELS_MERGE_ALONE", False)
     tmp, out = tmp_path / "tmp", tmp_path / "out"
     tmp.mkdir()
     clock = time.monotonic()
@@ -116,7 +117,7 @@ def test_workers_die_with_a_sigkilled_parent(stage, tmp_path):
         files.append(str(path))
     argv = ["train", *files, "--out", str(tmp_path / "out"), "--workers", "2", "--vocab-size", "3000",
             "--max-batch-size", "1", "--progress", "jsonl"]
-    code = ("import sys, parbpe.merge.coordinator as c; c.MIN_TOKENS_PER_WORKER = 1; "
+    code = ("import sys, parbpe.merge.workers as w; w.MIN_TOKENS_PER_WORKER = 1; w.KERNELS_MERGE_ALONE = False; "
             "from parbpe.cli import main; sys.exit(main(sys.argv[1:]))")
     shm = tmp_path / "shm"  # where the merge workers' shared table is made
     shm.mkdir()
