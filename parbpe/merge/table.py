@@ -45,9 +45,11 @@ def build_table(chunks: Sequence[bytes], counts: Sequence[int], vocab_size: int)
 
 
 def table_from_arrays(data: np.ndarray, offsets: np.ndarray, counts: np.ndarray, vocab_size: int,
-                      min_count: int = 1) -> ChunkTable:
+                      min_count: int = 1, dtype: np.dtype | None = None) -> ChunkTable:
     """The ChunkTable of chunks given as flat arrays (chunk k is data[offsets[k]:offsets[k + 1]],
-    seen counts[k] times), in the order given, leaving out chunks seen fewer than min_count times."""
+    seen counts[k] times), in the order given, leaving out chunks seen fewer than min_count times.
+    dtype: the tokens' (default token_dtype(vocab_size); uint8 for a table of bytes to encode with
+    earlier merges, merge/encode.py, which reads them as uint8: no copy there)."""
     lengths = np.diff(offsets)
     keep = lengths > 1
     if min_count > 1:
@@ -55,7 +57,7 @@ def table_from_arrays(data: np.ndarray, offsets: np.ndarray, counts: np.ndarray,
     kept_lengths = lengths[keep]
     starts = np.zeros(len(kept_lengths) + 1, dtype=np.int64)
     np.cumsum(kept_lengths, out=starts[1:])
-    tokens = data[np.repeat(keep, lengths)].astype(token_dtype(vocab_size))
+    tokens = data[np.repeat(keep, lengths)].astype(dtype or token_dtype(vocab_size), copy=False)
     return ChunkTable(tokens=tokens, starts=starts, lengths=kept_lengths, counts=counts[keep].astype(np.int64))
 
 

@@ -13,6 +13,8 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from .. import jit
 from ..count.jit_lexer import JIT_RSS
 from ..count.reduce import TrainingChunks
@@ -189,7 +191,9 @@ def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[Merg
             f"{fit.min_count} times ({fit.dropped_chunks:,} chunks, {fit.dropped_occurrences:,} occurrences) are "
             "left out of training (an automatic --freq-cutoff; a larger --memory-budget keeps them)",
             min_count=fit.min_count, dropped_chunks=fit.dropped_chunks, dropped_occurrences=fit.dropped_occurrences)
-    return fit, table_from_arrays(chunks.data, chunks.offsets, chunks.counts, config.vocab_size, fit.min_count), room
+    dtype = np.dtype(np.uint8) if job.encode is not None else None  # a table of bytes to encode
+    return fit, table_from_arrays(chunks.data, chunks.offsets, chunks.counts, config.vocab_size, fit.min_count,
+                                  dtype), room
 
 
 # What the process holds as the merge stage starts beyond CALLER_FLOOR, its numba and its chunk arrays:
