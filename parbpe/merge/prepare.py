@@ -23,15 +23,16 @@ def encode_for_merging(table: ChunkTable, merges: list[tuple[int, int]], batch_s
                        ) -> tuple[ChunkTable, SlicedEngine | None, int]:
     """A table of bytes encoded with merges (merge/encode.py), ready for learn_merges: (the encoded
     table, the merge workers that hold it or None, the processes that encoded it). Where the kernels
-    encode it, in this process, in `threads` threads (the kernels then merge it here too:
-    workers.merge_workers); else, with workers > 1 and at least MIN_BYTES_PER_ENCODE_WORKER bytes
+    encode it and workers is at most 2, in this process, in `threads` threads (the kernels then merge
+    it here too: workers.merge_workers); else, with workers > 1 and at least MIN_BYTES_PER_ENCODE_WORKER bytes
     each, the slices encode in merge workers at once, and those workers go on to merge the table if
     its slices are worth it (MIN_TOKENS_PER_WORKER tokens each; else they stop and the table, in
     shared memory, merges in this process). The caller lets go of `table` (the workers' copy is then
     the only one) and passes the result to learn_merges(sliced=...). min_bytes_per_worker and
     min_tokens_per_worker override those two thresholds (None: the defaults), the kernels' too."""
     dtype = token_dtype(vocab_size)
-    here = workers_module.KERNELS_MERGE_ALONE and min_bytes_per_worker is None and use_kernels(len(table.tokens))
+    here = (workers_module.KERNELS_MERGE_ALONE and min_bytes_per_worker is None and workers <= 2
+            and use_kernels(len(table.tokens)))  # (as merge_workers keeps the merging here)
     per_worker = MIN_BYTES_PER_ENCODE_WORKER if min_bytes_per_worker is None else min_bytes_per_worker
     workers = min(workers, len(table.tokens) // max(per_worker, 1))
     if here or workers <= 1 or table.n_chunks < 2 * workers:

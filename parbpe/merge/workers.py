@@ -66,14 +66,15 @@ KERNELS_MERGE_ALONE = True  # merge_workers: a table the kernels merge (or encod
 
 def merge_workers(n_tokens: int, workers: int, linked: bool, min_tokens_per_worker: int | None = None) -> int:
     """The processes that merge a table of n_tokens (1: the coordinator's alone). Where the kernels
-    merge it (the linked engine: linked, and linked_kernels.use_kernels) one process, its engine in
-    two threads, beats merge workers on any table: SuperBPE's stage-2 table (30.7M tokens) merged in
-    4.0-4.2 s at a peak of 1.45-1.5 GB against 4.9-5.4 s at 2.0 GB in two workers (2026-11-26,
-    BENCHMARKS 38). Else `workers`, each given at least MIN_TOKENS_PER_WORKER tokens.
+    merge it (the linked engine: linked, and linked_kernels.use_kernels) and at most two workers
+    could, one process, its engine in two threads, beats them on any table: SuperBPE's stage-2 table
+    (30.7M tokens) merged in 4.0-4.2 s at a peak of 1.45-1.5 GB against 4.9-5.4 s at 2.0 GB in two
+    workers (2026-11-26, 2 cores, BENCHMARKS 38); more workers (more cores) were not measured against
+    it. Else `workers`, each given at least MIN_TOKENS_PER_WORKER tokens.
     min_tokens_per_worker: that threshold, given (tests), and merge workers even for the kernels;
     KERNELS_MERGE_ALONE = False (tests) keeps the threshold alone too."""
     if min_tokens_per_worker is None:
-        if linked and KERNELS_MERGE_ALONE and use_kernels(n_tokens):
+        if linked and KERNELS_MERGE_ALONE and workers <= 2 and use_kernels(n_tokens):
             return 1
         min_tokens_per_worker = MIN_TOKENS_PER_WORKER
     return max(1, min(workers, n_tokens // max(min_tokens_per_worker, 1)))
