@@ -58,7 +58,8 @@ def command(corpus: Path, out: Path, workers: int, setup: str, vocab: int) -> li
     args = [sys.executable, "-m", "parbpe.cli", "train", "-" if setup == "stream" else str(corpus), "--vocab-size",
             str(vocab), "--workers", str(workers), "--out", str(out), "--progress", "none"]
     return args + {"plain": [], "stream": [], "spill": ["--data-limit", "2MB"],
-                   "superbpe": ["--superbpe-transition", "0.5"],
+                   # numpy's engine: the kernels encode and merge stage 2 in this process, no worker to kill
+                   "superbpe": ["--superbpe-transition", "0.5", "--jit", "off"],
                    "pathpiece": ["--algorithm", "pathpiece", "--initial-vocab-size", str(4 * vocab)]}[setup]
 
 
