@@ -265,29 +265,3 @@ def _after(offsets, data, a, b, depth):
         i += 1
         j += 1
     return i < end_a  # a continues where b ended
-
-
-def gathered(offsets: np.ndarray, data: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The strings data[offsets[i]:offsets[i + 1]] for i in order, side by side: (their bytes, their
-    offsets from 0), by a kernel: one copy of the bytes, where a table's take and its conversion to
-    arrays made two (SuperBPE's 113 MB of superword chunks)."""
-    lengths = np.diff(offsets)[order]
-    bounds = np.zeros(len(order) + 1, np.int64)
-    np.cumsum(lengths, out=bounds[1:])
-    del lengths
-    out = np.empty(int(bounds[-1]), np.uint8)
-    _gather(offsets.astype(np.int64, copy=False), data, order, bounds, out)
-    return out, bounds
-
-
-@kernel
-def _gather(offsets, data, order, bounds, out):
-    """out[bounds[i]:bounds[i + 1]] = the bytes of row order[i]."""
-    for i in range(len(order)):
-        if i + 2 * _AHEAD < len(order):
-            prefetch(offsets, order[i + 2 * _AHEAD])
-        if i + _AHEAD < len(order):
-            prefetch(data, offsets[order[i + _AHEAD]])
-        a = offsets[order[i]]
-        at, end = bounds[i], bounds[i + 1]
-        out[at:end] = data[a:a + end - at]

@@ -22,7 +22,7 @@ from .byte_order import byte_order
 from .pieces import SCHEMA, sum_tables
 
 N_PARTITIONS = 32
-STRING_BYTES = 2**31 - 1  # what a string (not large_string) array's offsets reach
+_STRING_BYTES = 2**31 - 1  # what a string (not large_string) array's offsets reach
 _HASH_ROWS = 1 << 18  # rows hashed per numpy pass (bounds the temporary arrays) ...
 _HASH_BYTES = 1 << 22  # ... and bytes (a longer row is hashed alone, in windows of this size)
 _BASE = np.uint64(1099511628211)
@@ -174,6 +174,6 @@ def split_partitions(table: pa.Table, n_partitions: int = N_PARTITIONS) -> Itera
 def sort_by_chunk(table: pa.Table) -> pa.Table:
     """Rows in the order of their chunk's UTF-8 bytes (byte_order.py; pyarrow's sort past 2 GB of chunks)."""
     chunks = table.column("chunk")
-    if (pc.sum(pc.binary_length(chunks)).as_py() or 0) >= STRING_BYTES:
+    if (pc.sum(pc.binary_length(chunks)).as_py() or 0) >= _STRING_BYTES:
         return table.take(pc.sort_indices(chunks.cast(pa.large_binary())))
     return table.take(pa.array(byte_order(chunks.cast(pa.string()).combine_chunks())))

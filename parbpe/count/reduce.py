@@ -14,12 +14,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import jit
 from ..config import TrainConfig
 from ..run.pool import get_context, parallel
-from .byte_order import gathered, radix_order
-from .partitions import N_PARTITIONS, STRING_BYTES, read_partition, sort_by_chunk
-from .pieces import SCHEMA, string_buffers
+from .partitions import N_PARTITIONS, read_partition, sort_by_chunk
+from .pieces import SCHEMA
 
 
 @dataclass
@@ -96,22 +94,6 @@ def chunk_arrays(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return data, offsets - start, counts
 
 
-def sorted_chunk_arrays(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """chunk_arrays of the table's rows in the order of their chunks' bytes (sort_by_chunk): where the
-    kernels sort them, the chunks are gathered into their arrays by one (byte_order.gathered) instead of
-    taken into a new table and converted. SuperBPE's 2.3 M superword chunks of realmix (113 MB):
-    0.68-0.70 s against 1.71-1.74 s for the sort, the take and the conversion (BENCHMARKS 38)."""
-    chunks = table.column("chunk")
-    if not table.num_rows or not jit.warm() or (pc.sum(pc.binary_length(chunks)).as_py() or 0) >= STRING_BYTES:
-        return chunk_arrays(sort_by_chunk(table))
-    column = chunks.cast(pa.string()).combine_chunks()
-    offsets, data = string_buffers(column)
-    order = radix_order(offsets, data)
-    counts = table.column("count").to_numpy().astype(np.int64, copy=False)[order]
-    data, offsets = gathered(offsets, data, order)
-    return data, offsets, counts
-
-
 def combine_selections(selections: list[Selection], config: TrainConfig) -> TrainingChunks:
     """The stop list from every partition's candidates; the kept chunks minus stop words, sorted.
 
@@ -131,8 +113,10 @@ def combine_selections(selections: list[Selection], config: TrainConfig) -> Trai
         stop_words = [c.encode("utf-8") for c in top.column("chunk").to_pylist()]
         if stop_words:
             kept = kept.filter(pc.invert(pc.is_in(kept.column("chunk"), value_set=top.column("chunk"))))
-    data, offsets, counts = sorted_chunk_arrays(kept)
+    ordered = sort_by_chunk(kept)
     del kept
+    data, offsets, counts = chunk_arrays(ordered)
+    del ordered
     pa.default_memory_pool().release_unused()
     return TrainingChunks(
         data=data, offsets=offsets, counts=counts,

@@ -92,33 +92,3 @@ def test_byte_order_takes_the_kernel_where_numba_is_loaded(monkeypatch):
         calls.clear()
         byte_order(array)
         assert calls == ([1] if kernel else []), (mode, loaded)
-
-
-@pytest.mark.parametrize("mode", ["off", "on"])
-@pytest.mark.parametrize("seed", range(4))
-def test_sorted_chunk_arrays_are_the_sorted_tables_arrays(monkeypatch, mode, seed):
-    """reduce.sorted_chunk_arrays (the kernel's gather, with --jit on) against the table sorted and
-    converted: tables of several chunks (partitions), zero bytes, an empty one."""
-    from parbpe.count.reduce import chunk_arrays, sorted_chunk_arrays
-
-    monkeypatch.setenv("PARBPE_JIT", mode)
-    rng = random.Random(seed)
-    parts = []
-    for _ in range(rng.randint(1, 4)):
-        strings = ["".join(rng.choice(PARTS + ["\x00"]) for _ in range(rng.randint(0, 12)))
-                   for _ in range(rng.randint(0, 400))]
-        parts.append(pa.table({"chunk": pa.array(strings, pa.string()),
-                               "count": pa.array([rng.randint(1, 99) for _ in strings], pa.int64())}, schema=SCHEMA))
-    table = pa.concat_tables(parts)
-    got = sorted_chunk_arrays(table)
-    expected = chunk_arrays(sort_by_chunk(table))
-    for a, b in zip(got, expected):
-        assert np.array_equal(a, b)
-    assert [len(a) for a in sorted_chunk_arrays(SCHEMA.empty_table())] == [0, 1, 0]
-
-
-def test_gathered_strings_are_the_rows_in_order():
-    offsets = np.array([0, 3, 3, 5, 9], np.int64)
-    data = np.frombuffer(b"abcdeWXYZ", np.uint8)
-    out, bounds = byte_order_module.gathered(offsets, data, np.array([3, 1, 0, 2, 0]))
-    assert bytes(out) == b"WXYZabcdeabc" and bounds.tolist() == [0, 4, 4, 7, 9, 12]
