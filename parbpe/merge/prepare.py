@@ -8,7 +8,6 @@ import numpy as np
 from ..run.memory import trim_heap
 from . import workers as workers_module
 from .encode import encode_byte_table
-from .linked_kernels import use_kernels
 from .table import ChunkTable, token_dtype
 from .workers import SlicedEngine
 
@@ -31,8 +30,7 @@ def encode_for_merging(table: ChunkTable, merges: list[tuple[int, int]], batch_s
     the only one) and passes the result to learn_merges(sliced=...). min_bytes_per_worker and
     min_tokens_per_worker override those two thresholds (None: the defaults), the kernels' too."""
     dtype = token_dtype(vocab_size)
-    here = (workers_module.KERNELS_MERGE_ALONE and min_bytes_per_worker is None and workers <= 2
-            and use_kernels(len(table.tokens)))  # (as merge_workers keeps the merging here)
+    here = min_bytes_per_worker is None and workers_module.kernels_alone(len(table.tokens), workers)
     per_worker = MIN_BYTES_PER_ENCODE_WORKER if min_bytes_per_worker is None else min_bytes_per_worker
     workers = min(workers, len(table.tokens) // max(per_worker, 1))
     if here or workers <= 1 or table.n_chunks < 2 * workers:

@@ -64,6 +64,12 @@ MIN_TOKENS_PER_WORKER = 8_000_000
 KERNELS_MERGE_ALONE = True  # merge_workers: a table the kernels merge (or encode) stays in one process
 
 
+def kernels_alone(n_tokens: int, workers: int) -> bool:
+    """Whether a table of n_tokens that the kernels take stays in this process, at most two workers
+    asked for (merge_workers; encode_for_merging encodes it here for the same reason)."""
+    return KERNELS_MERGE_ALONE and workers <= 2 and use_kernels(n_tokens)
+
+
 def merge_workers(n_tokens: int, workers: int, linked: bool, min_tokens_per_worker: int | None = None) -> int:
     """The processes that merge a table of n_tokens (1: the coordinator's alone). Where the kernels
     merge it (the linked engine: linked, and linked_kernels.use_kernels) and at most two workers
@@ -74,7 +80,7 @@ def merge_workers(n_tokens: int, workers: int, linked: bool, min_tokens_per_work
     min_tokens_per_worker: that threshold, given (tests), and merge workers even for the kernels;
     KERNELS_MERGE_ALONE = False (tests) keeps the threshold alone too."""
     if min_tokens_per_worker is None:
-        if linked and KERNELS_MERGE_ALONE and workers <= 2 and use_kernels(n_tokens):
+        if linked and kernels_alone(n_tokens, workers):
             return 1
         min_tokens_per_worker = MIN_TOKENS_PER_WORKER
     return max(1, min(workers, n_tokens // max(min_tokens_per_worker, 1)))
