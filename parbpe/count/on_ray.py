@@ -48,11 +48,11 @@ def count_task(units: Sequence[WorkUnit], config: TrainConfig, data_limit: int |
     return (stats, *partitions)
 
 
-def reduce_task(config: TrainConfig | None, *tables: pa.Table) -> tuple:
+def reduce_task(config: TrainConfig | None, sort: bool, *tables: pa.Table) -> tuple:
     """One partition's global counts (the sum of that partition of every count task); with config,
-    its Selection (freq_cutoff, stop-list candidates) instead."""
+    its Selection (freq_cutoff, stop-list candidates; sorted: sort) instead."""
     table = sum_tables(list(tables))
-    return (table if config is None else select_partition(table, config),)
+    return (table if config is None else select_partition(table, config, sort),)
 
 
 def count_on_ray(units: Sequence[WorkUnit], config: TrainConfig, executor: RayExecutor, *,
@@ -81,10 +81,10 @@ def count_on_ray(units: Sequence[WorkUnit], config: TrainConfig, executor: RayEx
 
 
 def reduce_on_ray(partitions: list[list], executor: RayExecutor, config: TrainConfig | None = None,
-                  on_progress: Callable[[int, int], None] | None = None) -> Iterator:
-    """The global counts of every partition (with config: its Selection), in partition order, one
-    Ray task per partition over partition p of every count task."""
-    tasks = [(config, *(refs[p] for refs in partitions)) for p in range(N_PARTITIONS)]
+                  on_progress: Callable[[int, int], None] | None = None, sort: bool = False) -> Iterator:
+    """The global counts of every partition (with config: its Selection, sorted if sort), in partition
+    order, one Ray task per partition over partition p of every count task."""
+    tasks = [(config, sort, *(refs[p] for refs in partitions)) for p in range(N_PARTITIONS)]
     handles = executor.submit("reduce", reduce_task, tasks, 1)
     for p, result in enumerate(executor.results("reduce", handles, lambda p: f"partition {p}"), start=1):
         if on_progress:

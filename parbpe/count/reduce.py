@@ -2,7 +2,10 @@
 
 Partitions are reduced one per task, in parallel, never all in memory at once; freq_cutoff applies
 to global counts only. The parent picks the stop list from every partition's candidates and sorts
-the kept chunks by bytes, so the result never depends on which worker finished first.
+the kept chunks by bytes, so the result never depends on which worker finished first. Where only
+the merges are made of them (SuperBPE's stage 2), each task sorts its own partition instead and the
+parent joins them in partition order: as independent of the workers, and without the parent's sort
+of every chunk (by_partition).
 """
 
 from __future__ import annotations
@@ -29,10 +32,12 @@ class Selection:
     unique_chunks: int
     total_chunks: int
     dropped_by_cutoff: int
+    sorted: bool = False  # kept is in the order of its chunks' bytes
 
 
-def select_partition(table: pa.Table, config: TrainConfig) -> Selection:
-    """freq_cutoff on one partition's global counts, and its candidates for the stop list."""
+def select_partition(table: pa.Table, config: TrainConfig, sort: bool = False) -> Selection:
+    """freq_cutoff on one partition's global counts, and its candidates for the stop list; sort: the
+    kept chunks sorted by their bytes (sort_by_chunk)."""
     counts = table.column("count")
     candidates = SCHEMA.empty_table()
     if config.stop_list_size:
@@ -42,8 +47,9 @@ def select_partition(table: pa.Table, config: TrainConfig) -> Selection:
         long = table.filter(long)
         candidates = _top(long, config.stop_list_size)
     kept = table.filter(pc.greater_equal(counts, config.freq_cutoff)) if config.freq_cutoff > 1 else table
-    return Selection(kept=kept, stop_candidates=candidates, unique_chunks=table.num_rows,
-                     total_chunks=pc.sum(counts).as_py() or 0, dropped_by_cutoff=table.num_rows - kept.num_rows)
+    return Selection(kept=sort_by_chunk(kept) if sort else kept, stop_candidates=candidates,
+                     unique_chunks=table.num_rows, total_chunks=pc.sum(counts).as_py() or 0,
+                     dropped_by_cutoff=table.num_rows - kept.num_rows, sorted=sort)
 
 
 def _top(table: pa.Table, n: int) -> pa.Table:
@@ -56,8 +62,8 @@ def _top(table: pa.Table, n: int) -> pa.Table:
 @dataclass
 class TrainingChunks:
     """What the merge stage trains on, as flat arrays (no Python object per chunk): chunk k is
-    data[offsets[k]:offsets[k + 1]] (UTF-8 bytes, chunks sorted by bytes) seen counts[k] times;
-    plus the stop list."""
+    data[offsets[k]:offsets[k + 1]] (UTF-8 bytes, chunks sorted by bytes, or by bytes within each
+    reduce partition where the selections were sorted so) seen counts[k] times; plus the stop list."""
 
     data: np.ndarray  # uint8, every chunk's bytes one after another
     offsets: np.ndarray  # int64, n + 1 boundaries into data, from 0
@@ -95,7 +101,8 @@ def chunk_arrays(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def combine_selections(selections: list[Selection], config: TrainConfig) -> TrainingChunks:
-    """The stop list from every partition's candidates; the kept chunks minus stop words, sorted.
+    """The stop list from every partition's candidates; the kept chunks minus stop words, sorted (where
+    every selection came sorted, select_partition's sort, joined in their order as they are).
 
     Stop list (BatchBPE): the stop_list_size most frequent chunks longer than one character (and of at
     most max_token_bytes bytes, when set) get whole-chunk tokens and leave training; ties go to the
@@ -113,7 +120,8 @@ def combine_selections(selections: list[Selection], config: TrainConfig) -> Trai
         stop_words = [c.encode("utf-8") for c in top.column("chunk").to_pylist()]
         if stop_words:
             kept = kept.filter(pc.invert(pc.is_in(kept.column("chunk"), value_set=top.column("chunk"))))
-    ordered = sort_by_chunk(kept)
+    by_partition = bool(selections) and all(s.sorted for s in selections)
+    ordered = kept if by_partition else sort_by_chunk(kept)
     del kept
     data, offsets, counts = chunk_arrays(ordered)
     del ordered
@@ -142,9 +150,9 @@ def _partition_job(args: tuple[list[str], int]) -> pa.Table:
         raise RuntimeError(f"reducing partition {partition} failed: {exc}") from exc
 
 
-def _select_job(args: tuple[list[str], int, TrainConfig]) -> Selection:
-    runs, partition, config = args
-    selection = select_partition(_partition_job((runs, partition)), config)
+def _select_job(args: tuple[list[str], int, TrainConfig, bool]) -> Selection:
+    runs, partition, config, sort = args
+    selection = select_partition(_partition_job((runs, partition)), config, sort)
     # The partition's reading and summing freed more than its selection keeps: given back before the
     # next (pyarrow's pool kept it; the 1 GB corpus at 400 MB: 166 against 207 MB after the 32).
     pa.default_memory_pool().release_unused()
@@ -153,13 +161,13 @@ def _select_job(args: tuple[list[str], int, TrainConfig]) -> Selection:
 
 def reduce_runs(runs: list[str], workers: int = 1, start_method: str | None = None,
                 on_progress: Callable[[int, int], None] | None = None, config: TrainConfig | None = None,
-                n_partitions: int = N_PARTITIONS) -> Iterator:
+                n_partitions: int = N_PARTITIONS, sort: bool = False) -> Iterator:
     """The global counts of every partition, in partition order: one task per partition, on
-    `workers` processes. With config, each partition comes as its Selection instead."""
+    `workers` processes. With config, each partition comes as its Selection instead (sorted: sort)."""
     if config is None:
         func, tasks = _partition_job, [(runs, p) for p in range(n_partitions)]
     else:
-        func, tasks = _select_job, [(runs, p, config) for p in range(n_partitions)]
+        func, tasks = _select_job, [(runs, p, config, sort) for p in range(n_partitions)]
     if workers <= 1:
         results: Iterable = map(func, tasks)
     else:

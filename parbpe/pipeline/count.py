@@ -67,10 +67,11 @@ class Counted:
 
 
 def count_stage(ctx: RunContext, units: list[WorkUnit] | TextStream, config: TrainConfig | None = None,
-                run: RunDirectory | None = None, nested: bool = False) -> Counted:
+                run: RunDirectory | None = None, nested: bool = False, by_partition: bool = False) -> Counted:
     """Stages 2-3 with the run's config (or another: SuperBPE's superword split); the saved reduced
     counts of the run directory when an earlier attempt got so far. nested: within a stage of the
-    caller's, which times and reports them as one."""
+    caller's, which times and reports them as one. by_partition: the training chunks sorted by bytes
+    within each reduce partition, partitions in order (count/reduce.py), not all together."""
     config = config or ctx.config
     saved = run.load_reduced() if run is not None else None
     if saved is not None:
@@ -95,7 +96,7 @@ def count_stage(ctx: RunContext, units: list[WorkUnit] | TextStream, config: Tra
                                                              ("spills", counted.spills))}
         stats.update(budget=counted.budget, data_limit=counted.data_limit)
         with _substage(ctx, "reduce", nested, report=False):
-            selections = list(reduce_partitions(ctx, counted, config, select=True))
+            selections = list(reduce_partitions(ctx, counted, config, select=True, sort=by_partition))
             chunks = combine_selections(selections, config)
             del selections
             if not chunks.unique_chunks:
@@ -246,9 +247,9 @@ def count_stream(ctx: RunContext, stream: TextStream, config: TrainConfig, run_d
 
 
 def reduce_partitions(ctx: RunContext, counted: CountResult, config: TrainConfig,
-                      select: bool = False) -> Iterator[Any]:
-    """Each partition's global counts (select: its Selection), in partition order, on local processes
-    or as Ray tasks."""
+                      select: bool = False, sort: bool = False) -> Iterator[Any]:
+    """Each partition's global counts (select: its Selection, sorted if sort), in partition order, on
+    local processes or as Ray tasks."""
     def on_progress(done: int, n: int) -> None:
         ctx.reporter.update("reduce", done, n, force=done == n)
         test_stop("reduce", done)
@@ -256,21 +257,23 @@ def reduce_partitions(ctx: RunContext, counted: CountResult, config: TrainConfig
     if ctx.cluster is not None:
         from ..count.on_ray import reduce_on_ray
 
-        return reduce_on_ray(counted.partitions, ctx.cluster, config if select else None, on_progress)
+        return reduce_on_ray(counted.partitions, ctx.cluster, config if select else None, on_progress, sort)
     partition_bytes = sum(os.path.getsize(r) for r in counted.runs) // N_PARTITIONS
     workers = reduce_workers(ctx.budget, config.workers, ctx.in_use(), partition_bytes)
     return reduce_runs(counted.runs, workers, ctx.start_method, config=config if select else None,
-                       on_progress=on_progress)
+                       on_progress=on_progress, sort=sort)
 
 
 def superword_count_stage(ctx: RunContext, units: list[WorkUnit], run: RunDirectory | None = None) -> Counted:
     """SuperBPE's stage 2, its count and reduce: the corpus split with the superword pattern, line by
     line (patterns.training_pattern), with the run's freq_cutoff; resumed from run (stage 2's own
-    run directory) when it has them."""
+    run directory) when it has them. The chunks come by partition (count_stage): only merges are made
+    of them, which their order does not change, and the parent's sort of all of them (2.3 M
+    superword chunks of realmix) took longer than the partitions' sorts in the reduce workers."""
     stage2 = dataclasses.replace(ctx.config, pattern=SUPERWORD_PATTERN, superbpe_transition=None)
     with ctx.stage("superbpe_count"):
         ctx.note("SuperBPE stage 2: counting the superword chunks")
-        return count_stage(ctx, units, stage2, run=run, nested=True)
+        return count_stage(ctx, units, stage2, run=run, nested=True, by_partition=True)
 
 
 def release_arrow_memory() -> None:

@@ -90,10 +90,17 @@ def test_a_sample_on_ray_is_the_local_sample(cluster, corpus, tmp_path):
     assert local["sample"] == on_ray["sample"] and 0 < local["sample"]["bytes"] < local["bytes_read"]
 
 
-def test_train_on_ray_writes_the_same_files(cluster, corpus, tmp_path):
+@pytest.mark.parametrize("superbpe", [False, True])
+def test_train_on_ray_writes_the_same_files(cluster, corpus, tmp_path, superbpe):
+    """Ray's count and reduce tasks make the local files; SuperBPE's too (stage 2's partitions sorted
+    by the reduce tasks)."""
     settings = {"vocab_size": 420, "stop_list_size": 3, "freq_cutoff": 2, "workers": 1, "memory_budget": "2GB"}
-    parbpe.train([str(corpus)], out_dir=str(tmp_path / "local"), data_limit=64 << 20, **settings)
-    result = parbpe.train([str(corpus)], out_dir=str(tmp_path / "ray"), executor="ray", **settings)
+    inputs = [str(corpus)]
+    if superbpe:  # (the text files: SuperBPE counts text twice, and refuses counts files)
+        settings.update(superbpe_transition=100, stop_list_size=0)
+        inputs = [str(corpus / f"part-{k}.parquet") for k in range(3)] + [str(corpus / "notes.txt")]
+    parbpe.train(inputs, out_dir=str(tmp_path / "local"), data_limit=64 << 20, **settings)
+    result = parbpe.train(inputs, out_dir=str(tmp_path / "ray"), executor="ray", **settings)
     for name in ("parbpe.json", "tokenizer.tiktoken", "tokenizer.json", "vocab.json", "merges.txt"):
         if (tmp_path / "local" / name).exists() or (tmp_path / "ray" / name).exists():
             assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "local" / name).read_bytes(), name
