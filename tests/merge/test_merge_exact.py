@@ -276,3 +276,27 @@ def test_exact_batching_ranks_a_width_grown_from_its_prefixes(monkeypatch, first
         assert size <= width
         width = max(first_width, growth * size)
     assert max(result.batch_sizes) > first_width  # the width grew
+
+
+@pytest.mark.parametrize("jit_mode", ["off", "on"])
+@pytest.mark.parametrize("settings", [{}, {"batching": "exact"}, {"max_batch_size": 1}, {"engine": "chunk"},
+                                      {"nonoverlap": True}, {"allow": "superword"}])
+def test_merges_do_not_depend_on_the_order_of_the_chunks(monkeypatch, jit_mode, settings):
+    """learn_merges on the same chunks in byte order and shuffled makes the same merges (SuperBPE's
+    stage 2 trains on its chunks in reduce-partition order, count/reduce.py), with the kernels and
+    without, for every engine, batching and SuperBPE's rule."""
+    from parbpe.merge.superword import superword_allowed
+
+    monkeypatch.setenv("PARBPE_JIT", jit_mode)
+    if settings.get("allow"):
+        settings = {"allow": superword_allowed}
+    rng = random.Random(len(settings))
+    counts = random_corpus(rng, b"ab :c", 300, 14)
+    items = sorted(counts.items())
+    shuffled = items[:]
+    rng.shuffle(shuffled)
+    results = []
+    for order in (items, shuffled):
+        table = build_table([c for c, _ in order], [n for _, n in order], 256 + 80)
+        results.append(learn_merges(table, [bytes([b]) for b in range(256)], 80, **settings).merges)
+    assert results[0] == results[1] and len(results[0]) > 40
