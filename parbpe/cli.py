@@ -211,13 +211,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def console() -> int:
     """The `parbpe` command: main() in a process that is parbpe's alone, so pyarrow is told to
-    leave pandas unloaded (run/pool.py keep_pandas_out_of_pyarrow: 50 MB less RSS), numba cffi
-    (jit.keep_cffi_out_of_numba), and that ends without the interpreter's teardown once numba is
+    leave pandas unloaded (run/pool.py keep_pandas_out_of_pyarrow: 50 MB less RSS), numba cffi and
+    yaml (jit.keep_extras_out_of_numba), and that ends without the interpreter's teardown once numba is
     loaded (_end_now)."""
     from .run.pool import keep_pandas_out_of_pyarrow
 
     keep_pandas_out_of_pyarrow()
-    jit.keep_cffi_out_of_numba()
+    jit.keep_extras_out_of_numba()
     return _end_now(main())
 
 

@@ -30,7 +30,7 @@ EXTRA_HINT = "the numba JIT needs the fast extra: pip install 'parbpe[fast]'"
 
 _numba: Any = None
 _numba_checked = False
-_cffi_kept_out = False  # keep_cffi_out_of_numba was called
+_extras_kept_out = False  # keep_extras_out_of_numba was called
 _lock = threading.RLock()  # numba's import and each kernel's dispatcher are made once, whichever thread asks first
 _preloading: dict[str, threading.Thread] = {}
 
@@ -60,26 +60,38 @@ def numba_module() -> Any:
         with _lock:
             if not _numba_checked:
                 try:
-                    import numba
+                    with _numba_config_file_unread():
+                        import numba
                 except ImportError:
                     numba = None
-                if numba is not None and _cffi_kept_out:
+                if numba is not None and _extras_kept_out:
                     _numba_without_cffi()
                 _numba = numba
                 _numba_checked = True  # after _numba: another thread reads the flag without the lock
     return _numba
 
 
-def keep_cffi_out_of_numba() -> None:
-    """In a process that is parbpe's alone (the parbpe command, its workers): have numba take cffi as
-    absent. numba's first kernel imports cffi, where it is installed, to type cffi functions, which no
-    parbpe kernel calls; cffi imports pycparser, which builds its parser's tables: 0.05-0.1 s of the
-    0.4-0.6 s numba's start costs every process, before counting workers fork (2026-11-26). `import
-    cffi` still works; nothing is done where cffi or numba's cffi support is loaded already."""
-    global _cffi_kept_out
-    _cffi_kept_out = True
+def keep_extras_out_of_numba() -> None:
+    """In a process that is parbpe's alone (the parbpe command, its workers): have numba take two
+    optional modules as absent, whose import its start pays where they are installed and parbpe never
+    uses. cffi: numba's first kernel imports it (and pycparser, which builds its parser's tables) to
+    type cffi functions, which no parbpe kernel calls: 0.05-0.1 s of the 0.4-0.6 s numba's start costs
+    before counting workers fork (2026-11-26). yaml: numba's import reads it for a .numba_config.yaml
+    in the working directory, kept where there is one (_numba_config_file_unread): `import numba`
+    0.15-0.29 s against 0.21-0.32 (BENCHMARKS 39). Both still import for whoever asks; nothing is done
+    where they (or numba, for yaml; numba's cffi support, for cffi) are loaded already."""
+    global _extras_kept_out
+    _extras_kept_out = True
     if loaded():
         _numba_without_cffi()
+
+
+def _numba_config_file_unread() -> contextlib.AbstractContextManager:
+    """Where keep_extras_out_of_numba was called and the working directory has no .numba_config.yaml (the
+    one file numba's config reads with yaml), yaml refused to numba's import; elsewhere nothing."""
+    if _extras_kept_out and "yaml" not in sys.modules and not os.path.isfile(".numba_config.yaml"):
+        return refused("yaml")
+    return contextlib.nullcontext()
 
 
 def _numba_without_cffi() -> None:

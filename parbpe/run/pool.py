@@ -99,10 +99,10 @@ def keep_pandas_out_of_pyarrow() -> None:
 def ignore_sigint() -> None:
     """In a worker, first thing: die with the parent (die_with_parent), leave Ctrl-C to the parent
     (which stops the workers), then let signals in. Every kind of worker starts with this, and
-    keeps pandas out of pyarrow (keep_pandas_out_of_pyarrow) and cffi out of numba (jit.py)."""
+    keeps pandas out of pyarrow (keep_pandas_out_of_pyarrow) and cffi and yaml out of numba (jit.py)."""
     die_with_parent()
     keep_pandas_out_of_pyarrow()
-    jit.keep_cffi_out_of_numba()
+    jit.keep_extras_out_of_numba()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
