@@ -123,3 +123,18 @@ def test_rank_order_batches_cut_where_merges_could_overlap():
     merges = [(97, 98), (99, 100), (98, 99), (256, 257), (97, 97), (101, 97), (102, 103)]
     # (98, 99) could overlap (97, 98); (101, 97) could overlap (97, 97); (256, 257) uses no token of its batch.
     assert rank_order_batches(merges) == [2, 3, 2]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_pairs_tokens_hold_side_by_side_are_each_tokens_own(seed):
+    """held_side_by_side (all tokens at once) marks what each token's own byte pairs mark, never a pair
+    made of one token's last byte and the next one's first; no tokens, no pairs."""
+    rng = random.Random(seed)
+    tokens = [bytes(rng.randrange(256) for _ in range(rng.randint(2, 6))) for _ in range(rng.randint(1, 300))]
+    expected = np.zeros((256, 256), dtype=bool)
+    for token in tokens:
+        expected[list(token[:-1]), list(token[1:])] = True
+    np.testing.assert_array_equal(encode_module.held_side_by_side(tokens), expected)
+    crossing = encode_module.held_side_by_side([b"ab", b"cd"])
+    assert crossing[ord("a"), ord("b")] and crossing[ord("c"), ord("d")] and not crossing[ord("b"), ord("c")]
+    assert not encode_module.held_side_by_side([]).any()
