@@ -54,13 +54,19 @@ class PairCounts:
         # age order by a counting sort (_rising_by_age), where numpy sorts and searches the store
         self.use_kernels = use_kernels
         keys, counts = np.asarray(keys, dtype=np.int64), np.asarray(counts, dtype=np.int64)
-        if use_kernels and len(keys) > 1 and bool(np.all(keys[1:] > keys[:-1])):  # (as every engine counts them)
-            self._ages, self._counts = _by_age(keys, counts)
+        n = len(keys)
+        # Room for as many new pairs as there are pairs, left unwritten (no memory until pairs arrive):
+        # growing the store later copied it into new memory (SuperBPE's stage 2: 0.27 s, BENCHMARKS 39).
+        room = 2 * n
+        if use_kernels and n > 1 and bool(np.all(keys[1:] > keys[:-1])):  # (as every engine counts them)
+            self._ages, self._counts = _by_age(keys, counts, room)
         else:
             ages = age_key(keys)
             order = np.argsort(ages)
-            self._ages, self._counts = ages[order], counts[order]
-        self._size = len(keys)
+            self._ages, self._counts = np.empty(room, dtype=np.uint64), np.empty(room, dtype=np.int64)
+            np.take(ages, order, out=self._ages[:n])
+            np.take(counts, order, out=self._counts[:n])
+        self._size = n
         self.live = self._size  # entries with a non-zero count
         # _high_starts[h]: the first entry whose larger token is h or above (its last one: the end), the
         # first _highs of an array with room to grow (a serial run adds a token a round)
@@ -130,8 +136,7 @@ class PairCounts:
         end = self._size + len(ages)
         if end > len(self._ages):
             room = max(end, 2 * len(self._ages))
-            self._ages = np.concatenate([self._ages[:self._size], np.zeros(room - self._size, dtype=np.uint64)])
-            self._counts = np.concatenate([self._counts[:self._size], np.zeros(room - self._size, dtype=np.int64)])
+            self._ages, self._counts = _grown(self._ages, self._size, room), _grown(self._counts, self._size, room)
         self._ages[self._size:end] = ages
         self._counts[self._size:end] = counts
         if self.use_kernels:  # the new larger tokens' starts: their ages come after every stored one
@@ -146,6 +151,15 @@ class PairCounts:
             self._highs += len(more)
         self._size = end
         self.live += len(ages)
+
+
+def _grown(array: np.ndarray, used: int, room: int) -> np.ndarray:
+    """A new array of room items holding array[:used]; the rest is left as it comes (read only once
+    written): its pages are touched as pairs arrive, where writing zeros there touched them all at
+    once (SuperBPE's stage-2 store of 3.9 M pairs grew in 0.27 s, BENCHMARKS 39)."""
+    out = np.empty(room, dtype=array.dtype)
+    out[:used] = array[:used]
+    return out
 
 
 _NOT_COUNTED, _NEGATIVE = -1, -2  # what lowering counts returns for a change it cannot make (nothing changed)
@@ -174,11 +188,12 @@ def _age(key):
 
 
 @kernel
-def _by_age(keys, counts):
+def _by_age(keys, counts, room):
     """(age keys, counts) of pairs given in ascending key order, in ascending age order: a stable
-    counting sort by (larger id, side). Within one, the smaller ids already ascend: pairs (high, x)
-    lie side by side in key order, pairs (x, high) in the order of their x. numpy's argsort of the
-    age keys took 0.77 s for SuperBPE's 3.9 M stage-2 pairs on realmix (BENCHMARKS 34)."""
+    counting sort by (larger id, side), into arrays of room items (room >= len(keys); the rest left
+    unwritten). Within one, the smaller ids already ascend: pairs (high, x) lie side by side in key
+    order, pairs (x, high) in the order of their x. numpy's argsort of the age keys took 0.77 s for
+    SuperBPE's 3.9 M stage-2 pairs on realmix (BENCHMARKS 34)."""
     n = len(keys)
     width = 0
     for i in range(n):
@@ -188,8 +203,8 @@ def _by_age(keys, counts):
         starts[np.int64(_age(keys[i]) >> np.uint64(32)) + 1] += 1
     for b in range(1, len(starts)):
         starts[b] += starts[b - 1]
-    ages = np.empty(n, dtype=np.uint64)
-    ordered = np.empty(n, dtype=np.int64)
+    ages = np.empty(room, dtype=np.uint64)
+    ordered = np.empty(room, dtype=np.int64)
     for i in range(n):
         age = _age(keys[i])
         b = np.int64(age >> np.uint64(32))

@@ -286,6 +286,25 @@ def test_a_change_to_an_uncounted_pair_or_below_zero_is_refused_whole(use_kernel
     assert sorted(store.arrays()[1].tolist()) == [0, 0, 3] and store.live == 1
 
 
+@pytest.mark.parametrize("use_kernels", [False, True])
+def test_the_store_takes_as_many_new_pairs_as_it_holds_in_place(use_kernels):
+    """PairCounts keeps room for as many new pairs as it starts with (unwritten: no memory until
+    used), so the first rounds' new pairs are appended without copying the store; past that room it
+    grows and keeps every count."""
+    if use_kernels:
+        pytest.importorskip("numba")
+    keys = np.array(sorted(int(pack(a, b)) for a in range(10, 20) for b in range(10, 20)), dtype=np.int64)
+    store = PairCounts(keys, np.arange(1, len(keys) + 1, dtype=np.int64), use_kernels=use_kernels)
+    held = store._ages
+    new = np.array(sorted(int(pack(300, b)) for b in range(len(keys))), dtype=np.int64)
+    store.update(new, np.full(len(new), 2, dtype=np.int64))
+    assert store._ages is held and store.live == 2 * len(keys)
+    more = np.array([int(pack(301, 5))], dtype=np.int64)
+    store.update(more, np.array([7], dtype=np.int64))
+    assert store._ages is not held and store.live == 2 * len(keys) + 1
+    assert store.count_of(int(keys[3])) == 4 and store.count_of(int(new[-1])) == 2 and store.count_of(int(more[0])) == 7
+
+
 def test_narrow_rounds_rebuild_a_growing_heap_as_it_runs_short():
     """Serial rounds pop the top pair and lower it (as its merge does): the heap, first HEAP_FIRST
     pairs, runs short and is rebuilt larger each time; every ranking is still the reference's."""
