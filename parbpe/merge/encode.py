@@ -102,68 +102,16 @@ def encode_table(table: ChunkTable, merges: list[tuple[int, int]], batch_sizes: 
     dtype = np.dtype(dtype or table.tokens.dtype)
     if sum(batch_sizes) != len(merges):
         raise ValueError(f"{len(merges)} merges in batches of {sum(batch_sizes)} in all")
-    n = len(table.tokens)
-    if not merges or n == 0:
+    if not merges or len(table.tokens) == 0:
         return ChunkTable(tokens=table.tokens.astype(dtype), starts=table.starts.copy(), lengths=table.lengths.copy(),
                           counts=table.counts.copy())
-    lengths = table.lengths.copy()
-    if np.array_equal(lengths, np.diff(table.starts)):
-        tokens = table.tokens.astype(np.int32)
-    else:  # the table holds merged chunks: their tokens, compacted
-        region = np.repeat(np.arange(table.n_chunks), np.diff(table.starts))
-        tokens = table.tokens[np.arange(n) - table.starts[region] < lengths[region]].astype(np.int32)
-        del region
-    starts = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=starts[1:])
-    n = len(tokens)
-    link = np.int32 if n < 2**31 - 1 else np.int64  # positions and links: 4 bytes each while they fit
-    nxt = np.arange(1, n + 1, dtype=link)
-    prv = np.arange(-1, n - 1, dtype=link)
-    nonempty = lengths > 0
-    nxt[starts[1:][nonempty] - 1] = -1
-    prv[starts[:-1][nonempty]] = -1
-    alive = np.ones(n, dtype=bool)
-
-    # Every merge's key, sorted, with its batch and its new token.
-    keys = pack(np.array([a for a, _ in merges], dtype=np.int64), np.array([b for _, b in merges], dtype=np.int64))
-    batch_of = np.repeat(np.arange(len(batch_sizes), dtype=np.int64), batch_sizes)
-    new_of = first_id + np.arange(len(merges), dtype=np.int64)
-    order = np.argsort(keys)
-    keys, batch_of, new_of = keys[order], batch_of[order], new_of[order]
-    if len(keys) > 1 and (np.diff(keys) == 0).any():
-        raise ValueError("a merge list with a pair twice")
-
-    def lookup(positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(positions holding a merge's pair, that merge's batch, its index in the sorted keys)."""
-        after = nxt[positions]
-        positions = positions[after >= 0]
-        pair = pack(tokens[positions], tokens[nxt[positions]])
-        at = np.searchsorted(keys, pair)
-        at[at == len(keys)] = 0
-        found = keys[at] == pair
-        return positions[found], batch_of[at[found]], at[found]
-
-    # Every position that holds a merge's pair, grouped by batch (a stable radix sort keeps each
-    # batch's positions in order), found a slice of positions at a time (bounds the temporaries).
-    found_pos, found_batch, found_at = [], [], []
-    narrow = np.uint16 if len(batch_sizes) < 2**16 else np.int32
-    for lo in range(0, n, _SLICE):
-        at_pos, batches, at = lookup(np.arange(lo, min(lo + _SLICE, n), dtype=link))
-        found_pos.append(at_pos)
-        found_batch.append(batches.astype(narrow))
-        found_at.append(at.astype(np.int32))
-    batches = np.concatenate(found_batch)
-    order = np.argsort(batches, kind="stable")
-    bounds = np.searchsorted(batches[order], np.arange(len(batch_sizes) + 1))
-    del batches, found_batch
-    first_pos = np.concatenate(found_pos)[order]
-    first_at = np.concatenate(found_at)[order]
-    del order, found_pos, found_at
+    chain = _Chain(table)
+    book = _MergeBook(merges, batch_sizes, first_id)
+    first_pos, first_at, bounds = _first_found(chain, book)
     # A position's stamp is the last batch that changed its pair (-1: none yet). An entry waiting
     # in a batch's bucket holds (positions, merge indices, the stamp when they were found): it is
     # stale once the stamp moved on, and the position's new pair is in another entry.
-    stamp = np.full(n, -1, dtype=np.int32)
-    is_hit = np.zeros(n, dtype=bool)  # scratch, all False between batches
+    stamp = np.full(len(chain.tokens), -1, dtype=np.int32)
     waiting: dict[int, list[tuple[np.ndarray, np.ndarray, int]]] = {}
     for k in range(len(batch_sizes)):
         entries = [(first_pos[bounds[k]:bounds[k + 1]], first_at[bounds[k]:bounds[k + 1]], -1), *waiting.pop(k, [])]
@@ -172,49 +120,142 @@ def encode_table(table: ChunkTable, merges: list[tuple[int, int]], batch_sizes: 
         at = np.concatenate([at[ok] for (_, at, _), ok in zip(entries, valid)]).astype(np.int64)
         if not len(cand):
             continue
-        # Runs of a pair (x, x): its 1st, 3rd, ... occurrences merge (left to right).
-        self_pair = (keys[at] >> 32) == (keys[at] & 0xFFFFFFFF)
-        if self_pair.any():
-            selfs, self_at = cand[self_pair], at[self_pair]
-            order = np.argsort(selfs)
-            selfs, self_at = selfs[order], self_at[order]
-            follows = np.zeros(len(selfs), dtype=bool)  # positions in order: a run's follow each other
-            follows[1:] = (prv[selfs[1:]] == selfs[:-1]) & (self_at[1:] == self_at[:-1])
-            run_start = np.maximum.accumulate(np.where(follows, 0, np.arange(len(selfs))))
-            take = ((np.arange(len(selfs)) - run_start) & 1) == 0
-            cand = np.concatenate([cand[~self_pair], selfs[take]])
-            at = np.concatenate([at[~self_pair], self_at[take]])
+        cand, at = _runs_left_to_right(cand, at, book.keys, chain.prv)
+        gone, before = chain.merge(cand, book.new_of[at])
+        stamp[gone] = k
+        stamp[before] = k
+        stamp[cand] = k
+        _wait_for_later_batches(chain, book, np.concatenate([before, cand]), k, waiting)
+    del first_pos, first_at, stamp
+    return chain.compacted(dtype, table.counts)
+
+
+class _Chain:
+    """encode_table's table as a linked list of positions per chunk: its tokens (int32, compacted
+    where the table holds merged chunks), next and previous links (-1 at a chunk's ends), and which
+    positions are still alive (a merge kills its second position)."""
+
+    def __init__(self, table: ChunkTable) -> None:
+        n = len(table.tokens)
+        self.lengths = lengths = table.lengths.copy()
+        if np.array_equal(lengths, np.diff(table.starts)):
+            self.tokens = table.tokens.astype(np.int32)
+        else:  # the table holds merged chunks: their tokens, compacted
+            region = np.repeat(np.arange(table.n_chunks), np.diff(table.starts))
+            self.tokens = table.tokens[np.arange(n) - table.starts[region] < lengths[region]].astype(np.int32)
+            del region
+        self.starts = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=self.starts[1:])
+        n = len(self.tokens)
+        self.link = np.int32 if n < 2**31 - 1 else np.int64  # positions and links: 4 bytes each while they fit
+        self.nxt = np.arange(1, n + 1, dtype=self.link)
+        self.prv = np.arange(-1, n - 1, dtype=self.link)
+        self.nonempty = lengths > 0
+        self.nxt[self.starts[1:][self.nonempty] - 1] = -1
+        self.prv[self.starts[:-1][self.nonempty]] = -1
+        self.alive = np.ones(n, dtype=bool)
+        self._is_hit = np.zeros(n, dtype=bool)  # merge's scratch, all False between calls
+
+    def merge(self, cand: np.ndarray, new_tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Merge each position of cand with the next into new_tokens; returns (the positions merged
+        away, the live positions just before a merge that are not merges themselves)."""
+        nxt, prv = self.nxt, self.prv
         gone = nxt[cand]
-        tokens[cand] = new_of[at]
-        alive[gone] = False
+        self.tokens[cand] = new_tokens
+        self.alive[gone] = False
         after = nxt[gone]
         nxt[cand] = after
         has_after = after >= 0
         prv[after[has_after]] = cand[has_after]
         before = prv[cand]
-        is_hit[cand] = True
-        before = before[(before >= 0) & ~is_hit[np.maximum(before, 0)]]  # a hit right before a hit: once
-        is_hit[cand] = False
-        stamp[gone] = k
-        stamp[before] = k
-        stamp[cand] = k
-        found, later, found_at = lookup(np.concatenate([before, cand]))
-        if len(found):
-            order = np.argsort(later.astype(narrow), kind="stable")
-            found, later, found_at = found[order], later[order], found_at[order]
-            if later[0] <= k:
-                raise AssertionError("a merge made a pair of an earlier batch: the batches are not in rank order")
-            cuts = np.flatnonzero(np.diff(later)) + 1
-            heads = later[np.concatenate([[0], cuts])].tolist()
-            for pos, at_, b in zip(np.split(found, cuts), np.split(found_at, cuts), heads):
-                waiting.setdefault(b, []).append((pos, at_, k))
-    del first_pos, first_at, stamp
-    new_lengths = np.zeros(len(lengths), dtype=np.int64)
-    new_lengths[nonempty] = np.add.reduceat(alive, starts[:-1][nonempty])
-    new_starts = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(new_lengths, out=new_starts[1:])
-    return ChunkTable(tokens=tokens[alive].astype(dtype), starts=new_starts, lengths=new_lengths,
-                      counts=table.counts.copy())
+        self._is_hit[cand] = True
+        before = before[(before >= 0) & ~self._is_hit[np.maximum(before, 0)]]  # a hit right before a hit: once
+        self._is_hit[cand] = False
+        return gone, before
+
+    def compacted(self, dtype: np.dtype, counts: np.ndarray) -> ChunkTable:
+        """The live tokens as a compact table of dtype, with the chunks' counts."""
+        new_lengths = np.zeros(len(self.lengths), dtype=np.int64)
+        new_lengths[self.nonempty] = np.add.reduceat(self.alive, self.starts[:-1][self.nonempty])
+        new_starts = np.zeros(len(self.lengths) + 1, dtype=np.int64)
+        np.cumsum(new_lengths, out=new_starts[1:])
+        return ChunkTable(tokens=self.tokens[self.alive].astype(dtype), starts=new_starts, lengths=new_lengths,
+                          counts=counts.copy())
+
+
+class _MergeBook:
+    """Every merge's pair key, sorted, with its batch and the token it makes; lookup finds them."""
+
+    def __init__(self, merges: list[tuple[int, int]], batch_sizes: list[int], first_id: int) -> None:
+        keys = pack(np.array([a for a, _ in merges], dtype=np.int64), np.array([b for _, b in merges], dtype=np.int64))
+        batch_of = np.repeat(np.arange(len(batch_sizes), dtype=np.int64), batch_sizes)
+        new_of = first_id + np.arange(len(merges), dtype=np.int64)
+        order = np.argsort(keys)
+        self.keys, self.batch_of, self.new_of = keys[order], batch_of[order], new_of[order]
+        if len(keys) > 1 and (np.diff(self.keys) == 0).any():
+            raise ValueError("a merge list with a pair twice")
+        self.batches = len(batch_sizes)
+        self.narrow = np.uint16 if self.batches < 2**16 else np.int32  # a batch number, stored
+
+    def lookup(self, chain: _Chain, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(positions holding a merge's pair, that merge's batch, its index in the sorted keys)."""
+        after = chain.nxt[positions]
+        positions = positions[after >= 0]
+        pair = pack(chain.tokens[positions], chain.tokens[chain.nxt[positions]])
+        at = np.searchsorted(self.keys, pair)
+        at[at == len(self.keys)] = 0
+        found = self.keys[at] == pair
+        return positions[found], self.batch_of[at[found]], at[found]
+
+
+def _first_found(chain: _Chain, book: _MergeBook) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every position that holds a merge's pair before any merge, grouped by batch (a stable radix
+    sort keeps each batch's positions in order), found a slice of positions at a time (bounds the
+    temporaries): (positions, merge indices, each batch's bounds in them)."""
+    found_pos, found_batch, found_at = [], [], []
+    n = len(chain.tokens)
+    for lo in range(0, n, _SLICE):
+        at_pos, batches, at = book.lookup(chain, np.arange(lo, min(lo + _SLICE, n), dtype=chain.link))
+        found_pos.append(at_pos)
+        found_batch.append(batches.astype(book.narrow))
+        found_at.append(at.astype(np.int32))
+    batches = np.concatenate(found_batch)
+    order = np.argsort(batches, kind="stable")
+    bounds = np.searchsorted(batches[order], np.arange(book.batches + 1))
+    del batches, found_batch
+    return np.concatenate(found_pos)[order], np.concatenate(found_at)[order], bounds
+
+
+def _runs_left_to_right(cand: np.ndarray, at: np.ndarray, keys: np.ndarray, prv: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """A batch's candidates with only the 1st, 3rd, ... of each run of a pair (x, x): a left-to-right merge's."""
+    self_pair = (keys[at] >> 32) == (keys[at] & 0xFFFFFFFF)
+    if not self_pair.any():
+        return cand, at
+    selfs, self_at = cand[self_pair], at[self_pair]
+    order = np.argsort(selfs)
+    selfs, self_at = selfs[order], self_at[order]
+    follows = np.zeros(len(selfs), dtype=bool)  # positions in order: a run's follow each other
+    follows[1:] = (prv[selfs[1:]] == selfs[:-1]) & (self_at[1:] == self_at[:-1])
+    run_start = np.maximum.accumulate(np.where(follows, 0, np.arange(len(selfs))))
+    take = ((np.arange(len(selfs)) - run_start) & 1) == 0
+    return np.concatenate([cand[~self_pair], selfs[take]]), np.concatenate([at[~self_pair], self_at[take]])
+
+
+def _wait_for_later_batches(chain: _Chain, book: _MergeBook, positions: np.ndarray, k: int,
+                            waiting: dict[int, list[tuple[np.ndarray, np.ndarray, int]]]) -> None:
+    """The pairs a batch k made at positions that a merge makes, each put in its batch's bucket."""
+    found, later, found_at = book.lookup(chain, positions)
+    if not len(found):
+        return
+    order = np.argsort(later.astype(book.narrow), kind="stable")
+    found, later, found_at = found[order], later[order], found_at[order]
+    if later[0] <= k:
+        raise AssertionError("a merge made a pair of an earlier batch: the batches are not in rank order")
+    cuts = np.flatnonzero(np.diff(later)) + 1
+    heads = later[np.concatenate([[0], cuts])].tolist()
+    for pos, at, batch in zip(np.split(found, cuts), np.split(found_at, cuts), heads):
+        waiting.setdefault(batch, []).append((pos, at, k))
 
 
 def rank_order_batches(merges: list[tuple[int, int]], first_id: int = 256) -> list[int]:
