@@ -155,11 +155,6 @@ _LONG = 1 << 12  # a token longer than this is written in pieces of its own; sho
 _BATCH = 2048  # ... are joined this many at a time into one piece (a generator step per token was most of a write)
 
 
-def _json_string(token: bytes) -> str:
-    """json.dumps(token_to_unicode(token), ensure_ascii=False), for a token of at most _LONG bytes."""
-    return f'"{token.decode("ascii")}"' if not token.translate(None, _PLAIN) else json_quoted(token_to_unicode(token))
-
-
 def _batched(entries: Iterable[str | tuple]) -> Iterator[str | bytes]:
     """Entries' texts joined _BATCH at a time; an entry given as a tuple of pieces (a long token's) is
     passed on as those pieces, after the entries before it."""
@@ -178,8 +173,30 @@ def _batched(entries: Iterable[str | tuple]) -> Iterator[str | bytes]:
         yield "".join(batch)
 
 
-def vocab_json_pieces(tok: Tokenizer) -> Iterator[str | bytes]:
-    """vocab.json: json.dumps(unicode_vocab(tok), ensure_ascii=False), in pieces."""
+class Spelling:
+    """Each token of at most _LONG bytes in GPT-2's byte-to-unicode form, as it is and escaped for a
+    JSON string, made once for every file of a save: vocab.json, merges.txt and tokenizer.json write
+    each token two to four times (realmix's 32,768 tokens: 146 K conversions, most of the files'
+    making, 2026-11-27). Longer tokens are written in pieces, never held as one string."""
+
+    def __init__(self, tok: Tokenizer) -> None:
+        self._vocab = tok.vocab
+
+    @functools.cached_property
+    def text(self) -> dict[int, str]:
+        """token_to_unicode of each short token, by id."""
+        return {i: token_to_unicode(t) for i, t in self._vocab.items() if len(t) <= _LONG}
+
+    @functools.cached_property
+    def escaped(self) -> dict[int, str]:
+        """The same texts as inside a JSON string (json_quoted without its quotes), by id."""
+        return {i: json_quoted(text)[1:-1] for i, text in self.text.items()}
+
+
+def vocab_json_pieces(tok: Tokenizer, spelling: Spelling | None = None) -> Iterator[str | bytes]:
+    """vocab.json: json.dumps(unicode_vocab(tok), ensure_ascii=False), in pieces (spelling: the
+    tokens' texts, if another file of the save made them)."""
+    spelling = spelling or Spelling(tok)
     specials = set(tok.special_tokens.values())
     as_bytes = {}  # special tokens written like a regular token's bytes: they take its entry (dict.update)
     for text in tok.special_tokens:
@@ -190,12 +207,14 @@ def vocab_json_pieces(tok: Tokenizer) -> Iterator[str | bytes]:
     regular = [(i, t) for i, t in sorted(tok.vocab.items()) if i not in specials]
 
     def entries() -> Iterator[str | tuple]:
+        escaped = spelling.escaped
         for k, (i, t) in enumerate(regular):
+            written = i
             if t in as_bytes:
                 seen.add(as_bytes[t])
-                i = tok.special_tokens[as_bytes[t]]
+                written = tok.special_tokens[as_bytes[t]]
             comma = ", " if k else ""
-            yield f"{comma}{_json_string(t)}: {i}" if len(t) <= _LONG else (comma, *_token_json(t), f": {i}")
+            yield f'{comma}"{escaped[i]}": {written}' if len(t) <= _LONG else (comma, *_token_json(t), f": {written}")
 
     yield from _batched(entries())
     k = len(regular) - 1
@@ -206,10 +225,24 @@ def vocab_json_pieces(tok: Tokenizer) -> Iterator[str | bytes]:
     yield "}"
 
 
-def _merge_pieces(tok: Tokenizer, quoted: bool) -> Iterator[str | bytes]:
+def _merge_pieces(tok: Tokenizer, quoted: bool, spelling: Spelling | None = None) -> Iterator[str | bytes]:
     """Each merge as "first second" in GPT-2's byte-to-unicode form (JSON strings if quoted), then
     a separator: pieces of merges.txt's lines or of tokenizer.json's merges list."""
-    yield from _batched(_merge_entry(k, tok.vocab[a], tok.vocab[b], quoted) for k, (a, b, _) in enumerate(tok.merges))
+    spelling = spelling or Spelling(tok)
+    vocab = tok.vocab
+    texts = spelling.escaped if quoted else spelling.text
+
+    def entries() -> Iterator[str | tuple]:
+        for k, (a, b, _) in enumerate(tok.merges):
+            first, second = vocab[a], vocab[b]
+            if len(first) + len(second) > _LONG:
+                yield _merge_entry(k, first, second, quoted)
+            elif quoted:
+                yield f'{", " if k else ""}"{texts[a]} {texts[b]}"'
+            else:
+                yield f"{texts[a]} {texts[b]}\n"
+
+    yield from _batched(entries())
 
 
 def _merge_entry(k: int, first: bytes, second: bytes, quoted: bool) -> str | tuple:
@@ -227,10 +260,10 @@ def _merge_entry(k: int, first: bytes, second: bytes, quoted: bool) -> str | tup
     return (*_token_text(first), " ", *_token_text(second), "\n")
 
 
-def merges_txt_pieces(tok: Tokenizer) -> Iterator[str | bytes]:
+def merges_txt_pieces(tok: Tokenizer, spelling: Spelling | None = None) -> Iterator[str | bytes]:
     """merges.txt: "#version: 0.2", then a line per merge, in pieces."""
     yield "#version: 0.2\n"
-    yield from _merge_pieces(tok, quoted=False)
+    yield from _merge_pieces(tok, quoted=False, spelling=spelling)
 
 
 def hf_unigram_json(tok: Tokenizer) -> dict[str, Any]:
@@ -251,7 +284,8 @@ def hf_unigram_json(tok: Tokenizer) -> dict[str, Any]:
     return skeleton
 
 
-def hf_json_pieces(tok: Tokenizer, dropout: float | None = None) -> Iterator[str | bytes]:
+def hf_json_pieces(tok: Tokenizer, dropout: float | None = None, spelling: Spelling | None = None
+                   ) -> Iterator[str | bytes]:
     """tokenizer.json: json.dumps(hf_json(tok), ensure_ascii=False), in pieces (the vocabulary and
     the merges are put in place of two markers of the rest)."""
     vocab_marker, merges_marker = "\0parbpe vocab\0", "\0parbpe merges\0"
@@ -259,10 +293,11 @@ def hf_json_pieces(tok: Tokenizer, dropout: float | None = None) -> Iterator[str
     text = json.dumps(skeleton, ensure_ascii=False)
     before, rest = text.split(json.dumps(vocab_marker), 1)
     middle, after = rest.split(json.dumps(merges_marker), 1)
+    spelling = spelling or Spelling(tok)
     yield before
-    yield from vocab_json_pieces(tok)
+    yield from vocab_json_pieces(tok, spelling)
     yield middle + "["
-    yield from _merge_pieces(tok, quoted=True)
+    yield from _merge_pieces(tok, quoted=True, spelling=spelling)
     yield "]" + after
 
 
@@ -372,12 +407,13 @@ def file_makers(tok: Tokenizer, config: dict[str, Any] | None = None
     special tokens' roles."""
     problems = export_problems(tok)
     hf_texts = functools.cache(lambda: transformers_files(tok, special_token_roles(tok, config)))
+    spelling = Spelling(tok)  # the tokens' texts, made by the first file that writes them
     writers = {
         "parbpe.json": lambda: parbpe_json_text(tok, config),
         "tokenizer.json": (lambda: json.dumps(hf_unigram_json(tok), ensure_ascii=False)) if tok.tokens else (
-            lambda: hf_json_pieces(tok, (config or {}).get("dropout"))),
-        "vocab.json": lambda: vocab_json_pieces(tok),
-        "merges.txt": lambda: merges_txt_pieces(tok),
+            lambda: hf_json_pieces(tok, (config or {}).get("dropout"), spelling)),
+        "vocab.json": lambda: vocab_json_pieces(tok, spelling),
+        "merges.txt": lambda: merges_txt_pieces(tok, spelling),
         "tokenizer.tiktoken": lambda: tiktoken_pieces(tok),
         "tokenizer_config.json": lambda: hf_texts()[0],
         "special_tokens_map.json": lambda: hf_texts()[1],

@@ -210,6 +210,27 @@ def test_files_written_in_pieces_are_the_whole_texts(tmp_path, monkeypatch, long
     assert Tokenizer.load(str(tmp_path / "b10")).encode("aab ab é") == tok.encode("aab ab é")
 
 
+def test_a_save_turns_each_token_into_text_once(tmp_path, monkeypatch, trained):
+    """vocab.json, merges.txt and tokenizer.json write each token two to four times; a save makes
+    each token's byte-to-unicode text once (exports.Spelling), and the files are those of a save
+    that made the texts again for each file."""
+    from parbpe.tokenizer import exports
+
+    tok, _ = trained
+    calls = []
+    convert = exports.token_to_unicode
+    monkeypatch.setattr(exports, "token_to_unicode", lambda token: calls.append(token) or convert(token))
+    tok.save(str(tmp_path / "once"))
+    assert len(calls) == len(tok.vocab) and len(set(calls)) == len(calls)
+    monkeypatch.setattr(exports.Spelling, "text", property(
+        lambda spelling: {i: convert(t) for i, t in spelling._vocab.items() if len(t) <= exports._LONG}))
+    monkeypatch.setattr(exports.Spelling, "escaped", property(
+        lambda spelling: {i: exports.json_quoted(text)[1:-1] for i, text in spelling.text.items()}))
+    tok.save(str(tmp_path / "every time"))
+    for name in ("tokenizer.json", "vocab.json", "merges.txt"):
+        assert (tmp_path / "once" / name).read_bytes() == (tmp_path / "every time" / name).read_bytes(), name
+
+
 def test_byte_level_strings_and_their_json_quoting_match_the_obvious_ones():
     from parbpe.tokenizer.byte_level import json_quoted
 
