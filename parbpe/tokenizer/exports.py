@@ -236,7 +236,7 @@ def _merge_pieces(tok: Tokenizer, quoted: bool, spelling: Spelling | None = None
         for k, (a, b, _) in enumerate(tok.merges):
             first, second = vocab[a], vocab[b]
             if len(first) + len(second) > _LONG:
-                yield _merge_entry(k, first, second, quoted)
+                yield _long_merge(k, first, second, quoted)
             elif quoted:
                 yield f'{", " if k else ""}"{texts[a]} {texts[b]}"'
             else:
@@ -245,18 +245,13 @@ def _merge_pieces(tok: Tokenizer, quoted: bool, spelling: Spelling | None = None
     yield from _batched(entries())
 
 
-def _merge_entry(k: int, first: bytes, second: bytes, quoted: bool) -> str | tuple:
-    """Merge k's text in _merge_pieces: one string, or a tuple of pieces if a token is long."""
+def _long_merge(k: int, first: bytes, second: bytes, quoted: bool) -> tuple:
+    """Merge k's text in _merge_pieces when its tokens are more than _LONG bytes together: pieces."""
     plain = not first.translate(None, _PLAIN) and not second.translate(None, _PLAIN)
     if quoted:
         comma = ", " if k else ""
-        if len(first) + len(second) <= _LONG:
-            return f'{comma}"{first.decode("ascii")} {second.decode("ascii")}"' if plain else \
-                comma + json_quoted(f"{token_to_unicode(first)} {token_to_unicode(second)}")
         return (comma, b'"', first, b" ", second, b'"') if plain else \
             (comma, json_quoted(f"{token_to_unicode(first)} {token_to_unicode(second)}"))
-    if len(first) + len(second) <= _LONG:
-        return f"{token_to_unicode(first)} {token_to_unicode(second)}\n"
     return (*_token_text(first), " ", *_token_text(second), "\n")
 
 
