@@ -19,7 +19,7 @@ import numpy as np
 
 from ..jit import helper, kernel, prefetch
 from .linked_kernels import in_two, use_kernels
-from .pairs import gather, pack
+from .pairs import gather, pack, runs_taken_left_to_right
 from .table import ChunkTable, token_dtype
 
 _SLICE = 1 << 22  # positions looked up at a time when the buckets are filled
@@ -120,7 +120,8 @@ def encode_table(table: ChunkTable, merges: list[tuple[int, int]], batch_sizes: 
         at = np.concatenate([at[ok] for (_, at, _), ok in zip(entries, valid)]).astype(np.int64)
         if not len(cand):
             continue
-        cand, at = _runs_left_to_right(cand, at, book.keys, chain.prv)
+        self_pair = (book.keys[at] >> 32) == (book.keys[at] & 0xFFFFFFFF)
+        cand, at = runs_taken_left_to_right(cand, at, self_pair, chain.prv)
         gone, before = chain.merge(cand, book.new_of[at])
         stamp[gone] = k
         stamp[before] = k
@@ -224,22 +225,6 @@ def _first_found(chain: _Chain, book: _MergeBook) -> tuple[np.ndarray, np.ndarra
     bounds = np.searchsorted(batches[order], np.arange(book.batches + 1))
     del batches, found_batch
     return np.concatenate(found_pos)[order], np.concatenate(found_at)[order], bounds
-
-
-def _runs_left_to_right(cand: np.ndarray, at: np.ndarray, keys: np.ndarray, prv: np.ndarray
-                        ) -> tuple[np.ndarray, np.ndarray]:
-    """A batch's candidates with only the 1st, 3rd, ... of each run of a pair (x, x): a left-to-right merge's."""
-    self_pair = (keys[at] >> 32) == (keys[at] & 0xFFFFFFFF)
-    if not self_pair.any():
-        return cand, at
-    selfs, self_at = cand[self_pair], at[self_pair]
-    order = np.argsort(selfs)
-    selfs, self_at = selfs[order], self_at[order]
-    follows = np.zeros(len(selfs), dtype=bool)  # positions in order: a run's follow each other
-    follows[1:] = (prv[selfs[1:]] == selfs[:-1]) & (self_at[1:] == self_at[:-1])
-    run_start = np.maximum.accumulate(np.where(follows, 0, np.arange(len(selfs))))
-    take = ((np.arange(len(selfs)) - run_start) & 1) == 0
-    return np.concatenate([cand[~self_pair], selfs[take]]), np.concatenate([at[~self_pair], self_at[take]])
 
 
 def _wait_for_later_batches(chain: _Chain, book: _MergeBook, positions: np.ndarray, k: int,

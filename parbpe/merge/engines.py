@@ -20,7 +20,17 @@ from .. import jit
 from . import linked_kernels
 from .exact import boundary_events, prefix_stop
 from .pair_index import PairIndex, searched
-from .pairs import aggregate, aggregate_sorted, gather, pack, pair_keys_and_weights, run_parity, sort_by_pair, wide_key
+from .pairs import (
+    aggregate,
+    aggregate_sorted,
+    gather,
+    pack,
+    pair_keys_and_weights,
+    run_parity,
+    runs_taken_left_to_right,
+    sort_by_pair,
+    wide_key,
+)
 from .table import ChunkTable
 
 
@@ -361,18 +371,7 @@ class LinkedEngine:
         # In a run x x x ... of a pair (x, x), occurrences follow each other through the links:
         # merge the 1st, 3rd, ... of each run, as a left-to-right merge does. Other pairs of a
         # safe batch never overlap, so all their occurrences merge.
-        is_self = first[which] == second[which]
-        if is_self.any():
-            selfs, self_which = cand[is_self], which[is_self]
-            order = np.argsort(selfs)
-            selfs, self_which = selfs[order], self_which[order]
-            follows = np.zeros(len(selfs), dtype=bool)
-            follows[1:] = (prv[selfs[1:]] == selfs[:-1]) & (self_which[1:] == self_which[:-1])
-            run_start = np.maximum.accumulate(np.where(follows, 0, np.arange(len(selfs))))
-            take = ((np.arange(len(selfs)) - run_start) & 1) == 0
-            cand = np.concatenate([cand[~is_self], selfs[take]])
-            which = np.concatenate([which[~is_self], self_which[take]])
-        return cand, which
+        return runs_taken_left_to_right(cand, which, first[which] == second[which], prv)
 
     def exact_round(self, first: np.ndarray, second: np.ndarray, counts: np.ndarray, first_id: int,
                     rank_key: Callable[[int], tuple]) -> tuple[int, tuple[np.ndarray, np.ndarray]]:

@@ -66,6 +66,24 @@ def run_parity(flags: np.ndarray) -> np.ndarray:
     return flags & (((idx - run_start) & 1) == 0)
 
 
+def runs_taken_left_to_right(cand: np.ndarray, member: np.ndarray, is_self: np.ndarray, prev: np.ndarray
+                             ) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate positions (and their batch members) with only the 1st, 3rd, ... occurrence of each
+    run x x x ... of a pair (x, x) kept, as a left-to-right merge takes them: is_self marks the
+    candidates of such pairs, whose occurrences in a run follow each other through prev (the
+    previous live position). Other candidates are kept whole (a safe batch's never overlap)."""
+    if not is_self.any():
+        return cand, member
+    selfs, self_member = cand[is_self], member[is_self]
+    order = np.argsort(selfs)
+    selfs, self_member = selfs[order], self_member[order]
+    follows = np.zeros(len(selfs), dtype=bool)  # positions in order: a run's follow each other
+    follows[1:] = (prev[selfs[1:]] == selfs[:-1]) & (self_member[1:] == self_member[:-1])
+    run_start = np.maximum.accumulate(np.where(follows, 0, np.arange(len(selfs))))
+    take = ((np.arange(len(selfs)) - run_start) & 1) == 0
+    return np.concatenate([cand[~is_self], selfs[take]]), np.concatenate([member[~is_self], self_member[take]])
+
+
 def pair_keys_and_weights(
     tokens: np.ndarray, seg: np.ndarray, seg_counts: np.ndarray, nonoverlap: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
