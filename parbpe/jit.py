@@ -66,6 +66,7 @@ def numba_module() -> Any:
                     numba = None
                 if numba is not None and _extras_kept_out:
                     _numba_without_cffi()
+                    _cache_loads_without_registries()
                 _numba = numba
                 _numba_checked = True  # after _numba: another thread reads the flag without the lock
     return _numba
@@ -79,11 +80,13 @@ def keep_extras_out_of_numba() -> None:
     before counting workers fork (2026-11-26). yaml: numba's import reads it for a .numba_config.yaml
     in the working directory, kept where there is one (_numba_config_file_unread): `import numba`
     0.15-0.29 s against 0.21-0.32 (BENCHMARKS 39). Both still import for whoever asks; nothing is done
-    where they (or numba, for yaml; numba's cffi support, for cffi) are loaded already."""
+    where they (or numba, for yaml; numba's cffi support, for cffi) are loaded already. And kernels
+    load from numba's cache without the registries only compiling reads (_cache_loads_without_registries)."""
     global _extras_kept_out
     _extras_kept_out = True
     if loaded():
         _numba_without_cffi()
+        _cache_loads_without_registries()
 
 
 def _numba_config_file_unread() -> contextlib.AbstractContextManager:
@@ -98,6 +101,33 @@ def _numba_without_cffi() -> None:
     if "cffi" not in sys.modules and "numba.core.typing.cffi_utils" not in sys.modules:
         with refused("cffi"):
             import numba.core.typing.cffi_utils  # noqa: F401 (it asks once, and remembers the answer)
+
+
+def _cache_loads_without_registries() -> None:
+    """Have numba load a kernel from its cache without first refreshing its contexts: the refresh
+    imports and installs every typing and lowering registry (numpy's, the cpython types', the typed
+    containers': some 60 modules) that only compiling reads; code loaded from the cache needs numba's
+    runtime (NRT) alone, initialized here as the refresh would. The eight loads before counting
+    workers fork took 0.23-0.28 s, now 0.10 (numba 0.68, 2026-11-27). A kernel that is not in the cache
+    is compiled as ever: numba's compiler refreshes both contexts itself. Where numba's cache is not
+    of the shape this is written for, its own load_overload stays."""
+    from numba.core import caching
+    from numba.core.runtime import rtsys
+
+    cache = caching.Cache
+    if getattr(cache.load_overload, "parbpe_light", False):
+        return
+    if not (hasattr(cache, "_load_overload") and hasattr(cache, "_guard_against_spurious_io_errors")
+            and hasattr(rtsys, "initialize")):
+        return
+
+    def load_overload(self: Any, sig: Any, target_context: Any) -> Any:
+        rtsys.initialize(target_context)
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+
+    load_overload.parbpe_light = True  # type: ignore[attr-defined]
+    cache.load_overload = load_overload
 
 
 def require() -> None:

@@ -93,3 +93,40 @@ def test_numba_imports_without_yaml_unless_a_config_file_asks(tmp_path):
     assert not _yaml_after_numba("jit.keep_extras_out_of_numba()", tmp_path)[0]  # and yaml still imports after
     (tmp_path / ".numba_config.yaml").write_text("boundscheck: 1\n")
     assert _yaml_after_numba("jit.keep_extras_out_of_numba()", tmp_path) == (True, "1")  # the file is read
+
+
+CACHE_LOAD = """
+import sys
+import numpy as np
+from parbpe import jit
+{keep}
+from parbpe.count.key_tables import KeyCounts
+table = KeyCounts(1)
+table.add((np.array([5, 7, 5], np.uint64),))
+assert sorted(zip(*[a.tolist() for a in table.items()])) == [(5, 2), (7, 1)]
+registries = "numba.np.arraymath" in sys.modules  # numpy's lowering: what compiling reads
+numba = jit.numba_module()
+sort_sum = numba.njit(lambda a: np.sort(a)[:2].sum())  # compiled here (never cached): it needs the registries
+assert sort_sum(np.array([9, 3, 4])) == 7
+print(registries)
+"""
+
+
+def _registries_loaded_by_cache_loads(keep: str, cache_dir) -> bool:
+    """Run CACHE_LOAD twice in new processes with numba's cache in cache_dir (the first fills it, the
+    second loads from it): whether the second loaded numba's registries for its kernels."""
+    env = {**os.environ, "PARBPE_JIT": "on", "NUMBA_CACHE_DIR": str(cache_dir), "PYTHONPATH": ROOT}
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", CACHE_LOAD.format(keep=keep)], capture_output=True, text=True,
+                              timeout=300, env=env)
+        assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip() == "True"
+
+
+def test_kernels_load_from_the_cache_without_the_registries_and_compiling_still_works(tmp_path):
+    assert not _registries_loaded_by_cache_loads("jit.keep_extras_out_of_numba()", tmp_path)
+
+
+def test_without_the_call_numba_loads_its_registries_at_every_cache_load(tmp_path):
+    # The premise of the test above: numba's own cache load refreshes its contexts (if it stops, the patch can go).
+    assert _registries_loaded_by_cache_loads("", tmp_path)
