@@ -234,24 +234,61 @@ def gpt4o_starts(bits, low, folded, char_docs, group, out):
 SW_LETTER, SW_DIGIT, SW_SYMBOL, SW_SPACE, SW_CR, SW_NL, SW_OTHER_WS, SW_EDGE = range(8)
 
 
+@functools.lru_cache(maxsize=1)
+def superword_classes() -> np.ndarray:
+    """The superword class (SW_LETTER ... SW_OTHER_WS) of every code point, from char_tables()'s bits:
+    a letter, else a number, else whitespace (space, carriage return and line feed each their own),
+    else a symbol."""
+    bits = char_tables()[0]
+    classes = np.full(len(bits), SW_SYMBOL, np.uint8)
+    classes[bits & SPACE != 0] = SW_OTHER_WS
+    classes[[ord(" "), ord("\r"), ord("\n")]] = [SW_SPACE, SW_CR, SW_NL]
+    classes[bits & NUMBER != 0] = SW_DIGIT
+    classes[bits & LETTER != 0] = SW_LETTER
+    return classes
+
+
 @kernel
-def superword_starts(bits, low, char_docs, start, out):
+def superword_decode(data, docs, classes, cls, pos, char_docs):
+    """UTF-8 documents data[docs[d]:docs[d + 1]] as characters for the superword split: each one's
+    class (superword_classes) into cls and its byte position into pos (pos[k] = len(data) after the
+    last); char_docs: the documents' bounds in characters. Returns the number of characters. One
+    table read a character: decode()'s three tables and four arrays serve the other patterns."""
+    k = 0
+    for d in range(len(docs) - 1):
+        char_docs[d] = k
+        i = docs[d]
+        end = docs[d + 1]
+        while i < end:
+            b = data[i]
+            pos[k] = i
+            if b < 0x80:
+                cls[k] = classes[b]
+                i += 1
+            elif b < 0xE0:
+                cls[k] = classes[((np.int64(b) & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F)]
+                i += 2
+            elif b < 0xF0:
+                cls[k] = classes[((np.int64(b) & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6)
+                                 | (np.int64(data[i + 2]) & 0x3F)]
+                i += 3
+            else:
+                point = (((np.int64(b) & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12)
+                         | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F))
+                cls[k] = classes[min(point, 0x10FFFF)]
+                i += 4
+            k += 1
+    char_docs[len(docs) - 1] = k
+    pos[k] = len(data)
+    return k
+
+
+@kernel
+def superword_starts(cls, n, char_docs, start, out):
     r"""Chunk starts of the superword split line by line (patterns.SUPERWORD_LINES_PATTERN: the rules
     of superword.py's docstring, which superword._starts applies with numpy) over each document, into
-    out; start: a bool per character, all False (left marked). Returns how many."""
-    n = len(start)
-    cls = np.empty(n + 2, np.uint8)  # each character's class, then two of SW_EDGE (read past the last)
-    for i in range(n):
-        b = bits[i]
-        x = low[i]
-        if b & LETTER:
-            cls[i] = SW_LETTER
-        elif b & NUMBER:
-            cls[i] = SW_DIGIT
-        elif b & SPACE:
-            cls[i] = SW_SPACE if x == 32 else SW_CR if x == 13 else SW_NL if x == 10 else SW_OTHER_WS
-        else:
-            cls[i] = SW_SYMBOL
+    out, from the classes of its n characters (superword_decode; cls holds two more slots, read past
+    the last). start: a bool per character, all False, and so again on return. Returns how many."""
     cls[n] = SW_EDGE
     cls[n + 1] = SW_EDGE
     for d in range(len(char_docs) - 1):
@@ -262,6 +299,7 @@ def superword_starts(bits, low, char_docs, start, out):
     k = 0
     for i in range(n):
         if start[i]:
+            start[i] = False
             out[k] = i
             k += 1
     return k
@@ -432,30 +470,36 @@ def chunk_bounds(data: np.ndarray, docs: np.ndarray, kind: int, group: int,
     size = len(data)
     spans = list(document_spans(docs, CHUNK_BOUNDS_BYTES))
     widest = max((int(docs[b] - docs[a]) for a, b in spans), default=0)
-    bits, low, folded = (np.empty(widest, np.uint8) for _ in range(3))
     pos = np.empty(widest + 1, np.int32)  # (a pyarrow string array's bytes fit in int32)
     char_docs = np.empty(max((b - a + 1 for a, b in spans), default=1), np.int64)
     starts = np.empty(widest, np.int32)
+    if kind == SUPERWORD:  # the classes alone (superword_decode), and the marks kept clear between calls
+        cls, marks, classes = np.empty(widest + 2, np.uint8), np.zeros(widest, np.bool_), superword_classes()
+    else:
+        bits, low, folded = (np.empty(widest, np.uint8) for _ in range(3))
     parts = []
     for a, b in spans:
         lo, n = int(docs[a]), int(docs[b] - docs[a])
         part_docs = char_docs[:b - a + 1]
-        chars = decode(data[lo:lo + n], docs[a:b + 1] - lo, tables[0], tables[1], bits[:n], low[:n], folded[:n],
-                       pos[:n + 1], part_docs)
-        found = chunk_starts(kind, group, bits[:n], low[:n], folded[:n], part_docs, starts[:chars])
+        if kind == SUPERWORD:
+            chars = superword_decode(data[lo:lo + n], docs[a:b + 1] - lo, classes, cls, pos[:n + 1], part_docs)
+            found = superword_starts(cls, chars, part_docs, marks, starts)
+        else:
+            chars = decode(data[lo:lo + n], docs[a:b + 1] - lo, tables[0], tables[1], bits[:n], low[:n],
+                           folded[:n], pos[:n + 1], part_docs)
+            found = chunk_starts(kind, group, bits[:n], low[:n], folded[:n], part_docs, starts[:chars])
         parts.append(pos[starts[:found]] + np.int32(lo))
     parts.append(np.array([size], np.int32))
     return np.concatenate(parts)
 
 
 def chunk_starts(kind: int, group: int, bits, low, folded, char_docs, out) -> int:
-    """Chunk starts of the pattern `kind` (KINDS) into out; returns how many (the JIT's or plain Python)."""
+    """Chunk starts of the pattern `kind` (KINDS but the superword split, which chunk_bounds finds from
+    superword_decode's classes) into out; returns how many (the JIT's or plain Python)."""
     if kind == 0:
         return gpt2_starts(bits, low, char_docs, group, out)
     if kind == 1:
         return gpt4_starts(bits, low, folded, char_docs, group, out)
-    if kind == SUPERWORD:
-        return superword_starts(bits, low, char_docs, np.zeros(len(out), np.bool_), out)
     return gpt4o_starts(bits, low, folded, char_docs, group, out)
 
 

@@ -23,7 +23,7 @@ pytest.importorskip("numba")
 
 from parbpe.count import jit_lexer  # noqa: E402  (after the skip: its kernels compile with numba)
 from parbpe.count.pieces import PieceCounter  # noqa: E402
-from parbpe.count.superword import superword_chunk_starts  # noqa: E402
+from parbpe.count.superword import _class_table, superword_chunk_starts  # noqa: E402
 
 # Each built-in pattern and its --digits variants.
 PATTERN_VARIANTS = {name: PATTERNS[name] for name in ("gpt2", "gpt4", "gpt4o")}
@@ -158,12 +158,16 @@ def test_superword_real_text_equals_regex(shared_data):
     assert jit_chunks(documents, SUPERWORD_PATTERN) == regex_chunks(documents, SUPERWORD_LINES_PATTERN)
 
 
+def test_the_kernels_superword_classes_are_the_numpy_splits_for_every_code_point():
+    # Two derivations of regex's classes: char_tables()'s bits (the kernels') and lexer.py's code_point_tables.
+    assert np.array_equal(jit_lexer.superword_classes(), _class_table())
+
+
 def test_a_wrong_superword_rule_is_caught(monkeypatch):
     """The comparison can fail: with digits read as letters, the superword chunks differ."""
-    bits, canon = jit_lexer.char_tables()
-    bits = bits.copy()
-    bits[ord("0"):ord("9") + 1] = jit_lexer.LETTER
-    monkeypatch.setattr(jit_lexer, "char_tables", lambda: (bits, canon))
+    classes = jit_lexer.superword_classes().copy()
+    classes[ord("0"):ord("9") + 1] = jit_lexer.SW_LETTER
+    monkeypatch.setattr(jit_lexer, "superword_classes", lambda: classes)
     assert jit_chunks(["abc 12345"], SUPERWORD_PATTERN) != regex_chunks(["abc 12345"], SUPERWORD_LINES_PATTERN)
 
 
