@@ -54,10 +54,10 @@ CUTOFFS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 SPECIAL = "<|endoftext|>"
 
 # The figures of the plan that do not come from this script's measurements. Update them here.
-# Counting MB/s per worker: BENCHMARKS.md section 24 (2026-11-25, quiet machine): realmix's count stage
-# inside `train` (GPT-4, 2 workers) 3.28 s: 152.8 MB / 3.28 s / 2 = 23.3 MB/s per worker. Section 22's
-# `parbpe count` on realmix (loaded machine) gave at best 22.8 MB/s per worker with GPT-4.
-MB_PER_S_PER_WORKER = 23.3
+# Counting MB/s per worker: BENCHMARKS.md section 41 (2026-11-27, 7a7c252): realmix's count stage inside
+# `train` (GPT-4, 2 workers) 1.55 s, the middle of three interleaved medians (1.45-1.66 s):
+# 152.8 MB / 1.55 s / 2 = 49.3 MB/s per worker (section 24's 3.28 s gave 23.3).
+MB_PER_S_PER_WORKER = 49.3
 FINEWEB_TEXT_BYTES = 5.5e12  # FineWeb-Edu in full: 1.3 T tokens, some 5-6 TB of text (issue 27)
 FINEWEB_ANCHOR_BYTES = 1e9  # the counts file's text: "about 1 GB of the FineWeb-Edu 10B sample" (data README)
 NODE_CORES = 16
@@ -72,9 +72,10 @@ RAY_OBJECT_STORE_SHARE = 0.3  # Ray's default object store: 30% of a node's memo
 # a token and 24 a chunk): `parbpe train` realmix -> 32,768, --workers 1 (BENCHMARKS.md section 26):
 # 703.2 MB at the peak, 132.6 MB before the stage (merge_fit's estimate less its model), 11.8 M table tokens.
 MERGE_BYTES_PER_TOKEN_MEASURED = (703.2e6 - 132.6e6) / 11_800_097
-# The merge stage's time, per table token, to 65,536 tokens: BENCHMARKS.md section 24, realmix -> 32,768
-# (11.8 M table tokens, 2 workers, numba) 6.39 s; assumed linear in table tokens and in merges.
-MERGE_SECONDS_PER_TOKEN = 6.39 / 11.8e6 * (65536 - 256) / (32768 - 256)
+# The merge stage's time, per table token, to 65,536 tokens: BENCHMARKS.md section 41, realmix -> 32,768
+# (11.8 M table tokens, 2 workers, numba) 2.72 s, the middle of three interleaved medians (2.70-2.73 s;
+# section 24: 6.39 s); assumed linear in table tokens and in merges.
+MERGE_SECONDS_PER_TOKEN = 2.72 / 11.8e6 * (65536 - 256) / (32768 - 256)
 
 
 def main(argv: list[str] | None = None) -> None:
