@@ -102,6 +102,23 @@ def kind_of(pattern: str) -> tuple[int, int] | None:
     return KINDS[name], group
 
 
+@helper
+def _code_point(data, i):
+    """The code point of the UTF-8 character at data[i] (valid UTF-8, as pyarrow strings are; at most
+    0x10FFFF) and its width in bytes."""
+    b = data[i]
+    if b < 0x80:
+        return np.int64(b), 1
+    if b < 0xE0:
+        return ((np.int64(b) & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F), 2
+    if b < 0xF0:
+        return (((np.int64(b) & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6)
+                | (np.int64(data[i + 2]) & 0x3F)), 3
+    point = (((np.int64(b) & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12)
+             | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F))
+    return min(point, np.int64(0x10FFFF)), 4
+
+
 @kernel
 def decode(data, docs, table, canon, bits, low, folded, pos, char_docs):
     """UTF-8 documents data[docs[d]:docs[d + 1]] as characters: each one's class bits, its code point
@@ -113,22 +130,7 @@ def decode(data, docs, table, canon, bits, low, folded, pos, char_docs):
         i = docs[d]
         end = docs[d + 1]
         while i < end:
-            b = data[i]
-            if b < 0x80:
-                point = np.int64(b)
-                width = 1
-            elif b < 0xE0:
-                point = ((np.int64(b) & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F)
-                width = 2
-            elif b < 0xF0:
-                point = (((np.int64(b) & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6)
-                         | (np.int64(data[i + 2]) & 0x3F))
-                width = 3
-            else:
-                point = (((np.int64(b) & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12)
-                         | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F))
-                point = min(point, 0x10FFFF)
-                width = 4
+            point, width = _code_point(data, i)
             bits[k] = table[point]
             low[k] = point if point < 0x80 else 0
             folded[k] = canon[point]
@@ -260,23 +262,10 @@ def superword_decode(data, docs, classes, cls, pos, char_docs):
         i = docs[d]
         end = docs[d + 1]
         while i < end:
-            b = data[i]
+            point, width = _code_point(data, i)
+            cls[k] = classes[point]
             pos[k] = i
-            if b < 0x80:
-                cls[k] = classes[b]
-                i += 1
-            elif b < 0xE0:
-                cls[k] = classes[((np.int64(b) & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F)]
-                i += 2
-            elif b < 0xF0:
-                cls[k] = classes[((np.int64(b) & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6)
-                                 | (np.int64(data[i + 2]) & 0x3F)]
-                i += 3
-            else:
-                point = (((np.int64(b) & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12)
-                         | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F))
-                cls[k] = classes[min(point, 0x10FFFF)]
-                i += 4
+            i += width
             k += 1
     char_docs[len(docs) - 1] = k
     pos[k] = len(data)
