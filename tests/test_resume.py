@@ -102,9 +102,9 @@ def _outputs(out: Path) -> dict[str, bytes]:
 def _stable_stats(raw: bytes) -> dict:
     stats = json.loads(raw)
     stats["config"].pop("workers")
-    if "superbpe" in stats:  # its stage 2's own times, peaks and worker counts
+    if "superbpe" in stats:  # its stage 2's own times, peaks and worker counts, its count's process
         stats["superbpe"] = {k: v for k, v in stats["superbpe"].items()
-                             if k not in VOLATILE | {"merge_workers", "encode_workers"}}
+                             if k not in VOLATILE | {"merge_workers", "encode_workers", "count_beside"}}
     return {k: v for k, v in stats.items() if k not in VOLATILE}
 
 

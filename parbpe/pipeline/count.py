@@ -75,13 +75,8 @@ def count_stage(ctx: RunContext, units: list[WorkUnit] | TextStream, config: Tra
     config = config or ctx.config
     saved = run.load_reduced() if run is not None else None
     if saved is not None:
-        data, offsets, counts, meta = saved
         ctx.note("counting and reducing were done: the reduced counts are in the run directory")
-        chunks = TrainingChunks(data=data, offsets=offsets, counts=counts,
-                                stop_words=[bytes.fromhex(w) for w in meta["stop_words"]],
-                                unique_chunks=meta["unique_chunks"], total_chunks=meta["total_chunks"],
-                                dropped_by_cutoff=meta["dropped_by_cutoff"])
-        return Counted(chunks, meta["counted"])
+        return counted_from_saved(saved)
     with contextlib.ExitStack() as stack:
         if run is not None:  # a failure here leaves the run directory only when resuming can use it
             stack.push(lambda kind, *_: run.discard_unless_resumable(kind))
@@ -110,6 +105,16 @@ def count_stage(ctx: RunContext, units: list[WorkUnit] | TextStream, config: Tra
             "stop_words": [w.hex() for w in chunks.stop_words], "unique_chunks": chunks.unique_chunks,
             "total_chunks": chunks.total_chunks, "dropped_by_cutoff": chunks.dropped_by_cutoff, "counted": stats})
     return Counted(chunks, stats)
+
+
+def counted_from_saved(saved: tuple) -> Counted:
+    """The Counted of reduced counts as RunDirectory.load_reduced gives them back."""
+    data, offsets, counts, meta = saved
+    chunks = TrainingChunks(data=data, offsets=offsets, counts=counts,
+                            stop_words=[bytes.fromhex(w) for w in meta["stop_words"]],
+                            unique_chunks=meta["unique_chunks"], total_chunks=meta["total_chunks"],
+                            dropped_by_cutoff=meta["dropped_by_cutoff"])
+    return Counted(chunks, meta["counted"])
 
 
 def _substage(ctx: RunContext, name: str, nested: bool, report: bool = True) -> contextlib.AbstractContextManager:
@@ -270,10 +275,14 @@ def superword_count_stage(ctx: RunContext, units: list[WorkUnit], run: RunDirect
     run directory) when it has them. The chunks come by partition (count_stage): only merges are made
     of them, which their order does not change, and the parent's sort of all of them (2.3 M
     superword chunks of realmix) took longer than the partitions' sorts in the reduce workers."""
-    stage2 = dataclasses.replace(ctx.config, pattern=SUPERWORD_PATTERN, superbpe_transition=None)
     with ctx.stage("superbpe_count"):
         ctx.note("SuperBPE stage 2: counting the superword chunks")
-        return count_stage(ctx, units, stage2, run=run, nested=True, by_partition=True)
+        return count_stage(ctx, units, superword_config(ctx.config), run=run, nested=True, by_partition=True)
+
+
+def superword_config(config: TrainConfig) -> TrainConfig:
+    """The run's settings with SuperBPE's superword split: what its stage 2 counts with."""
+    return dataclasses.replace(config, pattern=SUPERWORD_PATTERN, superbpe_transition=None)
 
 
 def release_arrow_memory() -> None:

@@ -45,7 +45,9 @@ class MergeJob:
     sampled: the encoded table's size is estimated from a sample (else from the bytes, or not at all
     when encoding); allow: which new tokens may be made (SuperBPE's rule); names: the stages' names
     (table, encode, merge); offset: merges made before, for progress; label: the stage in warnings;
-    run: the run directory whose merge checkpoint is taken and rewritten (default: the run's)."""
+    run: the run directory whose merge checkpoint is taken and rewritten (default: the run's);
+    beside: called with the fit once the table is built, before the rounds (SuperBPE starts its
+    superword count there: pipeline/count_beside.py)."""
 
     vocab: list[bytes]
     n_merges: int
@@ -56,6 +58,7 @@ class MergeJob:
     offset: int = 0
     label: str = "the merge stage"
     run: RunDirectory | None = None  # where checkpoints go, when not the run's directory (SuperBPE's stage 2)
+    beside: Callable[[MergeFit], None] | None = None
 
 
 @dataclass
@@ -96,6 +99,8 @@ def merge_stage(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> Merge
     table_name = job.names[0]
     with ctx.stage(table_name):
         fit, table, room = _table(ctx, chunks, job)
+    if job.beside is not None:
+        job.beside(fit)
     training_chunks = len(chunks)
     chunks.data = chunks.offsets = chunks.counts = None  # the table holds them; merge workers fork without them
     numpy_only = room == "numpy" and jit.mode() == "auto"
@@ -224,9 +229,15 @@ def _room(fit: MergeFit, budget: int) -> str:
 def _room_for(estimate: int, tokens: int, chunks: int, budget: int) -> str:
     """_room of a merge stage whose process tree holds `estimate` bytes at its peak, on a table of
     tokens and chunks."""
-    if estimate + JIT_RSS + merge_estimate(tokens, chunks) // 4 <= budget:
+    if fast_peak(estimate, tokens, chunks) <= budget:
         return "speed"
     return "numba" if estimate + JIT_RSS <= budget else "numpy"
+
+
+def fast_peak(estimate: int, tokens: int, chunks: int) -> int:
+    """The process tree's peak in a merge stage of "speed" room (_room): the fit's estimate, numba,
+    and the engine's second thread."""
+    return estimate + JIT_RSS + merge_estimate(tokens, chunks) // 4
 
 
 def vocab_of(merges: Pairs) -> list[bytes]:

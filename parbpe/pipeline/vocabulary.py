@@ -13,23 +13,28 @@ registered in algorithm_for.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import TrainConfig
 from ..count.reduce import TrainingChunks
+from ..io.plan import unit_text_bytes
 from ..merge.coordinator import MergeResult
 from ..merge.encode import rank_order_batches
+from ..merge.fit import MergeFit
 from ..merge.superword import superword_allowed
 from ..patterns import SUPERWORD_PATTERN
+from ..run.memory import format_size
 from ..run.run_dir import RunDirectory
 from ..tokenizer.inherit import Inherited, continued
 from ..tokenizer.model import Tokenizer
 from ..warnings import EarlyStopWarning
 from .context import RunContext
-from .count import Counted, count_stage, superword_count_stage
+from .count import Counted, count_stage, superword_config, superword_count_stage
+from .count_beside import CountBeside, room_beside
 from .inputs import Inputs
-from .merge import Merged, MergeJob, merge_stage, preload_before_counting, vocab_of
+from .merge import Merged, MergeJob, fast_peak, merge_stage, preload_before_counting, vocab_of
 from .prune import prune_stage, scoring_workers
 
 
@@ -74,9 +79,10 @@ class Bpe:
             preload_before_counting(ctx, job.units)
         return count_stage(ctx, job.units, run=ctx.run)
 
-    def build(self, ctx: RunContext, job: Inputs, counted: Counted, n_merges: int | None = None) -> Built:
+    def build(self, ctx: RunContext, job: Inputs, counted: Counted, n_merges: int | None = None,
+              beside: Callable[[MergeFit], None] | None = None) -> Built:
         """Stages 4-5: the merges, n_merges of them (default: the vocabulary's; with --init, the
-        vocabulary's less the inherited ones)."""
+        vocabulary's less the inherited ones); beside(fit) once the table is built (MergeJob.beside)."""
         config, inherited = ctx.config, job.inherited
         chunks = counted.chunks
         if inherited is None:
@@ -88,6 +94,7 @@ class Bpe:
                                  n_merges=config.merges_for(config.vocab_size, len(inherited.merges)),
                                  encode=(inherited.merges, rank_order_batches(inherited.merges)),
                                  allow=superword_allowed if config.pattern == SUPERWORD_PATTERN else None)
+        merge_job.beside = beside
         merged = merge_stage(ctx, chunks, merge_job)
         built = Built(result=merged.result, merged=merged, pattern=config.pattern, stop_words=chunks.stop_words,
                       inherited=inherited)
@@ -105,20 +112,27 @@ class SuperBpe(Bpe):
     stage2_run: RunDirectory | None = None
 
     def count(self, ctx: RunContext, job: Inputs) -> Counted:
-        """The chunks of the run's split, then those of the superword split (counted.superword)."""
+        """The chunks of the run's split, then those of the superword split (counted.superword), unless
+        that count can run beside stage 1's merge (build): local processes, work units (not a stream
+        consumed once), stage 2 not counted by an earlier attempt."""
         counted = super().count(ctx, job)
         self.stage2_run = ctx.run.stage2() if ctx.run is not None else None
-        counted.superword = superword_count_stage(ctx, job.units, self.stage2_run)
+        saved = self.stage2_run is not None and self.stage2_run.has_reduced()
+        if ctx.cluster is not None or not isinstance(job.units, list) or saved:
+            counted.superword = superword_count_stage(ctx, job.units, self.stage2_run)
         return counted
 
-    def build(self, ctx: RunContext, job: Inputs, counted: Counted, n_merges: int | None = None) -> Built:
-        """Stage 1 to the transition, then stage 2: the superword table encoded with stage 1's merges
-        (in its rounds' batches) and merged on to the full vocabulary under SuperBPE's rule."""
-        stage1 = super().build(ctx, job, counted, ctx.config.transition_merges)
+    def build(self, ctx: RunContext, job: Inputs, counted: Counted, n_merges: int | None = None,
+              beside: Callable[[MergeFit], None] | None = None) -> Built:
+        """Stage 1 to the transition and the superword count (_stage1), then stage 2: the superword table
+        encoded with stage 1's merges (in its rounds' batches) and merged on to the full vocabulary
+        under SuperBPE's rule."""
+        stage1 = self._stage1(ctx, job, counted)
         chunks: TrainingChunks = counted.superword.chunks
         stats = {"transition_merges": ctx.config.transition_merges, "chunks": chunks.total_chunks,
                  "unique_chunks": chunks.unique_chunks, "training_chunks": len(chunks),
-                 "dropped_by_freq_cutoff": chunks.dropped_by_cutoff}
+                 "dropped_by_freq_cutoff": chunks.dropped_by_cutoff,
+                 "count_beside": counted.superword.stats.get("beside")}  # its process's seconds, peak RSS
         first = stage1.result
         done = len(first.merges)
         names = ("superbpe_table", "superbpe_encode", "superbpe_merge")
@@ -140,6 +154,36 @@ class SuperBpe(Bpe):
         second.batch_sizes = first.batch_sizes + second.batch_sizes
         return Built(result=second, merged=stage1.merged, pattern=SUPERWORD_PATTERN, stop_words=stage1.stop_words,
                      stats={"superbpe": stats})
+
+
+    def _stage1(self, ctx: RunContext, job: Inputs, counted: Counted) -> Built:
+        """Stage 1's merges to the transition; the superword counts (counted.superword) counted beside
+        its merge where count left them and the budget holds both (pipeline/count_beside.py), else
+        after it. A count beside that is still running when stage 1 fails is stopped."""
+        started: list[CountBeside] = []
+
+        def start_count(fit: MergeFit) -> None:
+            config = ctx.config
+            room = room_beside(ctx.budget, fast_peak(fit.estimate, fit.tokens, fit.chunks), config.workers,
+                               max(unit_text_bytes(u) for u in job.units))
+            if room is not None:
+                stage2 = dataclasses.replace(superword_config(config), memory_budget=room)
+                started.append(CountBeside(ctx, job.units, stage2, self.stage2_run))
+                ctx.note(f"SuperBPE stage 2: counting the superword chunks beside stage 1's merge (process "
+                         f"{started[0].pid}, at low priority, in {format_size(room)})")
+
+        try:
+            stage1 = super().build(ctx, job, counted, ctx.config.transition_merges,
+                                   beside=start_count if counted.superword is None else None)
+            if started:
+                with ctx.stage("superbpe_count"):
+                    counted.superword = started[0].wait(ctx)
+            elif counted.superword is None:
+                counted.superword = superword_count_stage(ctx, job.units, self.stage2_run)
+        finally:
+            for count in started:
+                count.close()
+        return stage1
 
 
 @dataclass

@@ -266,6 +266,10 @@ class RunDirectory:
         write_atomically(self._file("reduced.arrow"), write, durable=True)
         shutil.rmtree(self._file("count"), ignore_errors=True)
 
+    def has_reduced(self) -> bool:
+        """Whether the reduced counts are saved (load_reduced would give them)."""
+        return os.path.exists(self._file("reduced.arrow"))
+
     def load_reduced(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]] | None:
         """(data, offsets, counts, meta) as save_reduced got them, or None when there are none yet."""
         path = self._file("reduced.arrow")
