@@ -9,9 +9,10 @@ leaves, and after the merge only the rest of the count is waited for.
 The process is a new Python running `child(JOB)` (a fork would bring the merge stage's
 pages into the process tree's RSS). It saves the reduced counts in stage 2's run directory (or a
 temporary one) as counting there always does, so the parent loads them as a resumed run would; its
-progress comes as JSON lines, its error as one line, which the parent raises. It stays in the run's
-process group (an interrupt or a kill of the run stops it too), ends itself when its parent is gone
-(a look every half second), and the parent kills it and its workers on any error of its own.
+progress comes as JSON lines, its error as one line, which the parent raises. Like a worker, it
+ignores SIGINT (the run stops it) and is killed when its parent dies (run/pool.py's
+die_with_parent; its own workers die with it in turn); the parent kills it and its workers on any
+error of its own.
 
 Where the budget does not hold the count beside the merge stage's peak with every counting worker
 its room (room_beside), stage 2 counts after stage 1 as before. The counts are the same either way:
@@ -24,9 +25,9 @@ import contextlib
 import json
 import os
 import pickle
+import signal
 import subprocess
 import sys
-import threading
 import time
 from typing import Any
 
@@ -37,7 +38,7 @@ from ..config import RunOptions, TrainConfig
 from ..count.jit_lexer import JIT_RSS
 from ..io.units import WorkUnit
 from ..run.memory import CALLER_FLOOR, count_layout
-from ..run.pool import WorkerDied, death_reason, keep_pandas_out_of_pyarrow
+from ..run.pool import WorkerDied, death_reason, die_with_parent, keep_pandas_out_of_pyarrow
 from ..run.progress import Progress
 from ..run.run_dir import RunDirectory, read_json, write_json
 from ..run.temp_dirs import temp_work_dir
@@ -45,7 +46,7 @@ from .context import RunContext, run_context
 from .count import Counted, count_stage, counted_from_saved
 
 NICENESS = 19  # the count's priority: the merge's threads take a core whenever they want one
-_POLL = 0.5  # seconds between the parent's looks at the count (progress) and the count's at its parent
+_POLL = 0.5  # seconds between the parent's looks at the count (its progress, its end)
 _JOB, _PROGRESS, _ERROR, _DONE = "job.pickle", "progress.jsonl", "error.json", "done.json"
 _HINT = "try a smaller --memory-budget or fewer --workers"
 _CHILD = "import sys; from parbpe.pipeline.count_beside import child; child(sys.argv[1])"
@@ -157,9 +158,10 @@ def main(job_path: str) -> int:
     with open(job_path, "rb") as source:
         job = pickle.load(source)
     started = time.perf_counter()
+    die_with_parent(job["parent"])  # (its workers die with it in turn)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as workers do: on Ctrl-C the run stops it
     with contextlib.suppress(OSError, AttributeError):  # (no os.nice on Windows)
         os.nice(NICENESS)
-    watch_parent(job["parent"])
     try:
         peak = _count(job)
     except BaseException as exc:  # noqa: BLE001 (written for the parent, which raises it)
@@ -185,17 +187,6 @@ def _described(exc: BaseException) -> dict[str, Any]:
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return {"kind": type(exc).__name__, "message": message, "errno": getattr(exc, "errno", None),
             "strerror": getattr(exc, "strerror", None)}
-
-
-def watch_parent(parent: int) -> None:
-    """End this process once its parent is gone (its workers then find their pipes closed and end):
-    a thread looks every _POLL seconds."""
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(_POLL)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="parbpe-parent-watch", daemon=True).start()
 
 
 def child(job_path: str) -> None:

@@ -63,11 +63,12 @@ def get_context(start_method: str | None = None):
     return multiprocess.get_context(start_method or default_start_method())
 
 
-def die_with_parent() -> None:
+def die_with_parent(parent_pid: int | None = None) -> None:
     """In a worker: be killed when the parent dies (SIGKILL included, which runs no cleanup in the
     parent), instead of going on as an orphan holding memory and files. On Linux the kernel sends
     SIGKILL on the parent's death (prctl PR_SET_PDEATHSIG); if the parent died before that was
-    set, exit now. Elsewhere nothing is set: workers then notice a closed pipe when they next read."""
+    set, exit now. Elsewhere nothing is set: workers then notice a closed pipe when they next read.
+    parent_pid: the parent's, for a process multiprocess did not start (else multiprocess's)."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes
@@ -76,8 +77,10 @@ def die_with_parent() -> None:
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    parent = multiprocess.parent_process()
-    if parent is not None and os.getppid() != parent.pid:
+    if parent_pid is None:
+        parent = multiprocess.parent_process()
+        parent_pid = parent.pid if parent is not None else None
+    if parent_pid is not None and os.getppid() != parent_pid:
         os._exit(1)  # orphaned already: the parent is gone
 
 

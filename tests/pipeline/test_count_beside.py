@@ -100,7 +100,7 @@ def test_an_error_in_the_count_beside_comes_back_as_its_line(parts, tmp_path, mo
 
 def test_the_count_beside_and_its_workers_end_when_the_run_is_killed(tmp_path):
     """The run's process is killed while the count beside counts with its workers stopped (SIGSTOP, so
-    that only its look at its parent can end it): it ends, and its workers, let go on, end too."""
+    that only the kernel's signal on its parent's death can end it): it ends, and its workers too."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -141,17 +141,15 @@ def test_the_count_beside_and_its_workers_end_when_the_run_is_killed(tmp_path):
     assert not alive, f"its workers still run: {alive}"
 
 
-def test_watch_parent_ends_a_process_whose_parent_is_gone():
-    """A process that watches its parent (the count beside's first step) outlives it by a look at most;
-    without the watch it would sleep a minute."""
-    grandchild = (f"import sys, time; sys.path.insert(0, {os.getcwd()!r}); "
-                  "from parbpe.pipeline.count_beside import watch_parent; import os; "
-                  "watch_parent(os.getppid()); print(os.getpid(), flush=True); time.sleep(60)")
-    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
-                               f"subprocess.Popen([sys.executable, '-c', {grandchild!r}]); time.sleep(60)"],
-                              stdout=subprocess.PIPE, text=True)
-    watcher = psutil.Process(int(parent.stdout.readline()))
-    parent.kill()
-    parent.wait()
-    gone, alive = psutil.wait_procs([watcher], timeout=5)
-    assert not alive, "the watching process outlived its parent"
+def test_a_process_told_its_parent_dies_when_the_parent_is_gone_already():
+    """die_with_parent(pid) in a process multiprocess did not start (the count beside): its parent
+    gone before it asked, it ends at once; without the check it would sleep a minute."""
+    grandchild = (f"import sys, time; sys.path.insert(0, {os.getcwd()!r}); time.sleep(1); "
+                  "from parbpe.run.pool import die_with_parent; die_with_parent(int(sys.argv[1])); time.sleep(60)")
+    parent = subprocess.Popen([sys.executable, "-c", "import os, subprocess, sys; "
+                               f"p = subprocess.Popen([sys.executable, '-c', {grandchild!r}, str(os.getpid())]); "
+                               "print(p.pid, flush=True)"], stdout=subprocess.PIPE, text=True)
+    orphan = psutil.Process(int(parent.stdout.readline()))
+    parent.wait()  # gone before its child asks
+    gone, alive = psutil.wait_procs([orphan], timeout=10)
+    assert not alive, "the process outlived its parent"
