@@ -157,17 +157,20 @@ class ShardCounter:
     def write_run(self) -> None:
         """Write what is held to a new run file and start again empty."""
         parts = list(self.counted)
-        if self.pieces is not None and self.pieces:
+        from_pieces = self.pieces is not None and bool(self.pieces)
+        if from_pieces:
             parts.append(self.pieces.chunk_counts())
         if self.plain:
             parts.append(counter_table(self.plain))
+        # the pieces' counts alone may repeat a chunk (rows_repeat): the reduce sums them; else summed here
+        distinct = not (from_pieces and self.pieces.rows_repeat and len(parts) == 1)
         table = sum_tables(parts)
         del parts
         if self.config.max_chunk_bytes:
             table = cut_long_chunks(table, self.config.max_chunk_bytes)
         self.plain, self.counted = Counter(), []
         path = os.path.join(self.run_dir, f"{self.name}-run{len(self.runs):05d}.arrow")
-        write_run(path, table)
+        write_run(path, table, distinct=distinct)
         self.runs.append(path)
         del table
         pa.default_memory_pool().release_unused()  # give freed buffers back to the OS

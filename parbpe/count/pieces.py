@@ -151,12 +151,13 @@ def count_table(values: pa.Array, counts: pa.Array | None = None) -> pa.Table:
     return pa.table([dictionary, pa.array(sums.astype(np.int64))], schema=SCHEMA)
 
 
-def sum_tables(tables: list[pa.Table]) -> pa.Table:
-    """Counts tables added up into one (distinct chunks, summed counts)."""
+def sum_tables(tables: list[pa.Table], distinct: bool = True) -> pa.Table:
+    """Counts tables added up into one (distinct chunks, summed counts); distinct=False: a table's own
+    rows may repeat a chunk, so even a lone table is summed."""
     tables = [t for t in tables if t.num_rows]
     if not tables:
         return SCHEMA.empty_table()
-    if len(tables) == 1:
+    if len(tables) == 1 and distinct:
         return tables[0]
     table = pa.concat_tables(tables)
     return count_table(table.column("chunk"), table.column("count"))
@@ -276,10 +277,18 @@ class StringCounts:
                 end = start + batch
                 yield *jit_pieces.spell(first[start:end], second[start:end]), counts[start:end]
 
-    def table(self) -> pa.Table:
-        """Everything counted, as one counts table (SCHEMA) of distinct strings."""
+    def table(self, count_long: bool = True) -> pa.Table:
+        """Everything counted, as one counts table (SCHEMA) of distinct strings; count_long=False: the
+        long strings held uncounted come as rows of count 1 each instead, a string perhaps in several
+        rows (a run file's rows are summed by the reduce all the same: mostly distinct strings, such
+        as superword chunks, are then hashed once, not twice)."""
+        uncounted = [] if count_long else self._uncounted
+        self._uncounted = [] if not count_long else self._uncounted
         self.sum()
         tables = list(self._tables)
+        for strings in uncounted:
+            tables.append(pa.table([strings.cast(pa.string()), pa.array(np.ones(len(strings), np.int64))],
+                                   schema=SCHEMA))
         short, pairs = self._summed_keys()
         for keys, counts in short:
             tables.append(pa.table([short_keys.strings_of(keys), pa.array(counts, pa.int64())], schema=SCHEMA))
@@ -302,6 +311,7 @@ class BatchCounter:
     and three times the rows left by the last sum (or when the worker's limit is near)."""
 
     compact_rows = _COMPACT_ROWS
+    rows_repeat = False  # chunk_counts may give a chunk in several rows (summed downstream)
 
     def __init__(self, hashed: bool = False) -> None:
         self._use_tables = hashed  # StringCounts with hash tables (the JIT)

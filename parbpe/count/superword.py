@@ -113,6 +113,7 @@ class SuperwordCounter(BatchCounter):
     """Counts of the superword chunks of many texts (the interface of pieces.PieceCounter)."""
 
     compact_rows = 2_000_000
+    rows_repeat = True  # (chunk_counts)
 
     def __init__(self, use_jit: bool = False) -> None:
         super().__init__(hashed=use_jit)
@@ -135,5 +136,7 @@ class SuperwordCounter(BatchCounter):
         return np.append(superword_chunk_starts(data, offsets), len(data))
 
     def chunk_counts(self):
-        """The chunk counts of everything added (and the counter is emptied)."""
-        return self._take().table()
+        """The chunk counts of everything added (and the counter is emptied); the long chunks (over 16
+        bytes) not summed here but in the reduce: most are seen once (realmix: 1.85 M distinct in
+        2.17 M), and hashing them here too cost each worker 0.29 s of its 0.72 s finish."""
+        return self._take().table(count_long=False)

@@ -95,7 +95,36 @@ def test_shard_counter_counts_superword_chunks_as_regex(tmp_path):
     assert shard.pieces is not None  # the vectorized path, not regex alone
     shard.add_texts(pa.array(docs, pa.string()))
     table = shard.pieces.chunk_counts()
-    got: Counter[bytes] = Counter(dict(zip((c.encode() for c in table.column("chunk").to_pylist()),
-                                           table.column("count").to_pylist())))
+    got: Counter[bytes] = Counter()
+    for chunk, count in zip(table.column("chunk").to_pylist(), table.column("count").to_pylist()):
+        got[chunk.encode()] += count  # a long chunk may be in several rows (summed by the reduce)
     got.update({c.encode(): n for c, n in shard.plain.items()})
     assert got == reference_counts(docs, SUPERWORD_LINES_PATTERN, ("<|endoftext|>",))
+
+
+def test_a_lone_superword_run_is_summed_by_the_reduce(tmp_path):
+    """The superword counter hands its long chunks on unsummed (each row once: most are seen once), so
+    its run file says its rows may repeat, and read_partition sums even that one run file: every
+    partition's chunks distinct, their counts regex's. An ordinary run file is read as it is."""
+    from parbpe.count.partitions import N_PARTITIONS, read_partition, write_run
+    from parbpe.count.pieces import SCHEMA
+
+    line = "the cat sat on the mat and looked at the door"  # one long superword chunk a line
+    docs = [line] * 5 + ["a dog ran over " * 3 + "x", line, "12 ..!! b"]
+    docs += [t for t in random_texts(3, 50, length=40) if "\r/" not in t]  # (those take regex's path)
+    config = TrainConfig(pattern="superword", workers=1)
+    shard = ShardCounter(config, str(tmp_path), "w0")
+    shard.add_texts(pa.array(docs, pa.string()))
+    runs = shard.finish()
+    assert len(runs) == 1 and not shard.plain
+    got: Counter[bytes] = Counter()
+    for p in range(N_PARTITIONS):
+        table = read_partition(runs, p)
+        chunks = table.column("chunk").to_pylist()
+        assert len(chunks) == len(set(chunks))
+        got.update({c.encode(): n for c, n in zip(chunks, table.column("count").to_pylist())})
+    assert got == reference_counts(docs, SUPERWORD_LINES_PATTERN, ())
+    assert got[line.encode()] == 6
+    repeated = pa.table({"chunk": ["ab", "ab"], "count": [1, 2]}, schema=SCHEMA)
+    write_run(str(tmp_path / "plain.arrow"), repeated, n_partitions=1)  # (never written so: read as it is)
+    assert read_partition([str(tmp_path / "plain.arrow")], 0).num_rows == 2
