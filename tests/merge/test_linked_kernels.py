@@ -159,6 +159,72 @@ def test_sorted_live_pairs_and_their_sums_are_numpys(width):
     assert len(empty) == 0 and [len(a) for a in linked_kernels.sum_sorted_pairs(records, empty)] == [0, 0]
 
 
+def _random_records(rng: np.random.Generator, n: int, width: int, ends: float = 0.1, removed: float = 0.2
+                    ) -> np.ndarray:
+    """Records of n positions (tokens below width): chunk ends (-1) and merged-away positions (REMOVED)
+    at random, the last position a chunk's end."""
+    records = np.zeros((n, 4), dtype=np.int32)
+    records[:, 0] = np.arange(1, n + 1)
+    records[rng.random(n) < ends, 0] = -1
+    records[rng.random(n) < removed, 0] = LinkedEngine.REMOVED
+    if n:
+        records[-1, 0] = -1
+    records[:, 2] = rng.integers(1, 1000, n)
+    records[:, 3] = rng.integers(0, width, n)
+    return records
+
+
+TABLES_IN_TWO = {  # (positions, width, share of chunk ends, share merged away)
+    "empty": (0, 3, 0.1, 0.2), "one position": (1, 3, 0.1, 0.2), "two positions": (2, 3, 0.0, 0.0),
+    "three positions": (3, 3, 0.0, 0.0), "width 3": (5000, 3, 0.1, 0.2), "width 300": (5001, 300, 0.1, 0.2),
+    "width 40,000": (300_000, 40_000, 0.1, 0.2), "width 2**16": (200_000, 2**16, 0.3, 0.3),
+    "no live pair": (1000, 300, 0.5, 1.0), "most merged away": (20_000, 300, 0.05, 0.9),
+}
+
+
+@pytest.mark.parametrize("table", sorted(TABLES_IN_TWO))
+def test_sorting_and_summing_in_two_threads_is_one_threads(table):
+    """sorted_live_pairs_in_two and sum_sorted_pairs_in_two give sorted_live_pairs' entries and
+    sum_sorted_pairs' counts element for element, on random tables of live, merged-away and last
+    positions (an odd and an even number of live pairs each)."""
+    n, width, ends, removed = TABLES_IN_TWO[table]
+    rng = np.random.default_rng(n + width)
+    records = _random_records(rng, n, width, ends, removed)
+    for odd in (True, False):
+        n_live = int(np.count_nonzero(records[:, 0] >= 0))
+        if n_live % 2 != odd and n_live:  # one live pair fewer: a chunk ends at the first live position
+            records[np.flatnonzero(records[:, 0] >= 0)[0], 0] = -1
+            n_live -= 1
+        packed = linked_kernels.sorted_live_pairs(records, n_live, width)
+        np.testing.assert_array_equal(linked_kernels.sorted_live_pairs_in_two(records, n_live, width), packed)
+        for one, two in zip(linked_kernels.sum_sorted_pairs(records, packed),
+                            linked_kernels.sum_sorted_pairs_in_two(records, packed)):
+            assert one.dtype == two.dtype
+            np.testing.assert_array_equal(one, two)
+
+
+@pytest.mark.parametrize("pairs", [1, 2, 3])
+def test_one_pair_almost_everywhere_sorts_and_sums_in_two_threads_as_in_one(pairs):
+    """A table that is one pair but for pairs - 1 others at one end (no pair boundary near the middle:
+    the sums in one thread, or cut far from the middle) sorts and sums in two threads as in one."""
+    n = 10_001
+    records = np.zeros((n, 4), dtype=np.int32)
+    records[:, 0] = np.arange(1, n + 1)
+    records[1::2, 0] = -1  # chunks of two positions: pairs (7, 7), but (7, 7 + k) in the last k chunks
+    records[-1, 0] = -1
+    records[:, 2] = np.arange(n) % 97 + 1
+    records[:, 3] = 7
+    for k in range(1, pairs):
+        records[n - 2 * k, 3] = 7 + k
+    n_live = int(np.count_nonzero(records[:, 0] >= 0))
+    packed = linked_kernels.sorted_live_pairs(records, n_live, 10)
+    np.testing.assert_array_equal(linked_kernels.sorted_live_pairs_in_two(records, n_live, 10), packed)
+    for one, two in zip(linked_kernels.sum_sorted_pairs(records, packed),
+                        linked_kernels.sum_sorted_pairs_in_two(records, packed)):
+        np.testing.assert_array_equal(one, two)
+    assert linked_kernels._pair_boundary(packed) == n_live - pairs + 1  # the end of (7, 7): all of them for 1
+
+
 @pytest.mark.parametrize("n_positions", [1, 2047, 2048, 5000, 3 * 10**7])
 def test_holding_candidates_sort_by_position_as_numpy_sorts_them(n_positions):
     """_by_position: the LSD radix sort of find_hits' values (distinct positions, any members) is numpy's sort."""
