@@ -140,6 +140,10 @@ def _warm_linked(token_dtype: np.dtype) -> None:
     engine._index_live_pairs(count=False)
     if engine.index.packed:  # (the first count of a wide table; a table of 2**16 ids or more has no packed index)
         linked_kernels.sum_sorted_pairs(engine.records, engine.index.blocks[0])
+        # (a large table's, in two threads)
+        width = int(engine.table.tokens.max()) + 1
+        packed = linked_kernels.sorted_live_pairs_in_two(engine.records, engine.live_pairs, width)
+        linked_kernels.sum_sorted_pairs_in_two(engine.records, packed)
 
 
 class LinkedEngine:
@@ -244,7 +248,8 @@ class LinkedEngine:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty
         if self.jit:
-            return linked_kernels.sum_sorted_pairs(self.records, packed)
+            sums = linked_kernels.sum_sorted_pairs_in_two if self._sorts_in_two() else linked_kernels.sum_sorted_pairs
+            return sums(self.records, packed)
         # Each slice of the sorted entries sums its own pairs; a pair cut by a slice boundary is
         # summed once more over the (far fewer) per-slice sums, which are still sorted.
         slice_keys, slice_counts = [], []
@@ -262,9 +267,11 @@ class LinkedEngine:
 
     def _packed_entries(self, width: int) -> np.ndarray:
         """The packed index entries of every live pair (tokens below width), sorted; made a slice of
-        positions at a time into one array and sorted in place (or by a kernel's counting sorts)."""
+        positions at a time into one array and sorted in place (or by a kernel's counting sorts, in two
+        threads from linked_kernels.SORT_IN_TWO_MIN positions where the engine has two)."""
         if self.jit:
-            return linked_kernels.sorted_live_pairs(self.records, self.live_pairs, width)
+            sort = linked_kernels.sorted_live_pairs_in_two if self._sorts_in_two() else linked_kernels.sorted_live_pairs
+            return sort(self.records, self.live_pairs, width)
         tokens, nxt = self.table.tokens, self.next
         live = nxt >= 0
         packed = np.empty(self.live_pairs, dtype=np.uint64)
@@ -284,6 +291,10 @@ class LinkedEngine:
             return sort_by_pair(packed)
         packed.sort()
         return packed
+
+    def _sorts_in_two(self) -> bool:
+        """Whether the kernels sort and sum every live pair in two threads (linked_kernels.SORT_IN_TWO_MIN)."""
+        return self.threads > 1 and len(self.records) >= linked_kernels.SORT_IN_TWO_MIN
 
     def _index_new_pairs(self, keys: np.ndarray, positions: np.ndarray) -> None:
         """Index the pairs a round made (at positions), and rebuild the index if it went stale."""

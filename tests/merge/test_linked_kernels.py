@@ -79,6 +79,7 @@ def test_kernels_give_the_numpy_merges(monkeypatch, corpus, setting):
         monkeypatch.setattr(linked_kernels, "RADIX_MIN", 1)
     monkeypatch.setattr(coordinator, "THREADS", 2 if setting.startswith("two threads") else 1)
     monkeypatch.setattr(linked_kernels, "TWO_THREADS_MIN", 1)
+    monkeypatch.setattr(linked_kernels, "SORT_IN_TWO_MIN", 1)  # (index rebuilds, with two threads)
     numpy_result = _run(monkeypatch, "off", counts, n, **SETTINGS[setting])
     assert _run(monkeypatch, "on", counts, n, **SETTINGS[setting]) == numpy_result
     if setting in ("exact", "serial") and corpus != "wide":  # the wide corpus: numpy's merges against the
@@ -225,6 +226,32 @@ def test_one_pair_almost_everywhere_sorts_and_sums_in_two_threads_as_in_one(pair
     assert linked_kernels._pair_boundary(packed) == n_live - pairs + 1  # the end of (7, 7): all of them for 1
 
 
+@pytest.mark.parametrize("corpus", ["three letters", "wide"])
+def test_the_first_count_and_rebuilds_in_two_threads_merge_as_in_one(monkeypatch, corpus):
+    """learn_merges with threads=2, whose first count and every index rebuild sort and sum in two
+    threads (SORT_IN_TWO_MIN 1, COUNTING_SORT_WIDTH 0, rebuilds made often), makes threads=1's merges."""
+    counts, n = CORPORA[corpus]
+    monkeypatch.setenv("PARBPE_JIT", "on")
+    monkeypatch.setattr(LinkedEngine, "COUNTING_SORT_WIDTH", 0)
+    monkeypatch.setattr(LinkedEngine, "MIN_REBUILD", 8)
+    monkeypatch.setattr(LinkedEngine, "JIT_STALE_FACTOR", 1.2)
+    monkeypatch.setattr(linked_kernels, "SORT_IN_TWO_MIN", 1)
+    calls = {"sorted_live_pairs_in_two": 0, "sum_sorted_pairs_in_two": 0}
+    for name in calls:
+        def counted(*args, name=name, kernel=getattr(linked_kernels, name)):
+            calls[name] += 1
+            return kernel(*args)
+
+        monkeypatch.setattr(linked_kernels, name, counted)
+    one = learn_merges(_table(counts, n), [bytes([b]) for b in range(256)], n, threads=1)
+    assert calls == {"sorted_live_pairs_in_two": 0, "sum_sorted_pairs_in_two": 0}
+    two = learn_merges(_table(counts, n), [bytes([b]) for b in range(256)], n, threads=2)
+    assert calls["sum_sorted_pairs_in_two"] == 1 and calls["sorted_live_pairs_in_two"] > 1  # the first count, rebuilds
+    assert (two.merges, two.batch_sizes) == (one.merges, one.batch_sizes)
+    assert [two.engine.chunk_tokens(c) for c in range(two.engine.table.n_chunks)] == \
+        [one.engine.chunk_tokens(c) for c in range(one.engine.table.n_chunks)]
+
+
 @pytest.mark.parametrize("n_positions", [1, 2047, 2048, 5000, 3 * 10**7])
 def test_holding_candidates_sort_by_position_as_numpy_sorts_them(n_positions):
     """_by_position: the LSD radix sort of find_hits' values (distinct positions, any members) is numpy's sort."""
@@ -355,7 +382,9 @@ def test_preloading_loads_every_kernel_of_the_engine_in_a_thread(monkeypatch, vo
                linked_kernels._runs_taken, linked_kernels._sums]
     if vocab_size <= 2**16:  # the packed index's (token ids below 2**16)
         kernels += [linked_kernels.count_live_pairs, linked_kernels.sorted_live_pairs,
-                    linked_kernels.sum_sorted_pairs, linked_kernels.new_pair_entries]
+                    linked_kernels.sum_sorted_pairs, linked_kernels.new_pair_entries, linked_kernels._count_seconds,
+                    linked_kernels._offsets, linked_kernels._scatter_by_second, linked_kernels._scatter_by_first,
+                    linked_kernels._distinct_pairs, linked_kernels._sum_pairs_into]
     monkeypatch.setattr(jit, "_preloading", {})
     for k in kernels:
         monkeypatch.setattr(k, "_compiled", None)
