@@ -479,14 +479,28 @@ def sum_sorted_pairs(records, packed):
     """The pair counts of sorted packed entries (sorted_live_pairs'): (keys first << 32 | second, in
     order; the sums of their positions' weights). Two passes: the distinct pairs are counted first,
     so nothing is allocated per entry."""
+    distinct = _count_distinct(packed)
+    keys = np.empty(distinct, dtype=np.int64)
+    sums = np.zeros(distinct, dtype=np.int64)
+    _fill_pair_sums(records, packed, keys, sums)
+    return keys, sums
+
+
+@helper
+def _count_distinct(packed):
+    """The number of pairs of sorted packed entries."""
     distinct = 0
     last = np.uint64(0xFFFFFFFFFFFFFFFF)
     for i in range(len(packed)):
         pair = packed[i] >> np.uint64(32)
         distinct += pair != last
         last = pair
-    keys = np.empty(distinct, dtype=np.int64)
-    sums = np.zeros(distinct, dtype=np.int64)
+    return distinct
+
+
+@helper
+def _fill_pair_sums(records, packed, keys, sums):
+    """The keys and sums (zeros) of the pairs of sorted packed entries (sum_sorted_pairs' second pass)."""
     k = -1
     last = np.uint64(0xFFFFFFFFFFFFFFFF)
     for i in range(len(packed)):
@@ -498,7 +512,6 @@ def sum_sorted_pairs(records, packed):
             keys[k] = np.int64(pair >> np.uint64(16)) << 32 | np.int64(pair & np.uint64(0xFFFF))
             last = pair
         sums[k] += records[np.int64(packed[i] & np.uint64(0xFFFFFFFF)), 2]
-    return keys, sums
 
 
 def sorted_live_pairs_in_two(records: np.ndarray, n_live: int, width: int) -> np.ndarray:
@@ -619,30 +632,14 @@ def _pair_boundary(packed: np.ndarray) -> int:
 
 @kernel
 def _distinct_pairs(packed):
-    """The number of pairs of sorted packed entries."""
-    distinct = 0
-    last = np.uint64(0xFFFFFFFFFFFFFFFF)
-    for i in range(len(packed)):
-        pair = packed[i] >> np.uint64(32)
-        distinct += pair != last
-        last = pair
-    return distinct
+    """_count_distinct, a thread's (its kernel)."""
+    return _count_distinct(packed)
 
 
 @kernel
 def _sum_pairs_into(records, packed, keys, sums):
-    """sum_sorted_pairs' second pass: keys and sums (zeros) of the pairs of sorted packed entries."""
-    k = -1
-    last = np.uint64(0xFFFFFFFFFFFFFFFF)
-    for i in range(len(packed)):
-        if i + AHEAD < len(packed):
-            prefetch(records, np.int64(packed[i + AHEAD] & np.uint64(0xFFFFFFFF)))
-        pair = packed[i] >> np.uint64(32)
-        if pair != last:
-            k += 1
-            keys[k] = np.int64(pair >> np.uint64(16)) << 32 | np.int64(pair & np.uint64(0xFFFF))
-            last = pair
-        sums[k] += records[np.int64(packed[i] & np.uint64(0xFFFFFFFF)), 2]
+    """_fill_pair_sums, a thread's (its kernel)."""
+    _fill_pair_sums(records, packed, keys, sums)
 
 
 @kernel
