@@ -47,7 +47,7 @@ from .count import Counted, count_stage, counted_from_saved
 
 NICENESS = 19  # the count's priority: the merge's threads take a core whenever they want one
 _POLL = 0.5  # seconds between the parent's looks at the count (its progress, its end)
-_JOB, _PROGRESS, _ERROR, _DONE = "job.pickle", "progress.jsonl", "error.json", "done.json"
+_JOB, _PROGRESS, _ERROR, _DONE, _STDERR = "job.pickle", "progress.jsonl", "error.json", "done.json", "stderr.txt"
 _HINT = "try a smaller --memory-budget or fewer --workers"
 _CHILD = "import sys; from parbpe.pipeline.count_beside import child; child(sys.argv[1])"
 
@@ -80,7 +80,9 @@ class CountBeside:
             pickle.dump({"units": units, "config": config, "options": options, "run": self.run,
                          "parent": os.getpid(), "work": self._work}, job)
         self.started = time.perf_counter()
-        self._proc = subprocess.Popen([sys.executable, "-c", _CHILD, self._path(_JOB)], stdin=subprocess.DEVNULL)
+        with open(self._path(_STDERR), "wb") as stderr:  # kept for a death without a word (error.json)
+            self._proc = subprocess.Popen([sys.executable, "-c", _CHILD, self._path(_JOB)], stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.DEVNULL, stderr=stderr)
         self.pid = self._proc.pid
         self._seen = 0  # bytes of the progress file read so far
 
@@ -129,7 +131,9 @@ class CountBeside:
         try:
             error = read_json(self._path(_ERROR))
         except (OSError, ValueError):
-            return WorkerDied(f"SuperBPE's superword count (process {self.pid}) died ({death_reason(status, _HINT)})")
+            said = self._last_words()
+            return WorkerDied(f"SuperBPE's superword count (process {self.pid}) died ({death_reason(status, _HINT)})"
+                              + (f": {said}" if said else ""))
         kind, message = error["kind"], error["message"]
         if kind == "KeyboardInterrupt":
             return KeyboardInterrupt()
@@ -140,6 +144,14 @@ class CountBeside:
         if kind == "WorkerDied":
             return WorkerDied(message)
         return RuntimeError(f"SuperBPE's superword count failed: {kind}: {message}")
+
+    def _last_words(self) -> str:
+        """The last line the process wrote to its stderr (a Python that failed before main: its error)."""
+        with contextlib.suppress(OSError):
+            with open(self._path(_STDERR), "rb") as stream:
+                lines = stream.read()[-4096:].decode("utf-8", "replace").strip().splitlines()
+                return lines[-1].strip() if lines else ""
+        return ""
 
     def close(self) -> None:
         """Kill the count and its workers if it still runs; remove its work directory."""

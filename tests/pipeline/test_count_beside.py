@@ -98,6 +98,20 @@ def test_an_error_in_the_count_beside_comes_back_as_its_line(parts, tmp_path, mo
     assert "part-9.parquet" in err, err
 
 
+def test_a_count_beside_that_fails_before_a_word_ends_the_run_in_one_line(parts, tmp_path, monkeypatch, capfd):
+    """A process that ends before it can write its error (a broken install, a garbage job): the run's
+    one line says how it ended and the last line it wrote, and nothing of its stderr reaches the run's."""
+    monkeypatch.setattr(count_beside, "_CHILD", "import sys; print('noise', file=sys.stderr); "
+                                                "sys.exit('ImportError: no module named parbpe.broken')")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    status = main(["train", *map(str, parts), *SETTINGS, "--out", str(tmp_path / "o"), "--tmp-dir", str(tmp)])
+    err = capfd.readouterr().err.strip()  # (the file descriptor's: the process's own writes too)
+    assert status == 2 and len(err.splitlines()) == 1, err
+    assert "died (exit status 1): ImportError: no module named parbpe.broken" in err, err
+    assert list(tmp.iterdir()) == []
+
+
 def test_the_count_beside_and_its_workers_end_when_the_run_is_killed(tmp_path):
     """The run's process is killed while the count beside counts with its workers stopped (SIGSTOP, so
     that only the kernel's signal on its parent's death can end it): it ends, and its workers too."""
