@@ -155,7 +155,6 @@ class SuperBpe(Bpe):
         return Built(result=second, merged=stage1.merged, pattern=SUPERWORD_PATTERN, stop_words=stage1.stop_words,
                      stats={"superbpe": stats})
 
-
     def _stage1(self, ctx: RunContext, job: Inputs, counted: Counted) -> Built:
         """Stage 1's merges to the transition; the superword counts (counted.superword) counted beside
         its merge where count left them and the budget holds both (pipeline/count_beside.py), else
