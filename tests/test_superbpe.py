@@ -94,6 +94,43 @@ def test_same_output_for_any_number_of_workers(corpus, superbpe_run, tmp_path):
         assert (tmp_path / "w1" / name).read_bytes() == (out / name).read_bytes(), name
 
 
+@pytest.mark.parametrize("refused_by", ["nothing", "room", "freq_cutoff"])
+def test_stage_two_encodes_straight_from_its_counts_where_the_budget_holds_its_bytes(corpus, tmp_path, monkeypatch,
+                                                                                   refused_by):
+    """With the kernels, stage 2's chunks are encoded straight from the count's arrays (no table of
+    bytes, no sampled estimate) where the budget holds the table merged unencoded with room to spare;
+    where it does not (or a --freq-cutoff filters the chunks) the table of bytes is built and encoded
+    as before. The same tokenizer either way."""
+    pytest.importorskip("numba")
+    from parbpe.merge import encode as encode_module
+    from parbpe.pipeline import merge as merge_stage
+
+    monkeypatch.setenv("PARBPE_JIT", "on")
+    straight, sampled = [], []
+    encode = merge_stage.encode_chunk_arrays
+    monkeypatch.setattr(merge_stage, "encode_chunk_arrays", lambda *a, **k: straight.append(1) or encode(*a, **k))
+    sample = merge_stage.sampled_tokens_per_byte
+    monkeypatch.setattr(merge_stage, "sampled_tokens_per_byte", lambda *a, **k: sampled.append(1) or sample(*a, **k))
+    if refused_by == "room":  # the budget holds the encoded table with room to spare, not the unencoded one
+        room = merge_stage._room
+        monkeypatch.setattr(merge_stage, "_room",
+                            lambda fit, budget: "numba" if fit.tokens_per_byte == 1.0 else room(fit, budget))
+    settings = dict(vocab_size=700, superbpe_transition=0.6, special_tokens=("<|endoftext|>",), workers=1,
+                    freq_cutoff=2 if refused_by == "freq_cutoff" else 0)
+    result = parbpe.train([str(corpus)], out_dir=str(tmp_path / "a"), **settings)
+    assert (straight, sampled) == (([1], []) if refused_by == "nothing" else ([], [1]))
+    stats = result.stats["superbpe"]
+    assert stats["encoded_table_tokens"] < stats["table_tokens"] == stats["merge_fit"]["table_tokens"]
+    assert stats["merge_fit"]["tokens_per_byte"] == round(stats["encoded_table_tokens"] / stats["table_tokens"], 4)
+    with monkeypatch.context() as patch:  # the other way: the table of bytes, built and encoded
+        patch.setattr(merge_stage, "_straight_base", lambda *a: None)
+        patch.setattr(encode_module, "TWO_THREADS_MIN_BYTES", 1)
+        other = parbpe.train([str(corpus)], out_dir=str(tmp_path / "b"), **settings)
+    assert other.tokenizer.merges == result.tokenizer.merges
+    for name in ("tokenizer.json", "merges.txt", "vocab.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
 def test_exports_encode_like_parbpe(superbpe_run):
     result, out = superbpe_run
     tok = result.tokenizer

@@ -23,10 +23,11 @@ from ..io.plan import unit_text_bytes
 from ..io.units import WorkUnit
 from ..merge import linked_kernels
 from ..merge.coordinator import THREADS, MergeResult, learn_merges, preload_kernels
-from ..merge.encode import sampled_tokens_per_byte
+from ..merge.encode import encode_chunk_arrays, sampled_tokens_per_byte
 from ..merge.fit import MergeFit, fit_merge_stage, merge_estimate
 from ..merge.prepare import encode_for_merging
 from ..merge.table import ChunkTable, table_from_arrays, token_dtype
+from ..merge.workers import kernels_alone
 from ..run.memory import CALLER_FLOOR, format_size, trim_heap
 from ..run.run_dir import RunDirectory
 from ..warnings import AutoCutoffWarning
@@ -95,10 +96,21 @@ def preload_before_counting(ctx: RunContext, units: list[WorkUnit] | TextStream)
 
 def merge_stage(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> Merged:
     """Fit, table, encoding (if job.encode), rounds. The chunk arrays are handed to the table and let go;
-    under --jit auto the stage merges with numpy where the budget has no room for numba (_room)."""
-    table_name = job.names[0]
+    under --jit auto the stage merges with numpy where the budget has no room for numba (_room).
+    SuperBPE's stage 2, where the budget holds its table of bytes merged as it is (more than its
+    encoded table needs), encodes its chunks straight from the arrays (_encode_straight): no table of
+    bytes, no sampled estimate; its fit is then of the tokens the encoding left."""
+    table_name, encode_name, _ = job.names
+    encoded = None
     with ctx.stage(table_name):
-        fit, table, room = _table(ctx, chunks, job)
+        release_arrow_memory()
+        straight = _straight_base(ctx, chunks, job)
+        if straight is None:
+            fit, table, room = _table(ctx, chunks, job)
+    if straight is not None:
+        with ctx.stage(encode_name):
+            fit, table, room = _encode_straight(ctx, chunks, job, straight)
+            encoded = fit.tokens
     if job.beside is not None:
         job.beside(fit)
     training_chunks = len(chunks)
@@ -109,20 +121,23 @@ def merge_stage(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> Merge
                  f"{format_size(JIT_RSS)} beside the merge stage's {format_size(fit.estimate)}")
     holder, table = [table], None  # handed over: the encoding replaces it, and nothing here keeps it
     with jit.using("off") if numpy_only else contextlib.nullcontext():
-        return _encode_and_merge(ctx, holder, fit, job, room == "speed", training_chunks)
+        return _encode_and_merge(ctx, holder, fit, job, room == "speed", training_chunks, encoded)
 
 
 def _encode_and_merge(ctx: RunContext, holder: list[ChunkTable], fit: MergeFit, job: MergeJob, roomy: bool,
-                      training_chunks: int) -> Merged:
+                      training_chunks: int, encoded_from: int | None = None) -> Merged:
     """merge_stage after the table (holder's one item, taken out: only this function holds it, and lets
-    go of it before the write): the encoding (if job.encode) and the rounds."""
+    go of it before the write): the encoding (if job.encode, and the table is not encoded yet: else
+    encoded_from is the bytes it was encoded from) and the rounds."""
     config = ctx.config
     _, encode_name, merge_name = job.names
     table = holder.pop()
-    table_tokens = len(table.tokens)
+    table_tokens = len(table.tokens) if encoded_from is None else encoded_from
     release_arrow_memory()
     sliced, encode_workers, encoded_tokens = None, 0, None
-    if job.encode is not None:  # the chunks as the earlier merges leave them (in merge workers if large)
+    if encoded_from is not None:
+        encode_workers, encoded_tokens = 1, len(table.tokens)
+    elif job.encode is not None:  # the chunks as the earlier merges leave them (in merge workers if large)
         with ctx.stage(encode_name):
             table, sliced, encode_workers = encode_for_merging(table, job.encode[0], job.encode[1], config.vocab_size,
                                                                fit.workers, ctx.start_method,
@@ -151,20 +166,67 @@ def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[Merg
     """The chunk table, no larger than the merge stage can hold in the budget (an automatic cutoff), and
     what else the budget holds beside the fit's estimate (_room)."""
     config = ctx.config
-    release_arrow_memory()
     tokens_per_byte = None
     if job.sampled:  # the table is encoded before it merges: the estimate needs the tokens it will have
         tokens_per_byte = sampled_tokens_per_byte(chunks.data, chunks.offsets, *job.encode,
                                                   dtype=token_dtype(config.vocab_size))
     else:
         trim_heap()  # the reduce stage's freed heap: the merge stage's room is measured next
+    fit, room = _fit(ctx, chunks, job, _base(ctx, chunks), tokens_per_byte)
+    dtype = np.dtype(np.uint8) if job.encode is not None else None  # a table of bytes to encode
+    return fit, table_from_arrays(chunks.data, chunks.offsets, chunks.counts, config.vocab_size, fit.min_count,
+                                  dtype), room
+
+
+def _base(ctx: RunContext, chunks: TrainingChunks) -> tuple[int, int]:
+    """What the process holds as the merge stage starts: (as the fit takes it, as reckoned_in_use reckons it)."""
     jit.settle()  # a load started before counting (preload_before_counting): reckoned loaded whatever its progress
     reckoned, held = reckoned_in_use(chunks, ctx.loaded_numba()), ctx.in_use()
-    base = max(reckoned, held)  # the budget holds first
+    return max(reckoned, held), reckoned  # the budget holds first
+
+
+def _straight_base(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[int, int] | None:
+    """_base, where a table of bytes sampled for its estimate (SuperBPE's stage 2) is better encoded
+    straight from the chunk arrays (_encode_straight): the kernels encode it in this process, and the
+    budget holds every chunk and the kernels' second thread with the table merged unencoded, a
+    token a byte (encoding only shortens it; the sampled estimate then tells nothing the encoding
+    does not). None: the table is built and sampled first (_table)."""
+    if not (job.sampled and job.encode is not None):
+        return None
+    config = ctx.config
+    run = job.run or ctx.run
+    kept = run.load_table_cutoff() if run is not None else None
+    n_bytes = int(chunks.offsets[-1]) if len(chunks.offsets) else 0
+    if (config.freq_cutoff > 1 or kept not in (None, 1) or not linked_kernels.use_kernels(n_bytes)
+            or not kernels_alone(n_bytes, config.workers)):
+        return None
+    base = _base(ctx, chunks)
+    unencoded = fit_merge_stage(chunks.offsets, chunks.counts, ctx.budget, base[0], tokens_per_byte=1.0)
+    return base if unencoded.min_count == 1 and _room(unencoded, ctx.budget) == "speed" else None
+
+
+def _encode_straight(ctx: RunContext, chunks: TrainingChunks, job: MergeJob, base: tuple[int, int]
+                     ) -> tuple[MergeFit, ChunkTable, str]:
+    """The table encoded straight from the chunk arrays (_straight_base), in two threads, and its fit:
+    the tokens per byte the encoding left, base measured before it (so it keeps every chunk, as the
+    fit at a token a byte did: encoding never adds tokens)."""
+    table = encode_chunk_arrays(chunks.data, chunks.offsets, chunks.counts, job.encode[0],
+                                token_dtype(ctx.config.vocab_size), threads=THREADS)
+    lengths = np.diff(chunks.offsets)
+    fit, room = _fit(ctx, chunks, job, base, len(table.tokens) / max(int(lengths[lengths > 1].sum()), 1))
+    return fit, table, room
+
+
+def _fit(ctx: RunContext, chunks: TrainingChunks, job: MergeJob, base: tuple[int, int],
+         tokens_per_byte: float | None) -> tuple[MergeFit, str]:
+    """The merge stage's fit (fit_merge_stage, its cutoff kept in the run directory) and its room
+    (_room, the kernels preloaded where it is "speed"), with its event, notes and warning."""
+    config = ctx.config
+    fitted_to, reckoned = base
     run = job.run or ctx.run
     kept = run.load_table_cutoff() if run is not None else None
     try:
-        fit = fit_merge_stage(chunks.offsets, chunks.counts, ctx.budget, base, config.freq_cutoff,
+        fit = fit_merge_stage(chunks.offsets, chunks.counts, ctx.budget, fitted_to, config.freq_cutoff,
                               config.workers, tokens_per_byte=tokens_per_byte,
                               data=chunks.data if job.encode is None else None, keep=kept or 1)
     except ValueError as exc:
@@ -182,8 +244,8 @@ def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[Merg
                      "checkpoint is not replayed")
             run.drop_merges()
         run.save_table_cutoff(fit.min_count)
-    if fit.auto_cutoff and held > reckoned:
-        ctx.note(f"the automatic cutoff was fitted to the {format_size(held)} this process holds, more than the "
+    if fit.auto_cutoff and fitted_to > reckoned:
+        ctx.note(f"the automatic cutoff was fitted to the {format_size(fitted_to)} this process holds, more than the "
                  f"{format_size(reckoned)} reckoned: another run of the same command may hold less and keep more "
                  "chunks (a --freq-cutoff fixes the table)")
     room = _room(fit, ctx.budget)
@@ -196,9 +258,7 @@ def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[Merg
             f"{fit.min_count} times ({fit.dropped_chunks:,} chunks, {fit.dropped_occurrences:,} occurrences) are "
             "left out of training (an automatic --freq-cutoff; a larger --memory-budget keeps them)",
             min_count=fit.min_count, dropped_chunks=fit.dropped_chunks, dropped_occurrences=fit.dropped_occurrences)
-    dtype = np.dtype(np.uint8) if job.encode is not None else None  # a table of bytes to encode
-    return fit, table_from_arrays(chunks.data, chunks.offsets, chunks.counts, config.vocab_size, fit.min_count,
-                                  dtype), room
+    return fit, room
 
 
 # What the process holds as the merge stage starts beyond CALLER_FLOOR, its numba and its chunk arrays:

@@ -91,6 +91,43 @@ def test_the_encoding_kernel_equals_the_numpy_path(monkeypatch, seed, sizes, thr
     assert max(expected.lengths) > 2  # some piece of several tokens (kept apart)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("one_byte_chunks", [True, False])
+@pytest.mark.parametrize("seed", range(3))
+def test_chunk_arrays_encode_as_their_table_of_bytes_does(monkeypatch, seed, one_byte_chunks, threads):
+    """encode_chunk_arrays (the kernels, straight from the chunk arrays) against the table of bytes
+    table_from_arrays makes, encoded by encode_byte_table's numpy path: the same tokens, starts,
+    lengths and counts, the chunks of one byte left out as the table leaves them out."""
+    pytest.importorskip("numba")
+    from parbpe.merge.table import table_from_arrays
+
+    chunks, counts = corpus(seed, b"abcd ")
+    stage1 = learn_merges(build_table(chunks, counts, 4096), [bytes([b]) for b in range(256)], 100)
+    other, other_counts = corpus(seed + 200, b"abcde ")
+    rng = random.Random(seed)
+    if one_byte_chunks:  # among the others, first and last too
+        for at in (0, len(other), *rng.sample(range(len(other)), 20)):
+            other.insert(at, bytes([rng.choice(b"abz ")]))
+            other_counts.insert(at, rng.randint(1, 9))
+    else:
+        other_counts = [n for c, n in zip(other, other_counts) if len(c) > 1]
+        other = [c for c in other if len(c) > 1]
+    assert any(len(c) == 1 for c in other) == one_byte_chunks
+    data = np.frombuffer(b"".join(other), dtype=np.uint8)
+    offsets = np.concatenate([[0], np.cumsum([len(c) for c in other])]).astype(np.int64)
+    counts_array = np.array(other_counts, dtype=np.int64)
+    with jit.using("off"):
+        expected = encode_byte_table(table_from_arrays(data, offsets, counts_array, 4096, 1, np.dtype(np.uint8)),
+                                     stage1.merges, stage1.batch_sizes, dtype=np.dtype(np.uint16))
+    monkeypatch.setattr(encode_module, "TWO_THREADS_MIN_BYTES", 1)
+    with jit.using("on"):
+        got = encode_module.encode_chunk_arrays(data, offsets, counts_array, stage1.merges, np.dtype(np.uint16),
+                                                threads=threads)
+    for name in ("tokens", "starts", "lengths", "counts"):
+        assert np.array_equal(getattr(got, name), getattr(expected, name)), name
+    assert got.tokens.dtype == np.uint16 and len(got.counts) == sum(len(c) > 1 for c in other)
+
+
 def test_bad_merge_lists_are_refused():
     table = build_table([b"abc"], [1], 1024)
     with pytest.raises(ValueError, match="batches"):

@@ -42,7 +42,7 @@ def _train(corpus, out, monkeypatch, held: int, *options: str) -> int:
     real = context.RunContext.in_use
 
     def in_use(self):  # only the merge fit's measure; counting's layout measures as it does
-        return held if sys._getframe(1).f_code.co_name == "_table" else real(self)
+        return held if sys._getframe(1).f_code.co_name == "_base" else real(self)
 
     monkeypatch.setattr(context.RunContext, "in_use", in_use)
     monkeypatch.setattr(fit_module, "MERGE_BYTES_PER_TOKEN", 2000)
