@@ -109,7 +109,7 @@ def merge_stage(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> Merge
             fit, table, room = _table(ctx, chunks, job)
     if straight is not None:
         with ctx.stage(encode_name):
-            fit, table, room = _encode_straight(ctx, chunks, job, straight)
+            fit, table, room = _encode_straight(ctx, chunks, job, *straight)
             encoded = fit.tokens
     if job.beside is not None:
         job.beside(fit)
@@ -185,35 +185,36 @@ def _base(ctx: RunContext, chunks: TrainingChunks) -> tuple[int, int]:
     return max(reckoned, held), reckoned  # the budget holds first
 
 
-def _straight_base(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[int, int] | None:
-    """_base, where a table of bytes sampled for its estimate (SuperBPE's stage 2) is better encoded
-    straight from the chunk arrays (_encode_straight): the kernels encode it in this process, and the
-    budget holds every chunk and the kernels' second thread with the table merged unencoded, a
-    token a byte (encoding only shortens it; the sampled estimate then tells nothing the encoding
-    does not). None: the table is built and sampled first (_table)."""
+def _straight_base(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[tuple[int, int], int] | None:
+    """(_base, the table's bytes), where a table of bytes sampled for its estimate (SuperBPE's stage 2)
+    is better encoded straight from the chunk arrays (_encode_straight): the kernels encode it in this
+    process, and the budget holds every chunk and the kernels' second thread with the table merged
+    unencoded, a token a byte (encoding only shortens it; the sampled estimate then tells nothing the
+    encoding does not). None: the table is built and sampled first (_table)."""
     if not (job.sampled and job.encode is not None):
         return None
     config = ctx.config
     run = job.run or ctx.run
     kept = run.load_table_cutoff() if run is not None else None
-    n_bytes = int(chunks.offsets[-1]) if len(chunks.offsets) else 0
-    if (config.freq_cutoff > 1 or kept not in (None, 1) or not linked_kernels.use_kernels(n_bytes)
-            or not kernels_alone(n_bytes, config.workers)):
+    lengths = np.diff(chunks.offsets)
+    table_bytes = int(lengths[lengths > 1].sum())  # the table of bytes leaves out chunks of one byte
+    if (config.freq_cutoff > 1 or kept not in (None, 1) or not linked_kernels.use_kernels(table_bytes)
+            or not kernels_alone(table_bytes, config.workers)):
         return None
     base = _base(ctx, chunks)
     unencoded = fit_merge_stage(chunks.offsets, chunks.counts, ctx.budget, base[0], tokens_per_byte=1.0)
-    return base if unencoded.min_count == 1 and _room(unencoded, ctx.budget) == "speed" else None
+    fits = unencoded.min_count == 1 and _room(unencoded, ctx.budget) == "speed"
+    return (base, table_bytes) if fits else None
 
 
-def _encode_straight(ctx: RunContext, chunks: TrainingChunks, job: MergeJob, base: tuple[int, int]
-                     ) -> tuple[MergeFit, ChunkTable, str]:
+def _encode_straight(ctx: RunContext, chunks: TrainingChunks, job: MergeJob, base: tuple[int, int],
+                     table_bytes: int) -> tuple[MergeFit, ChunkTable, str]:
     """The table encoded straight from the chunk arrays (_straight_base), in two threads, and its fit:
     the tokens per byte the encoding left, base measured before it (so it keeps every chunk, as the
     fit at a token a byte did: encoding never adds tokens)."""
     table = encode_chunk_arrays(chunks.data, chunks.offsets, chunks.counts, job.encode[0],
                                 token_dtype(ctx.config.vocab_size), threads=THREADS)
-    lengths = np.diff(chunks.offsets)
-    fit, room = _fit(ctx, chunks, job, base, len(table.tokens) / max(int(lengths[lengths > 1].sum()), 1))
+    fit, room = _fit(ctx, chunks, job, base, len(table.tokens) / max(table_bytes, 1))
     return fit, table, room
 
 
