@@ -131,6 +131,40 @@ def test_stage_two_encodes_straight_from_its_counts_where_the_budget_holds_its_b
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
 
 
+def test_stage_two_allocates_in_small_pages_and_stage_one_as_numpy_does(corpus, tmp_path, monkeypatch):
+    """Where free pages are reported to a host, stage 2 (the superword count's arrays, the table, the
+    encoding, the merge) runs inside run/pages.py's small_pages, stage 1 with numpy's own huge-page
+    advice; it is back after the run."""
+    from parbpe.pipeline import vocabulary
+    from parbpe.run import pages
+
+    switch = pages._advice_switch()
+    if switch is None:
+        pytest.skip("this numpy has no huge-page advice")
+    monkeypatch.delenv("NUMPY_MADVISE_HUGEPAGE", raising=False)
+    monkeypatch.setattr(pages, "free_pages_reported", lambda: True)  # (as on a VM whose balloon reports them)
+
+    def advice() -> bool:
+        was = switch(False)
+        switch(was)
+        return bool(was)
+
+    seen = []
+    merge, count = vocabulary.merge_stage, vocabulary.superword_count_stage
+    monkeypatch.setattr(vocabulary, "merge_stage", lambda *a, **k: seen.append(("merge", advice())) or merge(*a, **k))
+    monkeypatch.setattr(vocabulary, "superword_count_stage",
+                        lambda *a, **k: seen.append(("count", advice())) or count(*a, **k))
+    wait = vocabulary.CountBeside.wait  # (the count beside stage 1's merge: its counts loaded here)
+    monkeypatch.setattr(vocabulary.CountBeside, "wait", lambda *a: seen.append(("count", advice())) or wait(*a))
+    was = switch(True)
+    try:
+        parbpe.train([str(corpus)], vocab_size=700, superbpe_transition=0.6, workers=1, out_dir=str(tmp_path / "o"))
+        assert advice()
+    finally:
+        switch(was)
+    assert seen == [("merge", True), ("count", False), ("merge", False)]
+
+
 def test_exports_encode_like_parbpe(superbpe_run):
     result, out = superbpe_run
     tok = result.tokenizer

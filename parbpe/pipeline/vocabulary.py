@@ -26,6 +26,7 @@ from ..merge.fit import MergeFit
 from ..merge.superword import superword_allowed
 from ..patterns import SUPERWORD_PATTERN
 from ..run.memory import format_size
+from ..run.pages import small_pages
 from ..run.run_dir import RunDirectory
 from ..tokenizer.inherit import Inherited, continued
 from ..tokenizer.model import Tokenizer
@@ -128,6 +129,11 @@ class SuperBpe(Bpe):
         encoded with stage 1's merges (in its rounds' batches) and merged on to the full vocabulary
         under SuperBPE's rule."""
         stage1 = self._stage1(ctx, job, counted)
+        with small_pages():  # stage 2's arrays come after a wait (run/pages.py)
+            return self._stage2(ctx, stage1, counted)
+
+    def _stage2(self, ctx: RunContext, stage1: Built, counted: Counted) -> Built:
+        """The superword table encoded with stage 1's merges and merged on (build)."""
         chunks: TrainingChunks = counted.superword.chunks
         stats = {"transition_merges": ctx.config.transition_merges, "chunks": chunks.total_chunks,
                  "unique_chunks": chunks.unique_chunks, "training_chunks": len(chunks),
@@ -174,11 +180,12 @@ class SuperBpe(Bpe):
         try:
             stage1 = super().build(ctx, job, counted, ctx.config.transition_merges,
                                    beside=start_count if counted.superword is None else None)
-            if started:
-                with ctx.stage("superbpe_count"):
-                    counted.superword = started[0].wait(ctx)
-            elif counted.superword is None:
-                counted.superword = superword_count_stage(ctx, job.units, self.stage2_run)
+            with small_pages():  # the counts' arrays come after a wait (run/pages.py)
+                if started:
+                    with ctx.stage("superbpe_count"):
+                        counted.superword = started[0].wait(ctx)
+                elif counted.superword is None:
+                    counted.superword = superword_count_stage(ctx, job.units, self.stage2_run)
         finally:
             for count in started:
                 count.close()
