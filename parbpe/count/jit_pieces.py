@@ -22,7 +22,7 @@ import pyarrow as pa
 from ..jit import helper, kernel
 from .cuts import CUT_CODES, WIDE_WHITESPACE
 
-SPACE_BIT, SYMBOL_BIT, HIGH_BIT = 1, 2, 64  # (cuts._cut_codes)
+SPACE_BIT, SYMBOL_BIT = 1, 2  # (cuts._cut_codes)
 NOT_WHITESPACE_BIT = 4  # (the byte rule cuts before a space after a byte with it)
 MAY_END_WHITESPACE = 128  # a byte that ends a multi-byte whitespace character in some sequence
 _WINDOW = 1 << 18  # bytes cut at a time (the cuts' places: 2 MB)

@@ -11,7 +11,6 @@ import sys
 import numpy as np
 
 SHIFT = np.int64(32)
-LOW_MASK = np.int64(0xFFFFFFFF)
 
 
 def pack(first: np.ndarray | int, second: np.ndarray | int) -> np.ndarray:
@@ -33,12 +32,6 @@ def wide_key(narrow: np.ndarray) -> np.ndarray:
     """Inverse of narrow_key: the int64 pair keys first << 32 | second."""
     narrow = np.asarray(narrow).astype(np.int64)
     return (narrow >> 16) << SHIFT | (narrow & 0xFFFF)
-
-
-def unpack(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Inverse of pack."""
-    keys = np.asarray(keys, dtype=np.int64)
-    return keys >> SHIFT, keys & LOW_MASK
 
 
 def gather(tokens: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -61,13 +61,6 @@ def table_from_arrays(data: np.ndarray, offsets: np.ndarray, counts: np.ndarray,
     return ChunkTable(tokens=tokens, starts=starts, lengths=kept_lengths, counts=counts[keep].astype(np.int64))
 
 
-def table_size(offsets: np.ndarray, counts: np.ndarray, min_count: int = 1) -> tuple[int, int]:
-    """(chunks, tokens) of the table table_from_arrays would build, without building it."""
-    lengths = np.diff(offsets)
-    keep = (lengths > 1) & (counts >= min_count)
-    return int(np.count_nonzero(keep)), int(lengths[keep].sum())
-
-
 def tokens_by_cutoff(offsets: np.ndarray, counts: np.ndarray, largest: int) -> tuple[np.ndarray, np.ndarray]:
     """For every min_count m in 1..largest: (chunks, tokens) of the table that keeps chunks seen at
     least m times, as two arrays indexed by m (index 0 unused), from one pass over the counts."""
