@@ -79,6 +79,7 @@ def learn_merges(
     min_pair_count: int = 1,
     max_token_bytes: int = 0,
     threads: int | None = None,
+    guard: int = 0,
 ) -> MergeResult:
     """Run merge rounds on the table until n_merges merges are made or no pair is left (none seen
     min_pair_count times, when that is over 1).
@@ -110,6 +111,9 @@ def learn_merges(
     threads: of a linked engine merging in this process (None: THREADS, and numpy's index sorted by
     radix passes; 1 where memory is tight, as two threads hold their temporaries at once, and sorts
     in place).
+    guard > 0: the table was cut at its pairs counted fewer than guard times (cold_pairs.py); a round
+    whose width-th ranked pair counts fewer (or that ranks fewer pairs than its width) could rank
+    otherwise on the whole table, and raises ColdPairReached with the merges made before it instead.
     sliced: merge workers started on this table already (SlicedEngine, e.g. having encoded it; its
     `table`): they merge it whatever `workers` says, unless the run engine is picked, which merges
     here; they are stopped in the end either way.
@@ -143,19 +147,29 @@ def learn_merges(
         else:
             runner = LinkedEngine(table, threads=THREADS if threads is None else threads, roomy=threads is None)
         return _merge_rounds(runner, vocab, n_merges, max_batch_size, cap_divisor, exact, throttled, clock,
-                             replay, on_round, allow, min_pair_count, max_token_bytes)
+                             replay, on_round, allow, min_pair_count, max_token_bytes, guard)
     try:
         if sliced is None:
             sliced = SlicedEngine(table, workers, start_method=start_method)
         sliced.build(use_chunk=use_chunk, nonoverlap=nonoverlap)
         result = _merge_rounds(sliced, vocab, n_merges, max_batch_size, cap_divisor, exact, throttled, clock,
-                               replay, on_round, allow, min_pair_count, max_token_bytes)
+                               replay, on_round, allow, min_pair_count, max_token_bytes, guard)
         result.engine = sliced.finish()  # the compacted table: chunk_tokens(c) as with one engine
         result.workers = sliced.workers
         return result
     finally:
         if sliced is not None:
             sliced.close()
+
+
+class ColdPairReached(Exception):
+    """learn_merges(guard=T) reached a round that may rank a pair the cut left out (cold_pairs.py);
+    merges and batch_sizes: the rounds before it, the same as on the whole table; count: that round's
+    width-th ranked pair's count (0: it ranked fewer pairs than its width)."""
+
+    def __init__(self, merges: list[tuple[int, int]], batch_sizes: list[int], count: int) -> None:
+        super().__init__(f"a round ranks pairs counted fewer times than the cut kept, after {len(merges)} merges")
+        self.merges, self.batch_sizes, self.count = merges, batch_sizes, count
 
 
 # The threads of an engine merging in the coordinator's process (no merge workers): two where the
@@ -211,7 +225,7 @@ def _older_objects_frozen() -> Iterator[None]:
 @_older_objects_frozen()
 def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int, cap_divisor: int,
                   exact: bool, progress: _Throttled | None, clock: float, replay=None, on_round=None,
-                  allow=None, min_pair_count: int = 1, max_token_bytes: int = 0) -> MergeResult:
+                  allow=None, min_pair_count: int = 1, max_token_bytes: int = 0, guard: int = 0) -> MergeResult:
     """The rounds of learn_merges on a ready engine; merging stops early when no pair is seen
     min_pair_count times (pairs rank by count: a round keeps the ranked pairs above it)."""
     # The queue's searches by kernel where the table is large enough for the engine's kernels and numba is
@@ -238,6 +252,10 @@ def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int
         while (cap is not None and cap.remove_long(queue, ranked, counts)) or (
                 rule is not None and rule.remove_refused(queue, ranked, counts)):
             ranked, counts = queue.ranked(width)
+        if guard and (len(counts) < width or counts[-1] < guard):
+            if isinstance(runner, LinkedEngine):
+                runner.settle()
+            raise ColdPairReached(merges, batch_sizes, int(counts[-1]) if len(counts) == width else 0)
         if min_pair_count > 1 and len(counts) and counts[-1] < min_pair_count:
             frequent = int(np.count_nonzero(counts >= min_pair_count))  # counts descend: a prefix
             ranked, counts = ranked[:frequent], counts[:frequent]
