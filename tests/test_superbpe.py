@@ -131,6 +131,39 @@ def test_stage_two_encodes_straight_from_its_counts_where_the_budget_holds_its_b
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
 
 
+@pytest.mark.parametrize("divisor", [2, 1])
+def test_stage_two_merges_its_table_cut_at_its_cold_pairs_to_the_same_tokenizer(corpus, tmp_path, monkeypatch, divisor,
+                                                                               capsys):
+    """With the kernels, stage 2 merges its encoded table cut where its pairs are too rare to be merged
+    (merge/cold_pairs.py): the same files as the whole table makes. Cut at the stage's n-th pair count
+    (divisor 1), later rounds reach below the cut: cut lower, the merges so far replayed, the same files."""
+    pytest.importorskip("numba")
+    from parbpe.merge import cold_pairs
+    from parbpe.pipeline import merge as merge_stage
+
+    monkeypatch.setenv("PARBPE_JIT", "on")
+    monkeypatch.setattr(cold_pairs, "MAX_HOT_SHARE", 1.0)  # (a small corpus: its pairs are mostly frequent ones)
+    monkeypatch.setattr(cold_pairs, "CUT_DIVISOR", divisor)
+    settings = dict(vocab_size=700, superbpe_transition=0.6, special_tokens=("<|endoftext|>",), workers=1)
+    result = parbpe.train([str(corpus)], out_dir=str(tmp_path / "cut"), progress="jsonl", **settings)
+    cut = result.stats["superbpe"]["cold_cut"]
+    assert cut is not None and cut["cuts"][0]["table_tokens"] < result.stats["superbpe"]["encoded_table_tokens"]
+    notes = [json.loads(line)["message"] for line in capsys.readouterr().err.splitlines() if '"note"' in line]
+    below = [n for n in notes if "a round ranks pairs seen fewer than" in n]
+    if divisor == 1:
+        assert len(cut["cuts"]) > 1 or not cut["held"]
+        assert len(below) == len(cut["cuts"]) - cut["held"] > 0 and "(the merges so far replayed)" in below[0]
+    else:
+        assert cut["held"] and len(cut["cuts"]) == 1 and below == []
+    with monkeypatch.context() as patch:
+        patch.setattr(merge_stage, "cut_cold_pairs", lambda *a, **k: None)
+        whole = parbpe.train([str(corpus)], out_dir=str(tmp_path / "whole"), **settings)
+    assert whole.stats["superbpe"]["cold_cut"] is None
+    assert whole.tokenizer.merges == result.tokenizer.merges
+    for name in ("tokenizer.json", "merges.txt", "vocab.json"):
+        assert (tmp_path / "cut" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
+
+
 def test_stage_two_allocates_in_small_pages_and_stage_one_as_numpy_does(corpus, tmp_path, monkeypatch):
     """Where free pages are reported to a host, stage 2 (the superword count's arrays, the table, the
     encoding, the merge) runs inside run/pages.py's small_pages, stage 1 with numpy's own huge-page

@@ -22,7 +22,8 @@ from ..io.iterables import TextStream
 from ..io.plan import unit_text_bytes
 from ..io.units import WorkUnit
 from ..merge import linked_kernels
-from ..merge.coordinator import THREADS, MergeResult, learn_merges, preload_kernels
+from ..merge.cold_pairs import cut_cold_pairs
+from ..merge.coordinator import THREADS, ColdPairReached, MergeResult, learn_merges, preload_kernels
 from ..merge.encode import encode_chunk_arrays, sampled_tokens_per_byte
 from ..merge.fit import MergeFit, fit_merge_stage, merge_estimate
 from ..merge.prepare import encode_for_merging
@@ -72,6 +73,7 @@ class Merged:
     table_tokens: int
     encoded_table_tokens: int | None = None
     encode_workers: int = 0
+    cold_cut: dict | None = None  # the table cut at its cold pairs (merge/cold_pairs.py), if it was
 
 
 # Table tokens a counts file's byte makes, at most as far as is known: a BatchBPE CSV holds each chunk
@@ -148,18 +150,50 @@ def _encode_and_merge(ctx: RunContext, holder: list[ChunkTable], fit: MergeFit, 
     if replay is not None:
         ctx.note(f"replaying {len(replay[0])} merges from the checkpoint")
     with ctx.stage(merge_name):
-        result = learn_merges(  # (it stops the workers in sliced, if any, on every path)
-            table, job.vocab, job.n_merges, max_batch_size=config.max_batch_size, cap_divisor=config.cap_divisor,
-            nonoverlap=config.pair_count == "nonoverlap", batching=config.batching, workers=fit.workers,
-            start_method=ctx.start_method, progress=ctx.progress(merge_name, job.offset), replay=replay,
-            on_round=run.merge_checkpointer() if run is not None else None, allow=job.allow, sliced=sliced,
-            min_pair_count=config.min_pair_count, max_token_bytes=config.max_token_bytes, threads=None if roomy else 1)
+        settings = dict(max_batch_size=config.max_batch_size, cap_divisor=config.cap_divisor,
+                        nonoverlap=config.pair_count == "nonoverlap", batching=config.batching, workers=fit.workers,
+                        start_method=ctx.start_method, progress=ctx.progress(merge_name, job.offset),
+                        on_round=run.merge_checkpointer() if run is not None else None, allow=job.allow,
+                        min_pair_count=config.min_pair_count, max_token_bytes=config.max_token_bytes,
+                        threads=None if roomy else 1)
+        result, cut_stats = None, None
+        if job.encode is not None and sliced is None and config.batching == "batchbpe" and not settings["nonoverlap"]:
+            result, replay, cut_stats = _merge_cut(ctx, table, job, replay, settings, THREADS if roomy else 1)
+        if result is None:
+            result = learn_merges(  # (it stops the workers in sliced, if any, on every path)
+                table, job.vocab, job.n_merges, replay=replay, sliced=sliced, **settings)
         ctx.reporter.event("merged", merges=len(result.merges), rounds=len(result.batch_sizes),
                            merge_workers=result.workers)
         job.vocab = []  # the tokenizer makes its own: tokens can be megabytes each (hostile text), never hold both
         result.engine = table = None  # nor the table and engine (the chunks' final tokens are not used)
     return Merged(result=result, fit=fit, training_chunks=training_chunks, table_tokens=table_tokens,
-                  encoded_table_tokens=encoded_tokens, encode_workers=encode_workers)
+                  encoded_table_tokens=encoded_tokens, encode_workers=encode_workers, cold_cut=cut_stats)
+
+
+def _merge_cut(ctx: RunContext, table: ChunkTable, job: MergeJob, replay: tuple[Pairs, list[int]] | None,
+               settings: dict, threads: int) -> tuple[MergeResult | None, tuple[Pairs, list[int]] | None, dict | None]:
+    """The rounds on the encoded table cut at its cold pairs (merge/cold_pairs.py), cut lower each time a
+    round reaches below the cut, with the merges so far replayed: (their result, or None where no cut
+    was made or is left, then the whole table merges on from the merges to replay; those merges; the
+    cuts' stats for stats.json, None without a cut)."""
+    cut = cut_cold_pairs(table, job.n_merges, threads=threads)
+    if cut is None:
+        return None, replay, None
+    stats: dict = {"cuts": [], "held": False}
+    while cut is not None:
+        stats["cuts"].append(cut.stats())
+        try:
+            result = learn_merges(cut.table, list(job.vocab), job.n_merges, replay=replay, guard=cut.threshold,
+                                  **settings)
+            stats["held"] = True
+            return result, replay, stats
+        except ColdPairReached as reached:
+            replay, cut = (reached.merges, reached.batch_sizes), cut.lower(table, reached.count)
+            ctx.note(f"{job.label}: after {len(reached.merges):,} merges a round ranks pairs seen fewer than "
+                     f"{stats['cuts'][-1]['threshold']:,} times, which its table cut there does not hold: "
+                     + (f"cut at {cut.threshold:,} now" if cut is not None else "merging the whole table")
+                     + " (the merges so far replayed)")
+    return None, replay, stats
 
 
 def _table(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tuple[MergeFit, ChunkTable, str]:

@@ -152,6 +152,7 @@ class SuperBpe(Bpe):
         stages = ("superbpe_count", *names)
         stats.update(table_tokens=merged.table_tokens, merge_fit=merged.fit.to_dict(),
                      encoded_table_tokens=merged.encoded_table_tokens, encode_workers=merged.encode_workers,
+                     cold_cut=merged.cold_cut,
                      stage1_merges=done, stage2_merges=len(second.merges), skipped_tokens=second.skipped,
                      merge_workers=second.workers, merge_seconds=second.seconds,
                      seconds={k: round(ctx.times[k], 3) for k in stages},
