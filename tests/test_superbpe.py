@@ -164,6 +164,21 @@ def test_stage_two_merges_its_table_cut_at_its_cold_pairs_to_the_same_tokenizer(
         assert (tmp_path / "cut" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
 
 
+def test_stage_two_keeps_its_reduced_counts_as_its_reduce_workers_wrote_them(corpus, tmp_path):
+    """Stage 2's reduce workers write their partitions into its run directory themselves (a file each,
+    and a record naming them), where its counts are read from (stage 1 keeps one file: its chunks are
+    sorted together)."""
+    out = tmp_path / "o"
+    parbpe.train([str(corpus)], vocab_size=700, superbpe_transition=0.6, workers=2, out_dir=str(out),
+                 keep_run_dir=True)
+    stage1, stage2 = out / ".parbpe-run", out / ".parbpe-run" / "superword"
+    assert (stage1 / "reduced.arrow").exists() and not (stage1 / "reduced-parts.json").exists()
+    record = json.loads((stage2 / "reduced-parts.json").read_text())
+    assert not (stage2 / "reduced.arrow").exists() and not (stage2 / "count").exists()
+    assert sorted(p.name for p in (stage2 / "reduced-parts").iterdir()) == [name for name, _, _ in record["parts"]]
+    assert sum(chunks for _, chunks, _ in record["parts"]) == record["meta"]["unique_chunks"]
+
+
 def test_stage_two_allocates_in_small_pages_and_stage_one_as_numpy_does(corpus, tmp_path, monkeypatch):
     """Where free pages are reported to a host, stage 2 (the superword count's arrays, the table, the
     encoding, the merge) runs inside run/pages.py's small_pages, stage 1 with numpy's own huge-page

@@ -13,6 +13,7 @@ table, and realmix's merge stage took 2.43 s against 2.71 s on the same chunks i
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ import pyarrow.compute as pc
 
 from ..config import TrainConfig
 from ..run.pool import get_context, parallel
+from ..run.run_dir import write_counts
 from .partitions import N_PARTITIONS, read_partition, sort_by_chunk
 from .pieces import SCHEMA
 
@@ -36,6 +38,7 @@ class Selection:
     total_chunks: int
     dropped_by_cutoff: int
     sorted: bool = False  # kept is in the order of its chunks' bytes
+    part: tuple[str, int, int] | None = None  # (path, chunks, bytes) where kept was written instead (reduce_runs)
 
 
 def select_partition(table: pa.Table, config: TrainConfig, sort: bool = False) -> Selection:
@@ -162,13 +165,28 @@ def _select_job(args: tuple[list[str], int, TrainConfig, bool]) -> Selection:
     return selection
 
 
+def _select_part_job(args: tuple[list[str], int, TrainConfig, bool, str]) -> Selection:
+    """_select_job, its kept chunks written to a file of their own (flushed to disk), not sent back."""
+    runs, partition, config, sort, path = args
+    selection = _select_job((runs, partition, config, sort))
+    data, offsets, counts = chunk_arrays(selection.kept)
+    write_counts(path, data, offsets, counts, durable=True)
+    selection.kept, selection.part = SCHEMA.empty_table(), (path, len(counts), len(data))
+    return selection
+
+
 def reduce_runs(runs: list[str], workers: int = 1, start_method: str | None = None,
                 on_progress: Callable[[int, int], None] | None = None, config: TrainConfig | None = None,
-                n_partitions: int = N_PARTITIONS, sort: bool = False) -> Iterator:
+                n_partitions: int = N_PARTITIONS, sort: bool = False, parts_dir: str | None = None) -> Iterator:
     """The global counts of every partition, in partition order: one task per partition, on
-    `workers` processes. With config, each partition comes as its Selection instead (sorted: sort)."""
+    `workers` processes. With config, each partition comes as its Selection instead (sorted: sort);
+    with parts_dir too, its kept chunks written to parts_dir/part-NNNNN.arrow (Selection.part): the
+    reduced counts of SuperBPE's stage 2, which nothing but the run directory reads."""
     if config is None:
         func, tasks = _partition_job, [(runs, p) for p in range(n_partitions)]
+    elif parts_dir is not None:
+        func, tasks = _select_part_job, [(runs, p, config, sort, os.path.join(parts_dir, f"part-{p:05d}.arrow"))
+                                         for p in range(n_partitions)]
     else:
         func, tasks = _select_job, [(runs, p, config, sort) for p in range(n_partitions)]
     if workers <= 1:

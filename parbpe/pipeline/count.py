@@ -67,16 +67,20 @@ class Counted:
 
 
 def count_stage(ctx: RunContext, units: list[WorkUnit] | TextStream, config: TrainConfig | None = None,
-                run: RunDirectory | None = None, nested: bool = False, by_partition: bool = False) -> Counted:
+                run: RunDirectory | None = None, nested: bool = False, by_partition: bool = False,
+                wanted: bool = True) -> Counted | None:
     """Stages 2-3 with the run's config (or another: SuperBPE's superword split); the saved reduced
     counts of the run directory when an earlier attempt got so far. nested: within a stage of the
     caller's, which times and reports them as one. by_partition: the training chunks sorted by bytes
-    within each reduce partition, partitions in order (count/reduce.py), not all together."""
+    within each reduce partition, partitions in order (count/reduce.py), not all together; with a run
+    directory, local processes and no stop list, the reduce workers write them to it a partition a
+    file (RunDirectory.save_reduced_parts), and they are read from there. wanted: False where only the
+    run directory's copy is (SuperBPE's count beside stage 1's merge): None is returned."""
     config = config or ctx.config
-    saved = run.load_reduced() if run is not None else None
-    if saved is not None:
+    if run is not None and run.has_reduced():
         ctx.note("counting and reducing were done: the reduced counts are in the run directory")
-        return counted_from_saved(saved)
+        return counted_from_saved(run.load_reduced()) if wanted else None
+    in_parts = by_partition and run is not None and ctx.cluster is None and not config.stop_list_size
     with contextlib.ExitStack() as stack:
         if run is not None:  # a failure here leaves the run directory only when resuming can use it
             stack.push(lambda kind, *_: run.discard_unless_resumable(kind))
@@ -91,19 +95,27 @@ def count_stage(ctx: RunContext, units: list[WorkUnit] | TextStream, config: Tra
                                                              ("spills", counted.spills))}
         stats.update(budget=counted.budget, data_limit=counted.data_limit)
         with _substage(ctx, "reduce", nested, report=False):
-            selections = list(reduce_partitions(ctx, counted, config, select=True, sort=by_partition))
-            chunks = combine_selections(selections, config)
-            del selections
-            if not chunks.unique_chunks:
+            selections = list(reduce_partitions(ctx, counted, config, select=True, sort=by_partition,
+                                                parts_dir=run.reduced_parts_dir() if in_parts else None))
+            chunks = None if in_parts else combine_selections(selections, config)
+            meta = {"stop_words": [w.hex() for w in chunks.stop_words] if chunks is not None else [],
+                    "unique_chunks": sum(s.unique_chunks for s in selections),
+                    "total_chunks": sum(s.total_chunks for s in selections),
+                    "dropped_by_cutoff": sum(s.dropped_by_cutoff for s in selections), "counted": stats}
+            if not meta["unique_chunks"]:
                 raise ValueError(nothing_counted(stats["bytes"], config))
-    ctx.reporter.event("counted", unique_chunks=chunks.unique_chunks, chunks=chunks.total_chunks,
-                       training_chunks=len(chunks), MB=stats["bytes"] / 1e6, spills=stats["spills"])
+            if in_parts:
+                run.save_reduced_parts([s.part for s in selections], meta)
+            del selections
+    training = len(chunks) if chunks is not None else meta["unique_chunks"] - meta["dropped_by_cutoff"]
+    ctx.reporter.event("counted", unique_chunks=meta["unique_chunks"], chunks=meta["total_chunks"],
+                       training_chunks=training, MB=stats["bytes"] / 1e6, spills=stats["spills"])
     if not nested:
         ctx.report_stage("reduce")
+    if in_parts:
+        return counted_from_saved(run.load_reduced()) if wanted else None
     if run is not None:
-        run.save_reduced(chunks.data, chunks.offsets, chunks.counts, {
-            "stop_words": [w.hex() for w in chunks.stop_words], "unique_chunks": chunks.unique_chunks,
-            "total_chunks": chunks.total_chunks, "dropped_by_cutoff": chunks.dropped_by_cutoff, "counted": stats})
+        run.save_reduced(chunks.data, chunks.offsets, chunks.counts, meta)
     return Counted(chunks, stats)
 
 
@@ -252,9 +264,10 @@ def count_stream(ctx: RunContext, stream: TextStream, config: TrainConfig, run_d
 
 
 def reduce_partitions(ctx: RunContext, counted: CountResult, config: TrainConfig,
-                      select: bool = False, sort: bool = False) -> Iterator[Any]:
-    """Each partition's global counts (select: its Selection, sorted if sort), in partition order, on
-    local processes or as Ray tasks."""
+                      select: bool = False, sort: bool = False, parts_dir: str | None = None) -> Iterator[Any]:
+    """Each partition's global counts (select: its Selection, sorted if sort; with parts_dir, its kept
+    chunks written there: reduce_runs), in partition order, on local processes or as Ray tasks (no
+    parts_dir)."""
     def on_progress(done: int, n: int) -> None:
         ctx.reporter.update("reduce", done, n, force=done == n)
         test_stop("reduce", done)
@@ -266,7 +279,7 @@ def reduce_partitions(ctx: RunContext, counted: CountResult, config: TrainConfig
     partition_bytes = sum(os.path.getsize(r) for r in counted.runs) // N_PARTITIONS
     workers = reduce_workers(ctx.budget, config.workers, ctx.in_use(), partition_bytes)
     return reduce_runs(counted.runs, workers, ctx.start_method, config=config if select else None,
-                       on_progress=on_progress, sort=sort)
+                       on_progress=on_progress, sort=sort, parts_dir=parts_dir)
 
 
 def superword_count_stage(ctx: RunContext, units: list[WorkUnit], run: RunDirectory | None = None) -> Counted:

@@ -191,7 +191,7 @@ def _count(job: dict[str, Any]) -> int:
     with open(os.path.join(job["work"], _PROGRESS), "a", buffering=1) as stream:
         options = RunOptions(progress=Progress("jsonl", stream=stream), **job["options"])
         with run_context(job["config"], options) as ctx:
-            count_stage(ctx, job["units"], run=job["run"], nested=True, by_partition=True)
+            count_stage(ctx, job["units"], run=job["run"], nested=True, by_partition=True, wanted=False)
             return ctx.sampler.peak
 
 

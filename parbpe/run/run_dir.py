@@ -8,7 +8,9 @@ A run directory (default OUT/.parbpe-run) holds:
 - count/aNNN/: one directory per counting attempt, with its run files and the workers' commit
   records (`wR-commitNNNNN.json`: these units are counted, wholly, in these run files);
 - reduced.arrow: the training chunks and counts after freq_cutoff and the stop list, with the
-  counting stats in its metadata (the count files are removed once it is written);
+  counting stats in its metadata (the count files are removed once it is written); or, where the
+  reduce workers wrote them a partition each (SuperBPE's stage 2), reduced-parts/part-NNNNN.arrow
+  and reduced-parts.json, which names them in order, with the stats;
 - merges.json: the merges made so far and the batch sizes of their rounds (a checkpoint);
 - superword/: SuperBPE's stage 2 (its counts and merges), a run directory of the same layout.
 
@@ -43,6 +45,7 @@ __all__ = ["COUNT_COMMIT_SECONDS", "RunDirectory", "checkpoint_seconds", "sync_f
 FORMAT = 1
 RUN_FILE = "run.json"
 STAGE2 = "superword"  # SuperBPE's stage 2: a run directory of its own inside the run's (RunDirectory.stage2)
+PARTS, PARTS_RECORD = "reduced-parts", "reduced-parts.json"  # the reduced counts a partition a file
 
 
 # Seconds of work a checkpoint may lose. A counting commit writes the counts a worker holds to a run
@@ -74,6 +77,32 @@ def write_json(path: str, data: Any) -> None:
 def read_json(path: str) -> Any:
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+def write_counts(path: str, data: np.ndarray, offsets: np.ndarray, counts: np.ndarray,
+                 meta: dict[str, Any] | None = None, durable: bool = False) -> None:
+    """Chunks (chunk k is data[offsets[k]:offsets[k + 1]]) and their counts as an Arrow file at path
+    (meta in its schema's metadata); durable: flushed to disk before this returns."""
+    chunks = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(counts),
+                                              [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    table = pa.table({"chunk": chunks, "count": pa.array(counts, pa.int64())})
+    if meta is not None:
+        table = table.replace_schema_metadata({"parbpe": json.dumps(meta)})
+    with pa.OSFile(path, "wb") as sink, ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    if durable:
+        sync_file(path)
+
+
+def counts_arrays(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(data, offsets from 0, counts) of a table write_counts wrote, read from its buffers: no copy."""
+    chunks = table.column("chunk").combine_chunks()
+    _, offset_buffer, data_buffer = chunks.buffers()
+    offsets = np.frombuffer(offset_buffer, dtype=np.int64)[chunks.offset:chunks.offset + len(chunks) + 1]
+    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    data = data[int(offsets[0]):int(offsets[-1])]
+    counts = table.column("count").to_numpy().astype(np.int64, copy=False)
+    return data, offsets - offsets[0], counts
 
 
 def owner_record() -> dict[str, Any]:
@@ -173,9 +202,9 @@ class RunDirectory:
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
             for name in os.listdir(self.path):
                 target = self._file(name)
-                if name in ("count", STAGE2):
+                if name in ("count", STAGE2, PARTS):
                     shutil.rmtree(target)
-                elif name in (RUN_FILE, "plan.json", "reduced.arrow", "table.json", "merges.json") \
+                elif name in (RUN_FILE, "plan.json", "reduced.arrow", PARTS_RECORD, "table.json", "merges.json") \
                         or name.startswith(".tmp-"):
                     os.unlink(target)
 
@@ -193,7 +222,7 @@ class RunDirectory:
         done = self.load_merges()
         if done is not None:
             return f"{len(done[0])} merges made"
-        if os.path.exists(self._file("reduced.arrow")):
+        if self.has_reduced():
             return "counted and reduced"
         try:
             total = len(read_json(self._file("plan.json")))
@@ -254,37 +283,68 @@ class RunDirectory:
     def save_reduced(self, data: np.ndarray, offsets: np.ndarray, counts: np.ndarray, meta: dict[str, Any]) -> None:
         """The training chunks (chunk k is data[offsets[k]:offsets[k + 1]]) and their counts (and meta:
         stop words, counting stats); then the count files are no longer needed and are removed."""
-        chunks = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(counts),
-                                                  [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-        table = pa.table({"chunk": chunks, "count": pa.array(counts, pa.int64())})
-        table = table.replace_schema_metadata({"parbpe": json.dumps(meta)})
+        write_atomically(self._file("reduced.arrow"), lambda tmp: write_counts(tmp, data, offsets, counts, meta),
+                         durable=True)
+        shutil.rmtree(self._file("count"), ignore_errors=True)
 
-        def write(tmp: str) -> None:
-            with pa.OSFile(tmp, "wb") as sink, ipc.new_file(sink, table.schema) as writer:
-                writer.write_table(table)
+    def reduced_parts_dir(self) -> str:
+        """An empty directory for the reduced counts a partition a file (write_counts, each file flushed to
+        disk by its writer; then save_reduced_parts)."""
+        path = self._file(PARTS)
+        shutil.rmtree(path, ignore_errors=True)
+        os.makedirs(path)
+        return path
 
-        write_atomically(self._file("reduced.arrow"), write, durable=True)
+    def save_reduced_parts(self, parts: list[tuple[str, int, int]], meta: dict[str, Any]) -> None:
+        """The reduced counts as the files of reduced_parts_dir hold them: parts, in order, as (path, chunks,
+        bytes of chunks); meta as save_reduced's. Recorded, then the count files are removed."""
+        write_json(self._file(PARTS_RECORD), {"meta": meta, "parts": [[os.path.basename(path), chunks, size]
+                                                                       for path, chunks, size in parts]})
         shutil.rmtree(self._file("count"), ignore_errors=True)
 
     def has_reduced(self) -> bool:
         """Whether the reduced counts are saved (load_reduced would give them)."""
-        return os.path.exists(self._file("reduced.arrow"))
+        return os.path.exists(self._file("reduced.arrow")) or os.path.exists(self._file(PARTS_RECORD))
 
     def load_reduced(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]] | None:
-        """(data, offsets, counts, meta) as save_reduced got them, or None when there are none yet."""
+        """(data, offsets, counts, meta) as save_reduced or save_reduced_parts got them, or None when
+        there are none yet."""
         path = self._file("reduced.arrow")
-        if not os.path.exists(path):
-            return None
-        with pa.OSFile(path) as source:
-            table = ipc.open_file(source).read_all()
-        meta = json.loads(table.schema.metadata[b"parbpe"])
-        chunks = table.column("chunk").combine_chunks()
-        _, offset_buffer, data_buffer = chunks.buffers()
-        offsets = np.frombuffer(offset_buffer, dtype=np.int64)[chunks.offset:chunks.offset + len(chunks) + 1]
-        data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
-        data = data[int(offsets[0]):int(offsets[-1])]
-        counts = table.column("count").to_numpy().astype(np.int64, copy=False)
-        return data, offsets - offsets[0], counts, meta
+        if os.path.exists(path):
+            with pa.OSFile(path) as source:
+                table = ipc.open_file(source).read_all()
+            meta = json.loads(table.schema.metadata[b"parbpe"])
+            data, offsets, counts = counts_arrays(table)
+            return data, offsets, counts, meta
+        if os.path.exists(self._file(PARTS_RECORD)):
+            return self._load_parts(read_json(self._file(PARTS_RECORD)))
+        return None
+
+    def _load_parts(self, record: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """The parts' counts side by side in arrays made once: each part mapped and copied into its place
+        (the only copy of its bytes)."""
+        parts = record["parts"]
+        n, size = sum(p[1] for p in parts), sum(p[2] for p in parts)
+        data, offsets, counts = np.empty(size, np.uint8), np.empty(n + 1, np.int64), np.empty(n, np.int64)
+        row = at = 0
+        for name, chunks, nbytes in parts:
+            path = os.path.join(self._file(PARTS), name)
+            try:
+                with pa.memory_map(path) as source:
+                    part_data, part_offsets, part_counts = counts_arrays(ipc.open_file(source).read_all())
+                    if (len(part_counts), len(part_data)) != (chunks, nbytes):
+                        raise ValueError(f"{len(part_counts)} chunks in {len(part_data)} bytes, not {chunks} in "
+                                         f"{nbytes}")
+                    data[at:at + nbytes] = part_data
+                    np.add(part_offsets[:-1], at, out=offsets[row:row + chunks])
+                    counts[row:row + chunks] = part_counts
+            except (OSError, ValueError, pa.ArrowException) as exc:
+                said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise ValueError(f"the reduced counts in {path} are damaged ({said}); remove {self.path} "
+                                 f"(rm -r '{self.path}') to start over") from None
+            row, at = row + chunks, at + nbytes
+        offsets[n] = size
+        return data, offsets, counts, record["meta"]
 
     # merge ----------------------------------------------------------------------------------
     def save_table_cutoff(self, min_count: int) -> None:

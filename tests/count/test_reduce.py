@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 
 import pyarrow as pa
@@ -70,3 +71,41 @@ def test_one_unsorted_selection_sorts_them_all():
     assert combine_selections(mixed, config).chunks == [b"a", b"b", b"y", b"zz"]
     both = [select_partition(t, config, sort=True) for t in tables]
     assert combine_selections(both, config).chunks == [b"b", b"zz", b"a", b"y"]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_parts_written_by_the_reduce_workers_hold_what_they_would_send(tmp_path, workers):
+    """reduce_runs(parts_dir=...): each partition's sorted kept chunks written to a file of its own (read
+    back, a run directory's reduced parts: RunDirectory.save_reduced_parts), the Selection carrying
+    only its facts; the same chunks in the same order as the selections sent back."""
+    from parbpe.run.run_dir import RunDirectory
+
+    runs, totals = _runs(tmp_path)
+    config = TrainConfig(freq_cutoff=2)
+    sent = combine_selections(list(reduce_runs(runs, workers, config=config, n_partitions=N_PARTITIONS, sort=True)),
+                              config)
+    run = RunDirectory(str(tmp_path / "run"))
+    selections = list(reduce_runs(runs, workers, config=config, n_partitions=N_PARTITIONS, sort=True,
+                                  parts_dir=run.reduced_parts_dir()))
+    assert all(s.kept.num_rows == 0 and s.part is not None for s in selections)
+    assert [os.path.basename(s.part[0]) for s in selections] == [f"part-{k:05d}.arrow" for k in range(N_PARTITIONS)]
+    run.save_reduced_parts([s.part for s in selections], {})
+    data, offsets, counts, _ = run.load_reduced()
+    assert [data[a:b].tobytes() for a, b in zip(offsets[:-1], offsets[1:])] == sent.chunks
+    assert counts.tolist() == sent.counts.tolist()
+    assert sum(s.unique_chunks for s in selections) == sent.unique_chunks == len(totals)
+
+
+def test_a_reduce_worker_killed_while_writing_parts_is_one_line_and_nothing_is_recorded(tmp_path, monkeypatch):
+    from parbpe.run.faults import KILL_HOOK
+    from parbpe.run.pool import WorkerDied
+    from parbpe.run.run_dir import RunDirectory
+
+    runs, _ = _runs(tmp_path)
+    run = RunDirectory(str(tmp_path / "run"))
+    monkeypatch.setenv(KILL_HOOK, "reduce:2")
+    with pytest.raises(WorkerDied) as died:
+        list(reduce_runs(runs, 2, config=TrainConfig(), n_partitions=N_PARTITIONS, sort=True,
+                         parts_dir=run.reduced_parts_dir()))
+    assert "\n" not in str(died.value) and "reducing worker" in str(died.value)
+    assert not run.has_reduced() and run.load_reduced() is None

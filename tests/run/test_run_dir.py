@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from parbpe.config import TrainConfig
@@ -150,3 +151,59 @@ def test_a_fresh_run_clears_what_an_earlier_run_left_and_nothing_else(tmp_path):
     assert sorted(os.listdir(path)) == ["notes.txt", "run.json"]
     run.finish(keep=False)
     assert os.listdir(path) == ["notes.txt"]
+
+
+def _parts(run: rd.RunDirectory, pieces: list[list[tuple[bytes, int]]]) -> list[tuple[str, int, int]]:
+    """The reduced counts a partition a file, as the reduce workers write them (count/reduce.py)."""
+    directory, parts = run.reduced_parts_dir(), []
+    for k, piece in enumerate(pieces):
+        data = np.frombuffer(b"".join(c for c, _ in piece), dtype=np.uint8)
+        offsets = np.concatenate([[0], np.cumsum([len(c) for c, _ in piece])]).astype(np.int64)
+        path = os.path.join(directory, f"part-{k:05d}.arrow")
+        rd.write_counts(path, data, offsets, np.array([n for _, n in piece], dtype=np.int64), durable=True)
+        parts.append((path, len(piece), len(data)))
+    return parts
+
+
+def test_the_reduced_counts_a_partition_a_file_load_side_by_side(tmp_path):
+    """SuperBPE's stage 2 keeps its reduced counts as its reduce workers wrote them (one file a
+    partition, an empty one too) and a record naming them: loaded as one set of arrays, in order; the
+    count files go once they are recorded; a fresh run removes them."""
+    run = rd.RunDirectory(str(tmp_path / "run"))
+    run.new_count_dir()
+    pieces = [[(b"ab", 3), (b"x y", 1)], [], [(b"\xff\x00", 7)], [(b"q", 2), (b"", 1), (b"long chunk", 1)]]
+    parts = _parts(run, pieces)
+    assert not run.has_reduced() and run.load_reduced() is None  # written, not yet recorded
+    run.save_reduced_parts(parts, {"stop_words": [], "unique_chunks": 6, "counted": {"bytes": 9}})
+    assert run.has_reduced() and run.describe() == "counted and reduced"
+    assert not os.path.exists(tmp_path / "run" / "count")
+    data, offsets, counts, meta = run.load_reduced()
+    chunks = [c for piece in pieces for c, _ in piece]
+    assert [data[a:b].tobytes() for a, b in zip(offsets[:-1], offsets[1:])] == chunks
+    assert counts.tolist() == [n for piece in pieces for _, n in piece] and offsets[0] == 0
+    assert meta == {"stop_words": [], "unique_chunks": 6, "counted": {"bytes": 9}}
+    fresh, _ = rd.RunDirectory.open(str(tmp_path / "run"), identity={}, settings={}, inputs=[], resume=False)
+    assert sorted(os.listdir(tmp_path / "run")) == ["run.json"] and not fresh.has_reduced()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "missing", "other_part"])
+def test_a_damaged_part_of_the_reduced_counts_is_one_clear_error(tmp_path, damage):
+    run = rd.RunDirectory(str(tmp_path / "run"))
+    parts = _parts(run, [[(b"ab", 3), (b"cd", 1)], [(b"ef", 2)]])
+    run.save_reduced_parts(parts, {"stop_words": []})
+    path = parts[1][0]
+    if damage == "garbage":
+        with open(path, "wb") as f:
+            f.write(b"not an arrow file at all" * 10)
+    elif damage == "truncated":
+        with open(path, "r+b") as f:
+            f.truncate(os.path.getsize(path) // 2)
+    elif damage == "missing":
+        os.unlink(path)
+    else:  # a whole file, but not the one recorded (more chunks)
+        with open(parts[0][0], "rb") as source, open(path, "wb") as target:
+            target.write(source.read())
+    with pytest.raises(ValueError) as raised:
+        run.load_reduced()
+    message = str(raised.value)
+    assert "\n" not in message and path in message and "are damaged" in message and "to start over" in message
