@@ -49,7 +49,12 @@ NICENESS = 19  # the count's priority: the merge's threads take a core whenever 
 _POLL = 0.5  # seconds between the parent's looks at the count (its progress, its end)
 _JOB, _PROGRESS, _ERROR, _DONE, _STDERR = "job.pickle", "progress.jsonl", "error.json", "done.json", "stderr.txt"
 _HINT = "try a smaller --memory-budget or fewer --workers"
-_CHILD = "import sys; from parbpe.pipeline.count_beside import child; child(sys.argv[1])"
+# The child imports this parbpe, wherever it runs from: -P keeps the working directory off its path (a
+# checkout there, or a module named like one it imports, would be imported instead), and the directory
+# holding this parbpe comes first.
+_CHILD = ("import sys; sys.path.insert(0, sys.argv[2]); "
+          "from parbpe.pipeline.count_beside import child; child(sys.argv[1])")
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def room_beside(budget: int, merge_peak: int, workers: int, unit_bytes: int) -> int | None:
@@ -81,7 +86,8 @@ class CountBeside:
                          "parent": os.getpid(), "work": self._work}, job)
         self.started = time.perf_counter()
         with open(self._path(_STDERR), "wb") as stderr:  # kept for a death without a word (error.json)
-            self._proc = subprocess.Popen([sys.executable, "-c", _CHILD, self._path(_JOB)], stdin=subprocess.DEVNULL,
+            self._proc = subprocess.Popen([sys.executable, "-P", "-c", _CHILD, self._path(_JOB), _ROOT],
+                                          stdin=subprocess.DEVNULL,
                                           stdout=subprocess.DEVNULL, stderr=stderr)
         self.pid = self._proc.pid
         self._seen = 0  # bytes of the progress file read so far

@@ -54,6 +54,20 @@ def test_counted_beside_or_after_stage_one_the_same_tokenizer(parts, tmp_path, m
     assert beside.stats["superbpe"]["chunks"] == after.stats["superbpe"]["chunks"]
 
 
+def test_the_count_beside_imports_this_parbpe_whatever_the_working_directory_holds(parts, tmp_path, monkeypatch):
+    """Its process is a new Python: run from a directory that holds another parbpe (a checkout, as
+    bench/regress.py's baseline is), or a module named like one it imports, it still imports the
+    parbpe (and the modules) its parent does."""
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "parbpe").mkdir(parents=True)
+    (elsewhere / "parbpe" / "__init__.py").write_text("raise ImportError('the parbpe of the working directory')\n")
+    (elsewhere / "psutil.py").write_text("raise ImportError('the psutil of the working directory')\n")
+    monkeypatch.chdir(elsewhere)
+    result = parbpe.train([str(p) for p in parts], vocab_size=700, superbpe_transition=0.6, workers=2,
+                          out_dir=str(tmp_path / "out"))
+    assert result.stats["superbpe"]["count_beside"]["niceness"] == count_beside.NICENESS
+
+
 def test_room_beside_leaves_the_merge_its_peak():
     gb = 10**9
     assert count_beside.room_beside(8 * gb, 2 * gb, 2, 10**7) == 6 * gb
