@@ -72,10 +72,10 @@ def count_stage(ctx: RunContext, units: list[WorkUnit] | TextStream, config: Tra
     """Stages 2-3 with the run's config (or another: SuperBPE's superword split); the saved reduced
     counts of the run directory when an earlier attempt got so far. nested: within a stage of the
     caller's, which times and reports them as one. by_partition: the training chunks sorted by bytes
-    within each reduce partition, partitions in order (count/reduce.py), not all together; with a run
-    directory, local processes and no stop list, the reduce workers write them to it a partition a
-    file (RunDirectory.save_reduced_parts), and they are read from there. wanted: False where only the
-    run directory's copy is (SuperBPE's count beside stage 1's merge): None is returned."""
+    within each reduce partition, partitions in order (count/reduce.py), not all together; or, with a
+    run directory, local processes and no stop list, written to it by the reduce workers a partition a
+    file as they come (RunDirectory.save_reduced_parts, unsorted) and read from there. wanted: False
+    where only the run directory's copy is (SuperBPE's count beside stage 1's merge): None is returned."""
     config = config or ctx.config
     if run is not None and run.has_reduced():
         ctx.note("counting and reducing were done: the reduced counts are in the run directory")
@@ -95,7 +95,9 @@ def count_stage(ctx: RunContext, units: list[WorkUnit] | TextStream, config: Tra
                                                              ("spills", counted.spills))}
         stats.update(budget=counted.budget, data_limit=counted.data_limit)
         with _substage(ctx, "reduce", nested, report=False):
-            selections = list(reduce_partitions(ctx, counted, config, select=True, sort=by_partition,
+            # (parts are not sorted: only merges are made of them, which their order does not change, and
+            # the cut of the encoded table orders its rows anew: merge/cold_pairs.py)
+            selections = list(reduce_partitions(ctx, counted, config, select=True, sort=by_partition and not in_parts,
                                                 parts_dir=run.reduced_parts_dir() if in_parts else None))
             chunks = None if in_parts else combine_selections(selections, config)
             meta = {"stop_words": [w.hex() for w in chunks.stop_words] if chunks is not None else [],
@@ -286,8 +288,9 @@ def superword_count_stage(ctx: RunContext, units: list[WorkUnit], run: RunDirect
     """SuperBPE's stage 2, its count and reduce: the corpus split with the superword pattern, line by
     line (patterns.training_pattern), with the run's freq_cutoff; resumed from run (stage 2's own
     run directory) when it has them. The chunks come by partition (count_stage): only merges are made
-    of them, which their order does not change, and the parent's sort of all of them (2.3 M
-    superword chunks of realmix) took longer than the partitions' sorts in the reduce workers."""
+    of them, which their order does not change; the parent's sort of all of them (2.3 M superword
+    chunks of realmix) took longer than the partitions' sorts in the reduce workers, and with a run
+    directory these write their partitions unsorted into it."""
     with ctx.stage("superbpe_count"):
         ctx.note("SuperBPE stage 2: counting the superword chunks")
         return count_stage(ctx, units, superword_config(ctx.config), run=run, nested=True, by_partition=True)
