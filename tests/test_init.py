@@ -63,6 +63,32 @@ def test_continuing_from_k_merges_equals_training_straight_on(corpus, tmp_path, 
     assert json.loads((tmp_path / "continued" / "parbpe.json").read_text())["config"]["init"] == str(tmp_path / "k")
 
 
+@pytest.mark.parametrize("divisor, vocab_size", [(2, "500"), (1, "1000")])
+def test_the_encoded_table_cut_at_its_cold_pairs_makes_the_whole_tables_tokenizer(corpus, tmp_path, capsys,
+                                                                                  monkeypatch, divisor, vocab_size):
+    """With the kernels, the table encoded with the inherited merges is merged cut where its pairs are
+    too rare to be merged (merge/cold_pairs.py; divisor 1: cut at the n-th pair's count, lowered as
+    rounds reach below it): the same files as the whole table merged on."""
+    pytest.importorskip("numba")
+    from parbpe.merge import cold_pairs
+    from parbpe.pipeline import merge as merge_stage
+
+    monkeypatch.setattr(cold_pairs, "MAX_HOT_SHARE", 1.0)  # (a small corpus: its pairs are mostly frequent ones)
+    monkeypatch.setattr(cold_pairs, "CUT_DIVISOR", divisor)
+    settings = ["--jit", "on", "--workers", "1"]
+    _train(corpus, tmp_path / "k", 400, *settings, capsys=capsys)
+    _train(corpus, tmp_path / "cut", vocab_size, *settings, "--init", str(tmp_path / "k"), capsys=capsys)
+    cut = json.loads((tmp_path / "cut" / "stats.json").read_text())["init"]["cold_cut"]
+    assert cut is not None and cut["cuts"][0]["threshold"] >= 2
+    assert (len(cut["cuts"]) > 1 or not cut["held"]) if divisor == 1 else cut["held"]
+    with monkeypatch.context() as patch:
+        patch.setattr(merge_stage, "cut_cold_pairs", lambda *a, **k: None)
+        _train(corpus, tmp_path / "whole", vocab_size, *settings, "--init", str(tmp_path / "k"), capsys=capsys)
+    assert json.loads((tmp_path / "whole" / "stats.json").read_text())["init"]["cold_cut"] is None
+    for name in TOKENIZER_FILES:
+        assert (tmp_path / "cut" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
+
+
 @pytest.mark.parametrize("source", ["dir", "tokenizer.json", "vocab.json", "tokenizer.tiktoken"])
 def test_every_format_continues_alike(corpus, tmp_path, capsys, source):
     _train(corpus, tmp_path / "k", 350, "--max-batch-size", "1", "--workers", "1", capsys=capsys)

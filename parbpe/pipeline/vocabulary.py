@@ -102,7 +102,7 @@ class Bpe:
         if inherited is not None:
             built.stats["init"] = {"source": config.init, "inherited_merges": built.first_new,
                                    "inherited_tokens": len(inherited.tokenizer.vocab),
-                                   "encode_workers": merged.encode_workers}
+                                   "encode_workers": merged.encode_workers, "cold_cut": merged.cold_cut}
         return built
 
 
