@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from ..config import TrainConfig
 from ..run.pool import get_context, parallel
-from ..run.run_dir import write_counts
+from ..run.run_dir import counts_arrays, write_counts
 from .partitions import N_PARTITIONS, read_partition, sort_by_chunk
 from .pieces import SCHEMA
 
@@ -89,23 +89,6 @@ class TrainingChunks:
         return [data[a:b] for a, b in zip(self.offsets[:-1].tolist(), self.offsets[1:].tolist())]
 
 
-def chunk_arrays(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(data, offsets, counts) of a (chunk, count) table: the bytes of its chunk column and their
-    boundaries, read from the Arrow buffers without a Python object per chunk."""
-    column = table.column("chunk").cast(pa.large_binary()).combine_chunks()
-    if isinstance(column, pa.ChunkedArray):  # an empty table has no chunk to combine
-        column = pa.array([], type=pa.large_binary())
-    n = len(column)
-    _, offset_buffer, data_buffer = column.buffers()
-    offsets = (np.frombuffer(offset_buffer, dtype=np.int64)[column.offset:column.offset + n + 1]
-               if offset_buffer is not None else np.zeros(1, dtype=np.int64))
-    start, end = int(offsets[0]), int(offsets[-1])
-    data = (np.frombuffer(data_buffer, dtype=np.uint8)[start:end]
-            if data_buffer is not None else np.zeros(0, dtype=np.uint8))
-    counts = table.column("count").to_numpy().astype(np.int64, copy=False)
-    return data, offsets - start, counts
-
-
 def combine_selections(selections: list[Selection], config: TrainConfig) -> TrainingChunks:
     """The stop list from every partition's candidates; the kept chunks minus stop words, sorted (where
     every selection came sorted, select_partition's sort, joined in their order as they are).
@@ -129,7 +112,7 @@ def combine_selections(selections: list[Selection], config: TrainConfig) -> Trai
     by_partition = bool(selections) and all(s.sorted for s in selections)
     ordered = kept if by_partition else sort_by_chunk(kept)
     del kept
-    data, offsets, counts = chunk_arrays(ordered)
+    data, offsets, counts = counts_arrays(ordered)
     del ordered
     pa.default_memory_pool().release_unused()
     return TrainingChunks(
@@ -169,7 +152,7 @@ def _select_part_job(args: tuple[list[str], int, TrainConfig, bool, str]) -> Sel
     """_select_job, its kept chunks written to a file of their own (flushed to disk), not sent back."""
     runs, partition, config, sort, path = args
     selection = _select_job((runs, partition, config, sort))
-    data, offsets, counts = chunk_arrays(selection.kept)
+    data, offsets, counts = counts_arrays(selection.kept)
     write_counts(path, data, offsets, counts, durable=True)
     selection.kept, selection.part = SCHEMA.empty_table(), (path, len(counts), len(data))
     return selection

@@ -32,11 +32,11 @@ import pyarrow as pa
 
 from .. import jit
 from ..config import RunOptions, TrainConfig
-from ..count.reduce import chunk_arrays
 from ..io.plan import plan
 from ..merge.encode import encode_byte_table, rank_order_batches
 from ..merge.table import table_from_arrays
 from ..run.pool import default_start_method, get_context, parallel
+from ..run.run_dir import counts_arrays
 from ..run.temp_dirs import temp_work_dir
 from ..tokenizer import kernels
 from ..tokenizer.evaluate import is_superword
@@ -92,7 +92,7 @@ def count_text_in(ctx: RunContext, inputs: Sequence[str], pattern: str, normaliz
         with contextlib.nullcontext() if nested else ctx.stage("count"):
             counted = count_units(ctx, units, config, run_dir)
         with contextlib.nullcontext() if nested else ctx.stage("reduce"):
-            data, offsets, counts = chunk_arrays(pa.concat_tables(reduce_partitions(ctx, counted, config)))
+            data, offsets, counts = counts_arrays(pa.concat_tables(reduce_partitions(ctx, counted, config)))
     if not len(counts):
         raise ValueError(nothing_counted(counted.stats.bytes, config))
     return CountedText(data, offsets, counts, counted.stats.documents, counted.stats.words)

@@ -95,14 +95,21 @@ def write_counts(path: str, data: np.ndarray, offsets: np.ndarray, counts: np.nd
 
 
 def counts_arrays(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(data, offsets from 0, counts) of a table write_counts wrote, read from its buffers: no copy."""
-    chunks = table.column("chunk").combine_chunks()
-    _, offset_buffer, data_buffer = chunks.buffers()
-    offsets = np.frombuffer(offset_buffer, dtype=np.int64)[chunks.offset:chunks.offset + len(chunks) + 1]
-    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
-    data = data[int(offsets[0]):int(offsets[-1])]
+    """(data, offsets from 0, counts) of a (chunk, count) table (write_counts' files, the reduce's
+    selections): the bytes of its chunk column and their boundaries, read from the Arrow buffers
+    without a Python object per chunk (and without a copy where the column is one large_binary chunk)."""
+    column = table.column("chunk").cast(pa.large_binary()).combine_chunks()
+    if isinstance(column, pa.ChunkedArray):  # an empty table has no chunk to combine
+        column = pa.array([], type=pa.large_binary())
+    n = len(column)
+    _, offset_buffer, data_buffer = column.buffers()
+    offsets = (np.frombuffer(offset_buffer, dtype=np.int64)[column.offset:column.offset + n + 1]
+               if offset_buffer is not None else np.zeros(1, dtype=np.int64))
+    start, end = int(offsets[0]), int(offsets[-1])
+    data = (np.frombuffer(data_buffer, dtype=np.uint8)[start:end]
+            if data_buffer is not None else np.zeros(0, dtype=np.uint8))
     counts = table.column("count").to_numpy().astype(np.int64, copy=False)
-    return data, offsets - offsets[0], counts
+    return data, offsets - start, counts
 
 
 def owner_record() -> dict[str, Any]:
