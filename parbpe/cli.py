@@ -7,6 +7,7 @@ import dataclasses
 import difflib
 import json
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Callable
@@ -210,35 +211,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def console() -> int:
-    """The `parbpe` command: main() in a process that is parbpe's alone, so pyarrow is told to
-    leave pandas unloaded (run/pool.py keep_pandas_out_of_pyarrow: 50 MB less RSS), numba cffi and
-    yaml (jit.keep_extras_out_of_numba), and that ends without the interpreter's teardown once numba is
-    loaded (_end_now)."""
-    from .run.pool import keep_pandas_out_of_pyarrow
-
-    keep_pandas_out_of_pyarrow()
-    jit.keep_extras_out_of_numba()
-    return _end_now(main())
+    """The `parbpe` command: main(), with Ctrl-C noted for the kernels (jit.interrupts: numba's
+    compiler can swallow the KeyboardInterrupt the handler raises, and the kernel's caller raises it
+    again)."""
+    signal.signal(signal.SIGINT, _on_sigint)
+    return main()
 
 
-def _end_now(status: int) -> int:
-    """End the process with status where numba is loaded, skipping the interpreter's teardown: LLVM's
-    shutdown in it took 0.4 s after every command that ran a kernel (1.45-1.73 s against 1.01-1.17 s
-    for a process that only loads the merge kernels; a realmix train's wall time less its stages'
-    1.11-1.37 s against 0.72-0.93 s, 2026-11-26). What the teardown would still do is done first:
-    the atexit functions run (multiprocess's, tempfile's), stdout and stderr flushed; parbpe's own
-    threads are daemons and its files closed by then. Without numba, the usual exit (returns status)."""
-    if not jit.loaded():
-        return status
-    import atexit
-
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a reader that went away, a closed stream: as the usual exit
-            pass
-    os._exit(status)
+def _on_sigint(signum: int, frame: Any) -> None:
+    jit.interrupts.seen()
+    raise KeyboardInterrupt
 
 
 def _stdout_gone() -> bool:
@@ -327,6 +309,10 @@ def _train(args: argparse.Namespace) -> int:
           f"{source}, {s['unique_chunks']:,} unique chunks, "
           f"in {sum(s['seconds'].values()):.1f} s; peak RSS {format_size(s['peak_rss_bytes'])}."
           + "".join(f" {_changed(change)}." for change in s.get("result_changes", [])))
+    kernels = s.get("kernels", {})
+    if kernels.get("compile_seconds", 0) > 1:
+        print(f"Compiled {len(kernels['compiled'])} numba kernels in {kernels['compile_seconds']:.1f} s "
+              "(the first run after an install: later runs load them from numba's cache).")
     if s.get("sample"):
         sample = s["sample"]
         print(f"Sampled {100 * sample['share']:.2f}% of the documents (seed {sample['seed']}): "

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import jit
-from ..jit import helper, kernel, prefetch
+from ..jit import helper, kernel
 from .pieces import string_buffers
 
 _WORD = 8
@@ -97,7 +97,6 @@ def _sort_groups(order: np.ndarray, active: np.ndarray, groups: np.ndarray, offs
 
 # Segments of at most this many strings are sorted by insertion (a counting pass costs more for so few).
 _INSERTION = 16
-_AHEAD = 8  # rows ahead whose bytes the word loads ask for (jit.prefetch); their offsets twice as far
 
 
 def radix_order(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
@@ -187,10 +186,6 @@ def _load_words(offsets, data, order, words, left, lo, hi, depth):
     """For the rows at lo:hi, their bytes depth to depth + 8 as a big-endian word (zeros past the
     row's end) and how many of them they have (9: more than 8)."""
     for i in range(lo, hi):
-        if i + 2 * _AHEAD < hi:
-            prefetch(offsets, order[i + 2 * _AHEAD])
-        if i + _AHEAD < hi:
-            prefetch(data, offsets[order[i + _AHEAD]] + depth)
         row = order[i]
         at = offsets[row] + depth
         size = offsets[row + 1] - at

@@ -75,9 +75,9 @@ class ShardCounter:
         self.superword = self.splitter.pattern == SUPERWORD_LINES_PATTERN
         self.pieces: PieceCounter | SuperwordCounter | None = None
         if use_pieces and self.superword:
-            self.pieces = SuperwordCounter(use_jit=uses_jit(config.pattern))
+            self.pieces = SuperwordCounter(use_jit=uses_jit(config.pattern, config.jit))
         elif use_pieces and supports(config.pattern):  # with the JIT on, the numba lexer splits the pieces
-            self.pieces = PieceCounter(config.pattern, self.splitter.chunks, use_jit=uses_jit(config.pattern))
+            self.pieces = PieceCounter(config.pattern, self.splitter.chunks, use_jit=uses_jit(config.pattern, config.jit))
         self.plain: Counter[str] = Counter()
         self.counted: list[pa.Table] = []  # counts files, already counts
         self.runs: list[str] = []

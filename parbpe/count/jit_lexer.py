@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import os
 import unicodedata
 import zipfile
@@ -35,9 +34,6 @@ LETTER, NUMBER, SPACE, UPPER, LOWER, BREAK = 1, 2, 4, 8, 16, 32
 KINDS = {"gpt2": 0, "gpt4": 1, "gpt4o": 2}
 SUPERWORD = 3  # the superword split line by line (its own kind: no --digits variants)
 NO_GROUP = 1 << 30  # GPT-2's \p{N}+: no bound on the digits of a chunk
-# What numba and the kernels add to a process's RSS (prepare(): 83 -> 223 MB, 2026-11-25; the numba
-# import alone 108 MB); a worker forked after them starts far lower (107 MB measured).
-JIT_RSS = 150 * 10**6
 _FOLDED = "sdmtlver"  # the letters of contractions, as (?i:...) matches them
 
 
@@ -492,30 +488,18 @@ def chunk_starts(kind: int, group: int, bits, low, folded, char_docs, out) -> in
     return gpt4o_starts(bits, low, folded, char_docs, group, out)
 
 
-# Under --jit auto the numba kernels count every built-in pattern (jit_pieces.py cuts and keys the
-# pieces, this lexer splits them; the superword split has no pieces) from JIT_COUNT_MIN_BYTES of
-# text (pipeline/count.py::jit_fits): numba's start, about 1 s of CPU and 140 MB in the parent,
-# must be repaid. Below it, and with --jit off, numpy counts (lexer.py, pieces.py, superword.py);
-# --jit on uses the kernels for any amount. (Until 2026-11-26 auto used them for GPT-4o and the
-# superword split only: numpy's lexers split GPT-2's and GPT-4's pieces nearly as fast, BENCHMARKS
-# 22; the cut-and-key kernel is what repays the start for them, BENCHMARKS 31.)
-JIT_COUNT_MIN_BYTES = 64 * 10**6
-
-
-def _wanted(pattern: str, mode: str) -> bool:
-    known = kind_of(pattern)
-    return known is not None and mode != "off"
-
-
-def jit_would_count(pattern: str) -> bool:
-    """Whether the numba lexer would split pattern's pieces in this process (said without importing numba)."""
-    mode = jit.mode()
-    return _wanted(pattern, mode) and (mode == "on" or importlib.util.find_spec("numba") is not None)
-
-
-def uses_jit(pattern: str) -> bool:
-    """Whether the numba lexer splits pattern's pieces in this process now (imports numba under auto)."""
-    return _wanted(pattern, jit.mode()) and jit.enabled()
+def uses_jit(pattern: str, mode: str | None = None) -> bool:
+    """Whether the numba lexer splits pattern's pieces: a built-in pattern, the mode (the run's, as its
+    config carries it; else this process's) not off, numba installed; said without importing numba.
+    Under auto, the count stage chooses numpy below jit.COUNT_MIN_BYTES of text (pipeline/count.py::jit_fits)
+    by giving its workers a config whose mode is off."""
+    if kind_of(pattern) is None:
+        return False
+    if mode is None:
+        return jit.enabled()
+    if mode == "on":
+        jit.require()
+    return mode != "off" and jit.installed()
 
 
 def prepare(pattern: str) -> None:

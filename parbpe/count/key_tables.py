@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit import helper, kernel, prefetch
+from ..jit import helper, kernel
 
 MAX_LOAD = 0.6  # filled share of the slots that doubles the table (linear probing slows past ~0.7)
 FIRST_SLOTS = 1 << 14
-AHEAD = 16  # keys ahead whose slots _add asks for (jit.prefetch)
 # Each table's hash by its `seed`: keys come out of one table in the order of its hash, and added in
 # that order to a table hashing alike they fill one run of slots that every probe crosses (a
 # counter's chunks, keyed from its pieces' table: 0.43 s against 0.08 s for a million keys).
@@ -46,12 +45,6 @@ def _add(firsts, seconds, counts, mix, shift, first, second, weights, start, roo
     i = start
     n = len(first)
     while i < n and added < room:
-        if i + AHEAD < n:  # the slots of a key further on, asked for now (a table far larger than the caches)
-            ahead = _home(first[i + AHEAD], second[i + AHEAD] if paired else np.uint64(0), paired, mix, shift)
-            prefetch(firsts, ahead)
-            prefetch(counts, ahead)
-            if paired:
-                prefetch(seconds, ahead)
         a = first[i]
         b = second[i] if paired else np.uint64(0)
         at = _home(a, b, paired, mix, shift)

@@ -33,8 +33,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..jit import helper, kernel, prefetch
-from .linked_kernels import in_two, use_kernels
+from .. import jit
+from ..jit import helper, kernel
+from ..run.threads import in_two
 from .table import ChunkTable
 
 CUT_DIVISOR = 2  # T: the n-th largest pair count at the start, divided by this
@@ -76,7 +77,7 @@ def cut_cold_pairs(table: ChunkTable, n_merges: int, threads: int = 1) -> Cut | 
     chunks not packed), fewer pairs than merges, or _cut's reasons. threads=2: both passes in two
     threads."""
     tokens = table.tokens
-    if (tokens.dtype != np.uint16 or len(tokens) == 0 or not use_kernels(len(tokens))
+    if (tokens.dtype != np.uint16 or len(tokens) == 0 or not jit.merge_kernels(len(tokens))
             or not np.array_equal(table.lengths, np.diff(table.starts))):
         return None
     if int(tokens.max()) + 1 > _LIGHT:  # (a pair of token 65535 with itself would be _hot_set's empty slot)
@@ -108,7 +109,7 @@ def pair_sums(table: ChunkTable, use_jit: bool | None = None, threads: int = 1
     occurrences times their chunks' counts, occurrences), in no particular order. use_jit: the kernels
     (default: as use_kernels decides; threads=2: each half of the chunks bucketed in a thread, then
     the pairs of even and odd first tokens summed each in a thread) or numpy's twin (keys ascending)."""
-    if not (use_kernels(len(table.tokens)) if use_jit is None else use_jit):
+    if not (jit.merge_kernels(len(table.tokens)) if use_jit is None else use_jit):
         return _pair_sums_numpy(table)
     width = int(table.tokens.max(initial=0)) + 1
     halves = _halves(table, threads)
@@ -129,7 +130,7 @@ def _halves(table: ChunkTable, threads: int) -> list[tuple[int, int]]:
 
 
 def _in_threads(calls: list) -> list:
-    """Each call's result, the first two in two threads (linked_kernels.in_two)."""
+    """Each call's result, the first two in two threads (run/threads.py in_two)."""
     if len(calls) == 1:
         return [calls[0]()]
     return list(in_two(calls[0], calls[1]))
@@ -242,7 +243,7 @@ def cut_table(table: ChunkTable, hot_keys: np.ndarray, use_jit: bool | None = No
     nothing is ever merged there); rows in no particular order (the merges never depend on it).
     use_jit: the kernel (default: as use_kernels decides; threads=2: each half of the chunks in a
     thread, a longer piece seen in both halves then a row in each) or numpy's twin."""
-    if not (use_kernels(len(table.tokens)) if use_jit is None else use_jit):
+    if not (jit.merge_kernels(len(table.tokens)) if use_jit is None else use_jit):
         tokens, starts, counts = _cut_numpy(table, np.asarray(hot_keys, dtype=np.int64))
         return ChunkTable(tokens=tokens, starts=starts, lengths=np.diff(starts), counts=counts)
     hot_keys = np.asarray(hot_keys, dtype=np.int64)
@@ -400,7 +401,7 @@ def _cut_pieces(tokens, starts, counts, hot, hot_bits, slots):
     where _hot_slot says its pair is cold. A piece of two tokens adds its count to its hot pair's slot
     (the caches hold that row); a longer one is looked up in `slots` (zeros: empty; a power of two of
     them, grown when half full), whose slot holds its key, row + 1, size and count, _AHEAD pieces
-    after its slot is asked for (jit.prefetch: a lookup is a cache miss, and the misses of pieces in
+    after it was found (a lookup is a cache miss, and the misses of pieces in
     flight overlap). Returns (the count of each hot pair's slot, the longer pieces' tokens, starts and
     counts, as first placed)."""
     doubles = np.zeros(len(hot), np.int64)
@@ -437,7 +438,6 @@ def _cut_pieces(tokens, starts, counts, hot, hot_bits, slots):
                         tokens, ring_begin[k], ring_size[k], ring_count[k], ring_key[k],
                         slots, bits, held, piece_at, n_held, n_long)
                 ring_begin[k], ring_size[k], ring_count[k], ring_key[k] = begin, size, w, key
-                prefetch(slots, _home(key, size, bits))
                 waiting += 1
             begin = p + 1
     for j in range(max(waiting - _AHEAD, 0), waiting):

@@ -18,7 +18,6 @@ import numpy as np
 
 from .. import jit
 from .engines import ChunkEngine, LinkedEngine, preload_linked_kernels
-from .linked_kernels import use_kernels
 from .runs import RunEngine, prefers_runs
 from .selection import Descending, PairQueue, safe_batch, search_width
 from .table import ChunkTable, token_dtype
@@ -231,7 +230,7 @@ def _merge_rounds(runner, vocab: list[bytes], n_merges: int, max_batch_size: int
     # The queue's searches by kernel where the table is large enough for the engine's kernels and numba is
     # loaded here (a chunk engine's or merge workers' table does not import it for them alone)
     counts = runner.initial_pair_counts()
-    queue = PairQueue(*counts, vocab, use_kernels=use_kernels(len(runner.table.tokens)) and jit.loaded())
+    queue = PairQueue(*counts, vocab, use_kernels=jit.merge_kernels(len(runner.table.tokens)) and jit.loaded())
     rule = _Rule(allow, vocab) if allow is not None else None
     cap = _LengthCap(vocab, max_token_bytes) if max_token_bytes else None
     seconds = {"counting": time.perf_counter() - clock, "selection": 0.0, "applying": 0.0, "updating": 0.0,

@@ -31,6 +31,7 @@ from .pairs import (
     sort_by_pair,
     wide_key,
 )
+from ..run.threads import Beside
 from .table import ChunkTable
 
 
@@ -120,7 +121,7 @@ def preload_linked_kernels(n_tokens: int, token_dtype: np.dtype) -> None:
     """Start loading, in a background thread, the kernels a LinkedEngine of n_tokens will call (if it
     will: see linked_kernels.use_kernels), while the caller builds its table. They are loaded for the
     dtypes of a table of token_dtype, by merging a tiny one: numba loads a kernel once per dtypes."""
-    if jit.would_run(n_tokens, linked_kernels.JIT_MIN_TOKENS):
+    if jit.merge_kernels(n_tokens):
         jit.preload(f"linked-{np.dtype(token_dtype).name}", lambda: _warm_linked(np.dtype(token_dtype)))
 
 
@@ -175,7 +176,7 @@ class LinkedEngine:
         t = table
         n_tokens = len(t.tokens)
         # find and apply the hits with linked_kernels (None: as use_kernels decides for this size)
-        self.jit = linked_kernels.use_kernels(n_tokens) if use_kernels is None else use_kernels
+        self.jit = jit.merge_kernels(n_tokens) if use_kernels is None else use_kernels
         # 2: large rounds' kernels in two threads (linked_kernels.TWO_THREADS_MIN), when nothing else
         # runs beside this engine (the coordinator's own, not a merge worker's)
         self.threads = threads if self.jit else 1
@@ -201,7 +202,7 @@ class LinkedEngine:
             self.weight = np.repeat(t.counts.astype(weight_dtype), t.lengths)
         self._index = PairIndex(value_dtype=link_dtype, packed=link_dtype == np.int32 and t.tokens.dtype == np.uint16,
                                 use_kernels=self.jit)
-        self._pending: linked_kernels.Beside | None = None  # a round's index work, done beside the next steps
+        self._pending: Beside | None = None  # a round's index work, done beside the next steps
         self._marked = None if self.jit else np.zeros(n_tokens, dtype=bool)  # numpy's scratch, all False between rounds
         self.live_pairs = 0  # adjacent live positions: what a fresh index would hold
 
@@ -417,7 +418,7 @@ class LinkedEngine:
         if self.threads > 1 and len(positions) >= linked_kernels.TWO_THREADS_MIN:
             # The new pairs go to the index beside the sums and the coordinator's update; the next
             # lookup waits for them (settle).
-            self._pending = linked_kernels.Beside(self._index_new_pairs, keys[made:], positions)
+            self._pending = Beside(self._index_new_pairs, keys[made:], positions)
         else:
             self._index_new_pairs(keys[made:], positions)
         return linked_kernels.sum_by_key(keys, deltas)

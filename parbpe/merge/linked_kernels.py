@@ -5,29 +5,16 @@ the merges of a round jump around the table, and a record is one cache line wher
 four. The table's tokens are written too (the numpy code and compact() read them). The numpy
 methods of LinkedEngine are the reference; these do the same work position by position, without
 the temporaries of whole-array steps, and add up the count changes in a hash table instead of
-sorting them. They run when jit.enabled() (parbpe/jit.py).
+sorting them. They run where jit.merge_kernels says (parbpe/jit.py).
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-from typing import Any
-
 import numpy as np
 
 from .. import jit
-from ..jit import helper, kernel, prefetch
-
-# In auto mode the kernels run on tables of at least this many tokens (a merge worker's slice counts
-# on its own): below, importing numba and loading the kernels (0.25-0.35 s) costs more than they save.
-# Whole runs, --jit on against off (2026-11-26, BENCHMARKS 37): FineWeb-Edu's counts at cutoffs 40 and
-# 20 (0.77 M, 1.18 M tokens) 0.1 s slower, at 10 (1.83 M) 0.2-0.3 s faster.
-JIT_MIN_TOKENS = 1_500_000
-# Positions ahead whose records a loop over scattered positions asks for (jit.prefetch): realmix's
-# records are 189 MB, and each candidate's record was a cache miss the sweep waited for.
-AHEAD = 8
-
+from ..jit import helper, kernel
+from ..run.threads import in_two
 
 # With threads=2 (the coordinator's own engine, no merge workers), a round's kernels run in two
 # threads, each on half of it, from this many positions (hits, candidates, new pairs): below, a
@@ -39,45 +26,6 @@ TWO_THREADS_MIN = 32_768
 # thread, the sums 24-25 against 41-47; at 2**20 the sort 10-13 ms against 12-13, at 2**18 3-5 ms
 # against 2 (three threads started and waited for, and new arrays first touched in two).
 SORT_IN_TWO_MIN = 1 << 22
-
-
-class Beside:
-    """fn(*args) in a new thread, beside this one (kernels and numpy's sorts release the GIL); wait()
-    joins it and returns its result, or raises its exception in the waiting thread."""
-
-    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
-        self._fn, self._args, self._box = fn, args, {}
-        self._thread = threading.Thread(target=self._run, name="parbpe-merge-beside", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._box["value"] = self._fn(*self._args)
-        except BaseException as exc:  # noqa: BLE001 (raised again by wait, in the waiting thread)
-            self._box["error"] = exc
-
-    def wait(self) -> Any:
-        self._thread.join()
-        if "error" in self._box:
-            raise self._box["error"]
-        return self._box["value"]
-
-
-def in_two(left: Callable[[], Any], right: Callable[[], Any]) -> tuple[Any, Any]:
-    """left() in a new thread while this one runs right(); both results. An exception in either is
-    raised here, once both are done."""
-    beside = Beside(left)
-    try:
-        right_value = right()
-    finally:
-        left_value = beside.wait()
-    return left_value, right_value
-
-
-def use_kernels(n_tokens: int) -> bool:
-    """Whether a table of n_tokens is merged (or encoded) by the kernels: with the JIT on, or in auto
-    mode from JIT_MIN_TOKENS (a small table never imports numba)."""
-    return (jit.mode() == "on" or n_tokens >= JIT_MIN_TOKENS) and jit.enabled()
 
 
 def find_hits(records: np.ndarray, cand: np.ndarray, which: np.ndarray, first: np.ndarray, second: np.ndarray,
@@ -106,8 +54,8 @@ def member_bits(records: np.ndarray, members: int = 0) -> int:
 
 
 def _in_table_order(records: np.ndarray, found: np.ndarray, bits: int) -> np.ndarray:
-    """Packed candidates (distinct positions) sorted, by _by_position from RADIX_MIN (numpy's sort below)."""
-    if len(found) >= RADIX_MIN:
+    """Packed candidates (distinct positions) sorted, by _by_position from jit.RADIX_MIN (numpy's sort below)."""
+    if len(found) >= jit.RADIX_MIN:
         return _by_position(found, bits, len(records).bit_length())
     found.sort()
     return found
@@ -183,10 +131,6 @@ def _sweep(records, tokens, found, first, second, new_ids, member_bits, removed,
     n_hits = 0
     previous = np.int64(-1)
     for i in range(n):
-        if i + AHEAD < n:
-            ahead = found[i + AHEAD] >> member_bits
-            prefetch(records, ahead)
-            prefetch(tokens, ahead)
         h = found[i] >> member_bits
         k = found[i] & low
         part = np.int64(records[h, 0])
@@ -235,7 +179,6 @@ def _sweep(records, tokens, found, first, second, new_ids, member_bits, removed,
 
 
 RADIX_SMALL = 512  # entries below which _by_high_half sorts them whole
-RADIX_MIN = 1 << 14  # holding candidates from which _by_position sorts them (numpy's sort below)
 
 
 @kernel
@@ -280,8 +223,6 @@ def _holding(records, cand, which, first, second, member_bits):
     found = np.empty(n, dtype=np.int64)
     m = 0
     for i in range(n):
-        if i + AHEAD < n:
-            prefetch(records, cand[i + AHEAD])
         p = np.int64(cand[i])
         q = np.int64(records[p, 0])
         if q >= 0:
@@ -504,8 +445,6 @@ def _fill_pair_sums(records, packed, keys, sums):
     k = -1
     last = np.uint64(0xFFFFFFFFFFFFFFFF)
     for i in range(len(packed)):
-        if i + AHEAD < len(packed):
-            prefetch(records, np.int64(packed[i + AHEAD] & np.uint64(0xFFFFFFFF)))
         pair = packed[i] >> np.uint64(32)
         if pair != last:
             k += 1

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..jit import kernel, prefetch
+from .. import jit
+from ..jit import kernel
 from .pairs import LOW32, gather, narrow_key
 
 
@@ -37,7 +38,6 @@ def _merge_sorted(older: _IndexBlock, newer: _IndexBlock) -> _IndexBlock:
     return _IndexBlock(keys, values)
 
 _PAST_VALUES = np.uint64(1 << 31)  # a packed entry's value is below this
-SEARCH_KERNEL_MIN = 1 << 16  # entries of a packed block from which spans searches it by kernel (searched)
 
 
 @dataclass
@@ -108,7 +108,7 @@ class PairIndex:
         if self.packed:
             low = narrow_key(keys) << np.uint64(32)
             needles = np.concatenate([low, low | _PAST_VALUES])
-            ends = [searched(block, needles) if self.use_kernels and len(block) >= SEARCH_KERNEL_MIN
+            ends = [searched(block, needles) if self.use_kernels and len(block) >= jit.SEARCH_MIN
                     else np.searchsorted(block, needles) for block in self.blocks]
         else:
             keys = np.asarray(keys, dtype=np.int64)
@@ -166,15 +166,11 @@ def merged_runs(older, newer):
 @kernel
 def searched(block, needles):
     """np.searchsorted(block, needles) (side left) for a sorted uint64 block far larger than the caches:
-    the needles' binary searches advance together, a level at a time, each asking for (prefetch) the
-    entry of its next level before the others take their step, so their cache misses overlap where
-    numpy's searches wait for them one after another."""
+    the needles' binary searches advance together, a level at a time, so that the CPU can have the
+    cache misses of several needles under way at once where numpy's searches wait for them one after another."""
     n = len(needles)
     lo = np.zeros(n, dtype=np.int64)
     hi = np.full(n, len(block), dtype=np.int64)
-    for i in range(n):
-        if lo[i] < hi[i]:
-            prefetch(block, (lo[i] + hi[i]) >> 1)
     searching = True
     while searching:
         searching = False
@@ -186,6 +182,5 @@ def searched(block, needles):
                 else:
                     hi[i] = mid
                 if lo[i] < hi[i]:
-                    prefetch(block, (lo[i] + hi[i]) >> 1)
                     searching = True
     return lo

@@ -33,6 +33,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .. import jit
 from ..run.memory import trim_heap
 from ..run.pool import (
     WorkerDied,
@@ -50,7 +51,6 @@ from ..run.shared_arrays import BlockHandle, SharedBlock, attach
 from .encode import encode_byte_table
 from .engines import ChunkEngine, LinkedEngine
 from .exact import boundary_events, prefix_stop
-from .linked_kernels import use_kernels
 from .pairs import add_sorted, aggregate
 from .table import ChunkTable
 
@@ -67,7 +67,7 @@ KERNELS_MERGE_ALONE = True  # merge_workers: a table the kernels merge (or encod
 def kernels_alone(n_tokens: int, workers: int) -> bool:
     """Whether a table of n_tokens that the kernels take stays in this process, at most two workers
     asked for (merge_workers; encode_for_merging encodes it here for the same reason)."""
-    return KERNELS_MERGE_ALONE and workers <= 2 and use_kernels(n_tokens)
+    return KERNELS_MERGE_ALONE and workers <= 2 and jit.merge_kernels(n_tokens)
 
 
 def merge_workers(n_tokens: int, workers: int, linked: bool, min_tokens_per_worker: int | None = None) -> int:
@@ -120,9 +120,11 @@ def _slice(arrays: dict[str, np.ndarray], c0: int, c1: int) -> ChunkTable:
                       lengths=arrays["lengths"][c0:c1], counts=arrays["counts"][c0:c1])
 
 
-def _worker(conn, handle: BlockHandle, c0: int, c1: int, fault_stage: str) -> None:
-    """A worker's loop: map the table, then answer the coordinator's messages until "finish"."""
+def _worker(conn, handle: BlockHandle, c0: int, c1: int, fault_stage: str, jit_mode: str) -> None:
+    """A worker's loop: map the table, then answer the coordinator's messages until "finish".
+    jit_mode: the coordinator's kernel mode (a spawned worker inherits none of its state)."""
     ignore_sigint()
+    jit.set_mode(jit_mode)
     fault_point(fault_stage, 0)
     try:
         arrays = attach(handle)
@@ -194,7 +196,7 @@ class SlicedEngine:
         try:
             self._procs, self._conns = start_piped_workers(
                 context, _worker, lambda k, end: (end, self._block.handle, self.bounds[k], self.bounds[k + 1],
-                                                  fault_stage), len(self.bounds) - 1, hide_main=True)
+                                                  fault_stage, jit.mode()), len(self.bounds) - 1, hide_main=True)
             self._gather()  # every worker has mapped the block: its name can go
             self._block.unlink()
             self._block.drop_pages()  # the workers hold the slices they use

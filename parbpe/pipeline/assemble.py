@@ -56,6 +56,7 @@ def assemble_stats(ctx: RunContext, job: Inputs, counted: Counted, built: Built,
         "executor": ctx.options.executor,
         **({"ray": ctx.cluster_stats} if ctx.cluster_stats is not None else {}),
         "seconds": {k: round(v, 3) for k, v in ctx.times.items()},
+        "kernels": ctx.kernels(),
         "merge_seconds": result.seconds,  # merge stage: counting pairs, selecting, applying, updating, messages
         "peak_rss_bytes": ctx.sampler.peak,
         "peak_rss_by_stage": dict(ctx.sampler.by_stage),

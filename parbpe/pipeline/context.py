@@ -40,6 +40,12 @@ class RunContext:
     changes: list[dict[str, Any]] = field(default_factory=list)  # what changed the result (result_changed)
     caller_held: int = 0  # bytes the calling process held beyond CALLER_FLOOR when the run started
     numba_held: bool = False  # numba was loaded when the run started: its RSS is the caller's (caller_held)
+    kernels_mark: tuple[int, int, float] = (0, 0, 0.0)  # jit.compiles.mark() when the run started
+
+    def kernels(self) -> dict[str, Any]:
+        """stats.json's "kernels": the mode, and the kernels this run loaded in this process (compiled or
+        from numba's cache)."""
+        return {"mode": self.config.jit, **jit.compiles.summary(self.kernels_mark)}
 
     def loaded_numba(self) -> bool:
         """Whether this run loaded numba in this process (not the caller before it)."""
@@ -139,7 +145,17 @@ def run_context(config: TrainConfig, options: RunOptions) -> Iterator[RunContext
     the peak sampler running; the executor starts when the counting stages open it (ctx.executor())."""
     budget = config.memory_budget or default_budget()
     mode = config.jit or jit.mode()  # PARBPE_JIT unless the run names a mode; then fixed, for Ray's tasks too
-    with PeakSampler() as sampler, jit.using(mode):
-        yield RunContext(config=dataclasses.replace(config, memory_budget=budget, jit=mode), options=options,
-                         reporter=reporter_of(options.progress), sampler=sampler, given=config,
-                         caller_held=max(process_rss() - CALLER_FLOOR, 0), numba_held=jit.loaded())
+    reporter = reporter_of(options.progress)
+    with PeakSampler() as sampler, jit.using(mode), jit.compiles.reporting_to(_compile_note(reporter)):
+        ctx = RunContext(config=dataclasses.replace(config, memory_budget=budget, jit=mode), options=options,
+                         reporter=reporter, sampler=sampler, given=config,
+                         caller_held=max(process_rss() - CALLER_FLOOR, 0), numba_held=jit.loaded(),
+                         kernels_mark=jit.compiles.mark())
+        fallback = jit.numpy_fallback_line()
+        if fallback:
+            ctx.note(fallback)
+        yield ctx
+
+
+def _compile_note(reporter: Progress) -> Callable[[str], None]:
+    return lambda line: reporter.event("note", message=line)

@@ -41,7 +41,7 @@ from ..run.temp_dirs import temp_work_dir
 from ..tokenizer import kernels
 from ..tokenizer.evaluate import is_superword
 from ..tokenizer.inherit import inherit
-from ..tokenizer.model import KERNEL_MIN_BYTES, Tokenizer
+from ..tokenizer.model import Tokenizer
 from ..tokenizer.score import METHODS, renyi_efficiency
 from .context import RunContext, run_context
 from .count import count_units, nothing_counted, reduce_partitions
@@ -168,7 +168,7 @@ def score_text(text: CountedText, tokenizers: Sequence[Tokenizer], methods: Sequ
     per = [[methods] if isinstance(methods, str) else list(methods)] * len(tokenizers)
     if methods and not isinstance(methods[0], str):
         per = [list(m) for m in methods]
-    if not jit.worth(int(text.offsets[-1] - text.offsets[0]), KERNEL_MIN_BYTES):
+    if not jit.worth(int(text.offsets[-1] - text.offsets[0]), jit.SEGMENT_MIN_BYTES):
         with jit.using("off"):  # a small text: numpy's segmentation costs less than loading numba
             return _score(text, tokenizers, per, workers, start_method, slice_bytes)
     return _score(text, tokenizers, per, workers, start_method, slice_bytes)

@@ -20,7 +20,7 @@ import pyarrow as pa
 from .. import jit
 from ..config import TrainConfig
 from ..count.counter import CountResult, count_to_runs, prepare, unit_key
-from ..count.jit_lexer import JIT_COUNT_MIN_BYTES, JIT_RSS, jit_would_count
+from ..count.jit_lexer import uses_jit
 from ..count.partitions import N_PARTITIONS
 from ..count.reduce import TrainingChunks, combine_selections, reduce_runs
 from ..count.stream import QUEUE_BATCHES_PER_WORKER, count_stream_to_runs
@@ -196,9 +196,10 @@ def count_units(ctx: RunContext, units: list[WorkUnit], config: TrainConfig, run
 
         counted = count_on_ray(units, config, ctx.cluster, data_limit=data_limit, on_progress=on_progress)
     else:
-        with jit.using("off") if numpy_only else contextlib.nullcontext():
-            counted = count_to_runs(units, config, run_dir, data_limit=data_limit, start_method=ctx.start_method,
-                                    on_progress=on_progress, parent_counts=parent_counts)
+        if numpy_only:  # the workers are told as a value, in their config
+            config = dataclasses.replace(config, jit="off")
+        counted = count_to_runs(units, config, run_dir, data_limit=data_limit, start_method=ctx.start_method,
+                                on_progress=on_progress, parent_counts=parent_counts)
     counted.budget, counted.data_limit = budget, data_limit
     if counted.stats.replaced_bytes:
         ctx.warn(f"replaced {counted.stats.replaced_bytes} invalid UTF-8 sequences with U+FFFD")
@@ -207,7 +208,7 @@ def count_units(ctx: RunContext, units: list[WorkUnit], config: TrainConfig, run
 
 def jit_fits(budget: int, workers: int, unit_bytes: int, pattern: str, text_bytes: int) -> bool:
     """Whether the numba kernels may count the text: always with --jit on; with auto, when numba is
-    there, there is JIT_COUNT_MIN_BYTES of text to repay its start, and its weight (JIT_RSS a process,
+    there, there is jit.COUNT_MIN_BYTES of text to repay its start, and its weight (jit.NUMBA_RSS a process,
     as count_layout reckons starts) leaves as many counting shards as the numpy path has (under a
     tight budget, two numpy shards count faster than one with numba).
 
@@ -215,14 +216,14 @@ def jit_fits(budget: int, workers: int, unit_bytes: int, pattern: str, text_byte
     measured: that differs by a few MB from run to run, and whether numba loads decides the merge
     stage's automatic cutoff (it reckons numba's weight once loaded), so the same command at 400 MB
     made two tokenizers (2026-11-26: min_count 10 or 29). The layout itself still measures."""
-    if not jit_would_count(pattern):
+    if not uses_jit(pattern):
         return False
     if jit.mode() == "on":
         return True
-    if text_bytes < JIT_COUNT_MIN_BYTES:
+    if text_bytes < jit.COUNT_MIN_BYTES:
         return False
     numpy_layout, jit_layout = (_layout_or_none(budget, workers, CALLER_FLOOR + extra, unit_bytes)
-                                for extra in (0, JIT_RSS))
+                                for extra in (0, jit.NUMBA_RSS))
     return jit_layout is not None and (numpy_layout is None or jit_layout.shards >= numpy_layout.shards)
 
 

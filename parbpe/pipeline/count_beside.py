@@ -35,10 +35,9 @@ import psutil
 
 from .. import jit
 from ..config import RunOptions, TrainConfig
-from ..count.jit_lexer import JIT_RSS
 from ..io.units import WorkUnit
 from ..run.memory import CALLER_FLOOR, count_layout
-from ..run.pool import WorkerDied, death_reason, die_with_parent, keep_pandas_out_of_pyarrow
+from ..run.pool import WorkerDied, death_reason, die_with_parent
 from ..run.progress import Progress
 from ..run.run_dir import RunDirectory, read_json, write_json
 from ..run.temp_dirs import temp_work_dir
@@ -63,7 +62,7 @@ def room_beside(budget: int, merge_peak: int, workers: int, unit_bytes: int) -> 
     roomy layout, from a start of CALLER_FLOOR and numba); else None (stage 2 counts afterwards)."""
     left = budget - merge_peak
     try:
-        layout = count_layout(left, workers, CALLER_FLOOR + JIT_RSS, unit_bytes)
+        layout = count_layout(left, workers, CALLER_FLOOR + jit.NUMBA_RSS, unit_bytes)
     except ValueError:
         return None
     roomy = layout.shards == workers and (workers == 1 or not layout.parent_counts)
@@ -192,8 +191,6 @@ def main(job_path: str) -> int:
 
 def _count(job: dict[str, Any]) -> int:
     """count_stage in a run context of this process, its progress as JSON lines; the tree's peak RSS."""
-    keep_pandas_out_of_pyarrow()
-    jit.keep_extras_out_of_numba()
     with open(os.path.join(job["work"], _PROGRESS), "a", buffering=1) as stream:
         options = RunOptions(progress=Progress("jsonl", stream=stream), **job["options"])
         with run_context(job["config"], options) as ctx:

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import jit
-from ..count.jit_lexer import JIT_RSS
 from ..count.reduce import TrainingChunks
 from ..io.iterables import TextStream
 from ..io.plan import unit_text_bytes
@@ -85,7 +84,7 @@ COUNTS_TOKENS_PER_BYTE = 0.6
 def preload_before_counting(ctx: RunContext, units: list[WorkUnit] | TextStream) -> None:
     """Start numba's import and the merge kernels' loading (jit.preload, a thread) as the count stage
     starts, in a run that reads counts files only (no text: no lexer loads numba there), where their
-    bytes make a table the kernels merge (JIT_MIN_TOKENS) and the budget holds numba and the engine's
+    bytes make a table the kernels merge (jit.MERGE_MIN_TOKENS) and the budget holds numba and the engine's
     second thread beside the merge stage as _room reckons it. Else numba loads at the table stage,
     and the merge stage waits for most of its 0.25-0.35 s: the table takes 0.03 s on FineWeb-Edu's."""
     if not isinstance(units, list) or not units or not all(unit.kind.startswith("counts") for unit in units):
@@ -118,9 +117,9 @@ def merge_stage(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> Merge
     training_chunks = len(chunks)
     chunks.data = chunks.offsets = chunks.counts = None  # the table holds them; merge workers fork without them
     numpy_only = room == "numpy" and jit.mode() == "auto"
-    if numpy_only and jit.would_run(fit.tokens, linked_kernels.JIT_MIN_TOKENS):
+    if numpy_only and jit.merge_kernels(fit.tokens):
         ctx.note(f"merging with numpy: the {format_size(ctx.budget)} budget leaves no room for numba's "
-                 f"{format_size(JIT_RSS)} beside the merge stage's {format_size(fit.estimate)}")
+                 f"{format_size(jit.NUMBA_RSS)} beside the merge stage's {format_size(fit.estimate)}")
     holder, table = [table], None  # handed over: the encoding replaces it, and nothing here keeps it
     with jit.using("off") if numpy_only else contextlib.nullcontext():
         return _encode_and_merge(ctx, holder, fit, job, room == "speed", training_chunks, encoded)
@@ -232,7 +231,7 @@ def _straight_base(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tu
     kept = run.load_table_cutoff() if run is not None else None
     lengths = np.diff(chunks.offsets)
     table_bytes = int(lengths[lengths > 1].sum())  # the table of bytes leaves out chunks of one byte
-    if (config.freq_cutoff > 1 or kept not in (None, 1) or not linked_kernels.use_kernels(table_bytes)
+    if (config.freq_cutoff > 1 or kept not in (None, 1) or not jit.merge_kernels(table_bytes)
             or not kernels_alone(table_bytes, config.workers)):
         return None
     base = _base(ctx, chunks)
@@ -304,20 +303,20 @@ MERGE_START_RESIDUE = 50 * 10**6
 
 def reckoned_in_use(chunks: TrainingChunks, numba: bool) -> int:
     """What the process holds as the merge stage starts, as its fit (the automatic cutoff) reckons it:
-    CALLER_FLOOR, the chunk arrays, numba's JIT_RSS if the run loaded it (numba), MERGE_START_RESIDUE. The
+    CALLER_FLOOR, the chunk arrays, numba's jit.NUMBA_RSS if the run loaded it (numba), MERGE_START_RESIDUE. The
     same for every run of one command, where a measured RSS differs by tens of MB (133-177 MB over
     five realmix runs), and the cutoff with it: the same command made other tokenizers. The caller
     takes the measured RSS where it is the larger (the budget holds first)."""
     arrays = chunks.data.nbytes + chunks.offsets.nbytes + chunks.counts.nbytes
-    return CALLER_FLOOR + arrays + (JIT_RSS if numba else 0) + MERGE_START_RESIDUE
+    return CALLER_FLOOR + arrays + (jit.NUMBA_RSS if numba else 0) + MERGE_START_RESIDUE
 
 
 def _room(fit: MergeFit, budget: int) -> str:
     """What the budget holds beside the fit's estimate (which counts no numba): "speed", numba's RSS
-    (JIT_RSS) and the engine's second thread (a quarter more of the merge's own need; realmix: 25-40 MB
+    (jit.NUMBA_RSS) and the engine's second thread (a quarter more of the merge's own need; realmix: 25-40 MB
     of 700), so numba loads while the table is built and large rounds take two threads; "numba", its
     RSS only: it loads when the engine starts, one thread; "numpy", not even that: under --jit auto the
-    stage merges with numpy (a 400 MB run whose table passed JIT_MIN_TOKENS went to 490-513 MB)."""
+    stage merges with numpy (a 400 MB run whose table passed jit.MERGE_MIN_TOKENS went to 490-513 MB)."""
     return _room_for(fit.estimate, fit.tokens, fit.chunks, budget)
 
 
@@ -326,13 +325,13 @@ def _room_for(estimate: int, tokens: int, chunks: int, budget: int) -> str:
     tokens and chunks."""
     if fast_peak(estimate, tokens, chunks) <= budget:
         return "speed"
-    return "numba" if estimate + JIT_RSS <= budget else "numpy"
+    return "numba" if estimate + jit.NUMBA_RSS <= budget else "numpy"
 
 
 def fast_peak(estimate: int, tokens: int, chunks: int) -> int:
     """The process tree's peak in a merge stage of "speed" room (_room): the fit's estimate, numba,
     and the engine's second thread."""
-    return estimate + JIT_RSS + merge_estimate(tokens, chunks) // 4
+    return estimate + jit.NUMBA_RSS + merge_estimate(tokens, chunks) // 4
 
 
 def vocab_of(merges: Pairs) -> list[bytes]:

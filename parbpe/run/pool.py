@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .. import jit
-from ..refused_imports import refused
 from .faults import KILL_HOOK, fault_point  # noqa: F401 (the test hook of dying workers: see run/faults.py)
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -84,28 +83,10 @@ def die_with_parent(parent_pid: int | None = None) -> None:
         os._exit(1)  # orphaned already: the parent is gone
 
 
-def keep_pandas_out_of_pyarrow() -> None:
-    """Have pyarrow take pandas as absent, in a process that is parbpe's alone (a worker, the
-    parbpe command; never a library caller's process). pyarrow imports pandas on its first
-    pa.array or pa.table call, to check whether it was given a DataFrame: 0.35 s and about 50 MB
-    of RSS in every process (measured 2026-11-23), and parbpe never hands it pandas objects.
-    pyarrow asks once per process; the import fails for that one question only, so `import
-    pandas` and Table.to_pandas() work as before. Nothing is done where pandas is loaded already."""
-    if "pandas" in sys.modules:
-        return
-    import pyarrow as pa
-
-    with refused("pandas"):
-        pa.array([0])
-
-
 def ignore_sigint() -> None:
     """In a worker, first thing: die with the parent (die_with_parent), leave Ctrl-C to the parent
-    (which stops the workers), then let signals in. Every kind of worker starts with this, and
-    keeps pandas out of pyarrow (keep_pandas_out_of_pyarrow) and cffi and yaml out of numba (jit.py)."""
+    (which stops the workers), then let signals in. Every kind of worker starts with this."""
     die_with_parent()
-    keep_pandas_out_of_pyarrow()
-    jit.keep_extras_out_of_numba()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 

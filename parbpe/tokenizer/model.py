@@ -24,7 +24,6 @@ from .dropout import dropout_merge
 _CACHE_LIMIT = 200_000
 # Under --jit auto the segmentation kernels run from this many chunk bytes: below it numpy takes
 # less than numba's import and loading (about 0.5 s of numpy segmentation per MB, BENCHMARKS 17).
-KERNEL_MIN_BYTES = 1 << 20
 # Chunks of more bytes are encoded with a heap of pair positions (n log n) instead of rescanning
 # the chunk once per merge (n squared): SuperBPE's chunks are whole phrases and lines.
 _HEAP_BYTES = 48
@@ -266,10 +265,10 @@ class Tokenizer:
     def segment_arrays(self, raw: Sequence[bytes], method: str, cells: int = 1 << 18) -> tuple[np.ndarray, np.ndarray]:
         """(chunk index, token id) of every token of chunks (UTF-8 bytes) by greedy or shortest, in
         order within each chunk: by the numba kernel when the JIT is on (under auto, from
-        KERNEL_MIN_BYTES of chunks), else by segment.py with
+        jit.SEGMENT_MIN_BYTES of chunks), else by segment.py with
         chunks by length, in batches of about `cells` padded bytes (a batch's lookups hold cells x
         the longest token's length ids)."""
-        if jit.worth(sum(map(len, raw)), KERNEL_MIN_BYTES):
+        if jit.worth(sum(map(len, raw)), jit.SEGMENT_MIN_BYTES):
             lengths = np.fromiter(map(len, raw), dtype=np.int64, count=len(raw))
             offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
             data = np.frombuffer(b"".join(raw), dtype=np.uint8)
