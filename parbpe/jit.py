@@ -230,9 +230,10 @@ class Kernel:
             compiled = self._load(args)
         try:
             return compiled(*args)
-        except SystemError:
-            if interrupts.pending():  # Ctrl-C's handler raised while the kernel ran: numba reports it so
-                raise KeyboardInterrupt from None
+        except SystemError as exc:  # a signal handler raised while the kernel ran (Ctrl-C): numba's
+            interrupt = _interrupt_behind(exc)  # dispatcher reports it as a SystemError it caused
+            if interrupt is not None:
+                raise interrupt from None
             raise
 
     def _load(self, args: tuple) -> Callable:
@@ -249,6 +250,16 @@ class Kernel:
                     raise KeyboardInterrupt
                 self._compiled = dispatcher
         return self._compiled
+
+
+def _interrupt_behind(exc: BaseException) -> BaseException | None:
+    """The KeyboardInterrupt in exc's chain of causes (or the one the command's handler saw), else None."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, KeyboardInterrupt):
+            return cause
+        cause = cause.__cause__
+    return KeyboardInterrupt() if interrupts.pending() else None
 
 
 def _njit(python: Callable, options: dict) -> Any:

@@ -33,17 +33,6 @@ def _doubled_total(values):
 
 
 @jit.kernel
-def _gathered_with_prefetch(rows, table, column):
-    total = 0
-    for i in range(len(rows)):
-        if i + 2 < len(rows):
-            jit.prefetch(table, rows[i + 2])  # a 2-D array: the row's first item
-            jit.prefetch(column, rows[i + 2])
-        total += table[rows[i], 1] + column[rows[i]]
-    return total
-
-
-@jit.kernel
 def _spin(rounds):
     total = 0
     for i in range(rounds):
@@ -62,7 +51,7 @@ def test_modes_from_the_environment(monkeypatch):
     monkeypatch.setenv(jit.ENV, "off")
     assert jit.mode() == "off" and not jit.enabled()
     monkeypatch.setenv(jit.ENV, "bogus")
-    with pytest.raises(ValueError, match="PARBPE_JIT/--jit must be one of auto, on, off"):
+    with pytest.raises(ValueError, match=r"--jit \(PARBPE_JIT\) must be one of auto, on, off"):
         jit.mode()
 
 
@@ -71,11 +60,11 @@ def test_auto_without_numba_runs_numpy(monkeypatch, no_numba):
     assert not jit.enabled()
 
 
-def test_on_without_numba_names_the_extra(monkeypatch, no_numba):
+def test_on_without_numba_is_a_user_error_naming_the_install(monkeypatch, no_numba):
     monkeypatch.setenv(jit.ENV, "on")
-    with pytest.raises(ImportError, match=r"pip install 'parbpe\[fast\]'"):
+    with pytest.raises(jit.KernelsMissing, match=r"--jit on needs numba.*pip install 'numba"):
         jit.enabled()
-    with pytest.raises(ImportError, match=r"parbpe\[fast\]"):
+    with pytest.raises(ValueError, match=r"pip install 'numba"):  # KernelsMissing is a ValueError: exit 2
         TrainConfig(vocab_size=300, jit="on")
     with pytest.raises(ValueError, match="jit must be one of"):
         TrainConfig(vocab_size=300, jit="fast")
@@ -125,24 +114,7 @@ def test_a_kernel_calls_a_helper_compiled_before_it():
     values = np.arange(100, dtype=np.int64)
     assert _doubled_total.python(values) == 2 * values.sum()  # the helper as plain Python, before compiling
     assert _doubled_total(values) == 2 * values.sum()
-    assert hasattr(_doubled, "py_func")  # the module global, compiled in place by the first kernel
-
-
-def test_prefetch_changes_nothing_and_is_the_cpus_instruction_in_a_kernel():
-    """jit.prefetch: nothing as Python; in a kernel, LLVM's prefetch (not a load the compiler drops
-    or keeps waiting for), on 1-D and 2-D arrays, the result unchanged."""
-    rng = np.random.default_rng(3)
-    table = rng.integers(0, 100, (1000, 4)).astype(np.int32)
-    column = rng.integers(0, 100, 1000).astype(np.uint16)
-    rows = rng.integers(0, 1000, 500)
-    expected = int(table[rows, 1].sum() + column[rows].sum())
-    assert jit.prefetch(table, 3) is None
-    assert _gathered_with_prefetch.python(rows, table, column) == expected
-    numba = pytest.importorskip("numba")
-    assert _gathered_with_prefetch(rows, table, column) == expected
-    fresh = numba.njit(_gathered_with_prefetch.python)  # not cached: a kernel loaded from the cache has no IR to read
-    assert fresh(rows, table, column) == expected
-    assert "llvm.prefetch" in "".join(fresh.inspect_llvm().values())
+    assert _doubled(3) == 6 and not hasattr(_doubled, "py_func")  # the module global is left as it was
 
 
 def test_ctrl_c_while_a_kernel_runs_raises_keyboard_interrupt():
@@ -187,7 +159,7 @@ def test_ctrl_c_reported_inside_a_report_is_raised():
             raise exc
         return call
 
-    kernel = jit.Kernel(lambda: 0, {})
+    kernel = jit.Kernel(lambda: 0, "", {})
     for depth in (1, 2, 3):
         kernel._compiled = raising(reported(KeyboardInterrupt(), depth))
         with pytest.raises(KeyboardInterrupt):
@@ -201,36 +173,25 @@ def test_ctrl_c_reported_inside_a_report_is_raised():
         kernel()
 
 
-def test_ctrl_c_swallowed_by_a_c_callback_in_a_kernel_call_is_raised(monkeypatch):
+def test_ctrl_c_swallowed_while_a_kernel_compiles_is_raised_after_it(monkeypatch):
     """Ctrl-C arriving while numba compiles a kernel raises KeyboardInterrupt inside llvmlite's C
-    callback, which ctypes only reports (sys.unraisablehook): the run went on to exit 0. Here a real
-    ctypes callback raises it inside the kernel's call; the call raises it once the call returns, and
-    other unraisable errors still reach the hook that was there."""
-    import ctypes
-    import sys
-
-    def interrupted():
-        raise KeyboardInterrupt
-
-    def failing():
-        raise ValueError("not an interrupt")
-
-    def through_c(body):  # what the kernel's call does: C code calling back into Python
-        def call(*args):
-            ctypes.cast(ctypes.CFUNCTYPE(None)(body), ctypes.CFUNCTYPE(None))()
-            return 7
-        return call
-
-    reported = []
-    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: reported.append(unraisable.exc_type))
-    kernel = jit.Kernel(lambda: 0, {})
-    kernel._compiled = through_c(interrupted)
+    callback, which ctypes only reports: the run went on to exit 0. The parbpe command's handler
+    notes it (jit.interrupts), and the kernel's load raises it once the compile returns."""
+    pytest.importorskip("numba")
+    monkeypatch.setattr(jit, "interrupts", jit._Interrupts())
+    fresh = jit.Kernel(_total.python, "", {})
+    jit.interrupts.seen()  # as cli._on_sigint does
     with pytest.raises(KeyboardInterrupt):
-        kernel()
-    assert reported == []
-    kernel._compiled = through_c(failing)
-    assert kernel() == 7 and reported == [ValueError]  # not an interrupt: reported as before
-    assert sys.unraisablehook.__name__ == "<lambda>"  # the hook is put back
+        fresh(np.arange(3, dtype=np.int64))
+
+
+def test_the_commands_sigint_handler_notes_the_interrupt(monkeypatch):
+    from parbpe import cli
+
+    monkeypatch.setattr(jit, "interrupts", jit._Interrupts())
+    with pytest.raises(KeyboardInterrupt):
+        cli._on_sigint(2, None)
+    assert jit.interrupts.pending()
 
 
 def test_preload_runs_once_per_name_in_a_thread_and_settle_waits(monkeypatch):
@@ -276,7 +237,7 @@ def test_kernels_asked_from_two_threads_at_once_load_once(monkeypatch):
     import threading
 
     monkeypatch.setattr(jit, "_preloading", {})
-    fresh = jit.Kernel(_total.python, {})
+    fresh = jit.Kernel(_total.python, "", {})
     values = np.arange(10_000, dtype=np.int64)
     seen = []
     jit.preload("total", lambda: seen.append(fresh(values)))
@@ -289,12 +250,20 @@ def test_kernels_asked_from_two_threads_at_once_load_once(monkeypatch):
     assert seen == [here, here] and here == values.sum() and fresh._compiled is dispatcher
 
 
-def test_would_run_imports_nothing(monkeypatch, no_numba):
+def test_worth_imports_nothing(monkeypatch, no_numba):
     monkeypatch.setenv(jit.ENV, "auto")
-    assert not jit.would_run(10**9, 1)
+    assert not jit.worth(10**9, 1) and not jit.loaded()
     monkeypatch.setattr(jit, "_numba", object())
-    assert jit.would_run(10, 10) and not jit.would_run(9, 10)
-    monkeypatch.setenv(jit.ENV, "on")
-    assert jit.would_run(1, 10)
+    assert jit.worth(10, 10) and not jit.worth(9, 10)
     monkeypatch.setenv(jit.ENV, "off")
-    assert not jit.would_run(10**9, 1)
+    assert not jit.worth(10**9, 1)
+
+
+def test_parbpe_never_writes_the_mode_into_the_environment(monkeypatch):
+    monkeypatch.delenv(jit.ENV, raising=False)
+    jit.set_mode("off")
+    try:
+        assert jit.mode() == "off" and jit.ENV not in os.environ
+    finally:
+        jit.set_mode(None)
+    assert jit.mode() == "auto"

@@ -10,11 +10,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "parbpe"
 # What each part of parbpe may import (besides itself). Stages come in pipeline order; `run` and
 # `io` serve every stage; `patterns` and `config` are the settings every stage reads.
 ALLOWED = {
-    "run": {"io", "jit", "refused_imports"},  # the run directory writes through io/atomic; a fork waits for the JIT
+    "run": {"io", "jit"},  # the run directory writes through io/atomic; a fork waits for the kernels' loading
     "patterns": set(),
     "warnings": set(),  # parbpe's warning categories: any part may warn
-    "refused_imports": set(),  # an optional module kept out of a library's check (pandas, cffi)
-    "jit": {"refused_imports"},  # the optional numba JIT: any numeric part may declare kernels
+    "jit": set(),  # the kernel seam: any numeric part may declare kernels
     "io": set(),
     "config": {"jit", "run", "patterns"},  # an --init tokenizer is read by the inputs stage, not by the settings
     "count": {"jit", "config", "patterns", "run", "io"},

@@ -15,6 +15,7 @@ import pytest
 import regex
 from reference import count_with
 
+from parbpe import jit
 from parbpe.config import TrainConfig
 from parbpe.io.plan import plan
 from parbpe.patterns import PATTERNS, SUPERWORD_LINES_PATTERN, SUPERWORD_PATTERN, with_digits
@@ -279,7 +280,7 @@ def test_the_numba_kernels_count_the_pieces_when_on_or_auto(monkeypatch, mode, n
     monkeypatch.setenv("PARBPE_JIT", mode)
     expected = jit_lexer.kind_of(PATTERNS[name]) if splits else None
     assert ShardCounter(TrainConfig(pattern=name), "/nonexistent", "t").pieces._jit_kind == expected
-    assert jit_lexer.jit_would_count(PATTERNS[name]) == splits
+    assert jit_lexer.uses_jit(PATTERNS[name]) == splits
 
 
 def test_a_custom_pattern_is_never_the_numba_lexers(monkeypatch):
@@ -287,13 +288,13 @@ def test_a_custom_pattern_is_never_the_numba_lexers(monkeypatch):
 
     monkeypatch.setenv("PARBPE_JIT", "on")
     assert ShardCounter(TrainConfig(pattern=r"\w+|\s+|."), "/nonexistent", "t").pieces is None  # custom: regex
-    assert not jit_lexer.jit_would_count(r"\w+|\s+|.")
+    assert not jit_lexer.uses_jit(r"\w+|\s+|.")
     assert "numba" in sys.modules
 
 
 @pytest.mark.parametrize("name", ["superword", "gpt4", "gpt2"])
 @pytest.mark.parametrize(("mode", "text_bytes", "numba"), [
-    ("auto", jit_lexer.JIT_COUNT_MIN_BYTES - 1, False), ("auto", jit_lexer.JIT_COUNT_MIN_BYTES, True),
+    ("auto", jit.COUNT_MIN_BYTES - 1, False), ("auto", jit.COUNT_MIN_BYTES, True),
     ("on", 1, True), ("off", 10**12, False)])
 def test_a_run_counts_with_numba_from_enough_text_under_auto(monkeypatch, name, mode, text_bytes, numba):
     """Under auto a run's count takes the numba kernels when there is enough text to repay numba's start."""

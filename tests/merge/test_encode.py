@@ -83,7 +83,7 @@ def test_the_encoding_kernel_equals_the_numpy_path(monkeypatch, seed, sizes, thr
     halves = []
     monkeypatch.setattr(encode_module, "in_two", lambda left, right: halves.append(1) or (left(), right()))
     with jit.using("on"):
-        assert encode_module.use_kernels(len(table.tokens))
+        assert jit.merge_kernels(len(table.tokens))
         got = encode_byte_table(table, stage1.merges, stage1.batch_sizes, threads=threads)
     assert halves == ([1] if threads == 2 else [])
     for name in ("tokens", "starts", "lengths", "counts"):

@@ -9,6 +9,7 @@ import pytest
 from corpora import random_corpus
 from reference import reference_train
 
+from parbpe import jit
 from parbpe.merge import coordinator, linked_kernels
 from parbpe.merge import workers as merge_workers
 from parbpe.merge.coordinator import learn_merges
@@ -76,7 +77,7 @@ def test_kernels_give_the_numpy_merges(monkeypatch, corpus, setting):
         monkeypatch.setattr(LinkedEngine, "MIN_REBUILD", 8)
     if setting == "kernel sorts":
         monkeypatch.setattr(LinkedEngine, "COUNTING_SORT_WIDTH", 0)
-        monkeypatch.setattr(linked_kernels, "RADIX_MIN", 1)
+        monkeypatch.setattr(jit, "RADIX_MIN", 1)
     monkeypatch.setattr(coordinator, "THREADS", 2 if setting.startswith("two threads") else 1)
     monkeypatch.setattr(linked_kernels, "TWO_THREADS_MIN", 1)
     monkeypatch.setattr(linked_kernels, "SORT_IN_TWO_MIN", 1)  # (index rebuilds, with two threads)
@@ -96,7 +97,7 @@ def test_auto_mode_uses_the_kernels_on_large_tables_only(monkeypatch):
     counts, n = CORPORA["runs"]
     monkeypatch.setenv("PARBPE_JIT", "auto")
     assert not LinkedEngine(_table(counts, n)).jit
-    monkeypatch.setattr(linked_kernels, "JIT_MIN_TOKENS", 10)
+    monkeypatch.setattr(jit, "MERGE_MIN_TOKENS", 10)
     assert LinkedEngine(_table(counts, n)).jit
 
 
@@ -375,7 +376,6 @@ def test_an_error_in_the_index_thread_is_raised_by_the_run(monkeypatch):
 def test_preloading_loads_every_kernel_of_the_engine_in_a_thread(monkeypatch, vocab_size):
     """coordinator.preload_kernels leaves every linked kernel loaded (for its table's dtypes), and a
     run after it merges as one without it; nothing is loaded where the rounds would not use them."""
-    from parbpe import jit
     from parbpe.merge.coordinator import preload_kernels
 
     kernels = [linked_kernels.fill_records, linked_kernels._sweep, linked_kernels._cut, linked_kernels._holding,
@@ -395,7 +395,7 @@ def test_preloading_loads_every_kernel_of_the_engine_in_a_thread(monkeypatch, vo
         preload_kernels(10**8, vocab_size, workers=4)
     assert not jit._preloading
     monkeypatch.setenv("PARBPE_JIT", "auto")
-    preload_kernels(linked_kernels.JIT_MIN_TOKENS - 1, vocab_size)  # auto, too small a table
+    preload_kernels(jit.MERGE_MIN_TOKENS - 1, vocab_size)  # auto, too small a table
     assert not jit._preloading
     monkeypatch.setenv("PARBPE_JIT", "on")
     preload_kernels(100, vocab_size)
@@ -415,7 +415,6 @@ def test_preloading_loads_every_kernel_of_the_engine_in_a_thread(monkeypatch, vo
 def test_the_queue_lowers_counts_by_kernel_only_where_numba_is_loaded(monkeypatch, numba_loaded):
     """The pair counts' kernel runs where the table is large enough for the engine's kernels and numba is
     imported in this process already, whatever the engine: no run imports numba for the queue alone."""
-    from parbpe import jit
     from parbpe.merge import selection
 
     made = []

@@ -7,6 +7,7 @@ import random
 import numpy as np
 import pytest
 
+from parbpe import jit
 from parbpe.merge.engines import LinkedEngine
 from parbpe.merge.pair_index import PairIndex, _IndexBlock, _merge_sorted, narrow_key
 from parbpe.merge.pairs import pack
@@ -113,12 +114,12 @@ def test_the_search_kernel_finds_what_numpy_does(size):
 
 
 def test_spans_of_a_large_block_by_kernel_are_numpys():
-    """A packed block past SEARCH_KERNEL_MIN entries is searched by the kernel: the same spans, the same lookups."""
+    """A packed block past jit.SEARCH_MIN entries is searched by the kernel: the same spans, the same lookups."""
     pytest.importorskip("numba")
     from parbpe.merge import pair_index
 
     rng = np.random.default_rng(5)
-    n = pair_index.SEARCH_KERNEL_MIN + 1000
+    n = jit.SEARCH_MIN + 1000
     keys = pack(rng.integers(0, 300, n), rng.integers(0, 300, n))
     values = rng.permutation(n).astype(np.int32)
     wanted = np.unique(np.concatenate([keys[:40], pack(np.array([299, 0, 5]), np.array([299, 0, 301]))]))

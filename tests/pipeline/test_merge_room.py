@@ -43,7 +43,7 @@ def test_room_decides_the_preload_and_the_second_thread(monkeypatch, engines_mad
 
 
 def test_room_is_the_estimate_numba_and_a_quarter_of_the_merge():
-    from parbpe.count.jit_lexer import JIT_RSS
+    from parbpe.jit import NUMBA_RSS as JIT_RSS
     from parbpe.merge.fit import MergeFit, merge_estimate
 
     fit = MergeFit(min_count=1, auto_cutoff=False, chunks=10**6, tokens=10**7, estimate=800 * 10**6,
@@ -61,7 +61,7 @@ def test_no_room_for_numba_merges_with_numpy_under_auto(monkeypatch, engines_mad
     pytest.importorskip("numba")
     from parbpe.merge import linked_kernels
 
-    monkeypatch.setattr(linked_kernels, "JIT_MIN_TOKENS", 10)  # this small table counts as large
+    monkeypatch.setattr(jit, "MERGE_MIN_TOKENS", 10)  # this small table counts as large
     texts = [f"document {i}: the quick brown fox jumps over the lazy dog {i * 7}" for i in range(300)]
     with_room = parbpe.train_from_iterator(texts, vocab_size=400, workers=1, jit=mode)
     kernels = []
@@ -112,10 +112,10 @@ def test_counts_files_start_numba_before_counting_where_the_kernels_will_merge(m
     counts = _counts_csv(tmp_path / "counts.csv")
     text = tmp_path / "corpus.txt"
     text.write_text("the quick brown fox jumps over the lazy dog\n" * 200)
-    monkeypatch.setattr(linked_kernels, "JIT_MIN_TOKENS", 10**9)
+    monkeypatch.setattr(jit, "MERGE_MIN_TOKENS", 10**9)
     numpy_merges = parbpe.train(counts, vocab_size=280, workers=1).tokenizer.merges
     assert preloads_at_count == [[]]
-    monkeypatch.setattr(linked_kernels, "JIT_MIN_TOKENS", 1000)  # this file's 0.6 tokens a byte pass it
+    monkeypatch.setattr(jit, "MERGE_MIN_TOKENS", 1000)  # this file's 0.6 tokens a byte pass it
     monkeypatch.setattr(jit, "_preloading", {})
     assert parbpe.train(counts, vocab_size=280, workers=1).tokenizer.merges == numpy_merges
     assert preloads_at_count[-1] == ["linked-uint16"]
@@ -135,7 +135,7 @@ def test_the_fit_waits_for_a_load_started_before_counting(monkeypatch, tmp_path)
     pytest.importorskip("numba")
     from parbpe.merge import linked_kernels
 
-    monkeypatch.setattr(linked_kernels, "JIT_MIN_TOKENS", 1000)
+    monkeypatch.setattr(jit, "MERGE_MIN_TOKENS", 1000)
     monkeypatch.setattr(jit, "_preloading", {})
     order = []
     settle, reckoned = jit.settle, merge_stage.reckoned_in_use
