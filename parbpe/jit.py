@@ -163,6 +163,8 @@ def numba_module() -> Any:
                     _helpers.clear()
                 _numba = numba
                 _numba_checked = True  # after _numba: another thread reads the flag without the lock
+                if _cache_note and compiles.announce is not None:
+                    compiles.announce(_cache_note[0])
     return _numba
 
 
@@ -269,6 +271,8 @@ def _njit(python: Callable, options: dict) -> Any:
         if not _cache_note:
             _cache_note.append("numba cannot cache parbpe's kernels here: they are compiled in every run; "
                                "set NUMBA_CACHE_DIR to a writable directory")
+            if compiles.announce is not None:
+                compiles.announce(_cache_note[0])
         return _numba.njit(cache=False, nogil=True, **options)(python)
 
 
