@@ -162,9 +162,8 @@ def _radix_sort(offsets, data, order, scratch, words, word_scratch, left, left_s
             at = counts[b]
             scratch[at], word_scratch[at], left_scratch[at] = order[i], words[i], left[i]
             counts[b] += 1
-        order[lo:hi] = scratch[lo:hi]
-        words[lo:hi] = word_scratch[lo:hi]
-        left[lo:hi] = left_scratch[lo:hi]
+        for i in range(lo, hi):  # (loops, not slice copies: numba compiles a slice copy's checks and their
+            order[i], words[i], left[i] = scratch[i], word_scratch[i], left_scratch[i]  # messages, a second)
         first = lo  # (counts[b] is now the end of byte b's part)
         if least == 0:  # rows that ended: equal, in their order
             first, counts[0] = counts[0], 0
@@ -174,7 +173,8 @@ def _radix_sort(offsets, data, order, scratch, words, word_scratch, left, left_s
             if end - first > 1:
                 if top == len(stack):
                     grown = np.empty((2 * len(stack), 3), np.int64)
-                    grown[:top] = stack[:top]
+                    for j in range(top):
+                        grown[j, 0], grown[j, 1], grown[j, 2] = stack[j, 0], stack[j, 1], stack[j, 2]
                     stack = grown
                 stack[top, 0], stack[top, 1], stack[top, 2] = first, end, depth + 1
                 top += 1

@@ -135,7 +135,8 @@ def cut_and_key(data, words, base, offsets, start, begin, end, codes, wide2, wid
             second[n_pairs] = word2
             n_pairs += length > 8 and not long
         if long:
-            long_bytes[n_long_bytes:n_long_bytes + length] = data[start:ends[k]]
+            for j in range(length):  # (a loop, not a slice copy: numba compiles its checks' messages, a second)
+                long_bytes[n_long_bytes + j] = data[start + j]
             n_long_bytes += length
             long_ends[n_long] = n_long_bytes
             n_long += 1
@@ -179,7 +180,8 @@ def key_chunks(data, words, bounds, offsets, counts, keys, key_counts, first, se
             pair_counts[n_pairs] = count
             n_pairs += length > 8 and not long
         if long:
-            long_bytes[n_long_bytes:n_long_bytes + length] = data[start:end]
+            for j in range(length):  # (a loop: see cut_and_key)
+                long_bytes[n_long_bytes + j] = data[start + j]
             n_long_bytes += length
             long_ends[n_long] = n_long_bytes
             long_counts[n_long] = count

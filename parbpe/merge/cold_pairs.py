@@ -233,7 +233,8 @@ def _sum_buckets(f0, e0, h0, hs0, hc0, f1, e1, h1, hs1, hc1, width, part, parts)
 def _longer(array, used, size):
     """array's first `used` items in a new array of size items."""
     grown = np.empty(size, array.dtype)
-    grown[:used] = array[:used]
+    for i in range(used):  # (a loop, not a slice copy: numba compiles its checks' messages, a second)
+        grown[i] = array[i]
     return grown
 
 
@@ -449,6 +450,7 @@ def _cut_pieces(tokens, starts, counts, hot, hot_bits, slots):
     for j in range(len(slots)):
         if slots[j, 1] > 0:
             long_counts[slots[j, 1] - 1] = slots[j, 3]
-    long_starts[:n_long] = piece_at[:n_long]
+    for i in range(n_long):  # (a loop: see _longer)
+        long_starts[i] = piece_at[i]
     long_starts[n_long] = n_held
     return doubles, held[:n_held].copy(), long_starts, long_counts

@@ -599,7 +599,8 @@ def _remember(short, long, kept, state, s, size, word0, word1, tokens):
         used = state[4]
         if used + made > len(kept):
             grown = np.empty(2 * len(kept) + made, dtype=kept.dtype)
-            grown[:used] = kept[:used]
+            for i in range(used):  # (a loop, not a slice copy: numba compiles its checks' messages)
+                grown[i] = kept[i]
             kept = grown
         for k in range(made):
             kept[used + k] = tokens[k]

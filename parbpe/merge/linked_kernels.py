@@ -204,7 +204,10 @@ def _lsd_radix(values, low_bit, high_bit):
         starts = np.zeros((1 << width) + 1, dtype=np.int64)
         for i in range(n):
             starts[((values[i] >> shift) & mask) + 1] += 1
-        if starts.max() < n:
+        alike = False  # (a loop, not starts.max(): numba compiles the reduction's machinery)
+        for d in range(len(starts)):
+            alike |= starts[d] == n
+        if not alike:
             for d in range(1, len(starts)):
                 starts[d] += starts[d - 1]
             for i in range(n):
@@ -284,8 +287,23 @@ def _by_high_half(entries):
     whole values gives the same order without zeroing three passes' 2,049 counts (a serial run makes
     one round a merge)."""
     if len(entries) < RADIX_SMALL:
-        return np.sort(entries)
+        return _insertion_sorted(entries)
     return _lsd_radix(entries.view(np.int64), 32, 64).view(np.uint64)
+
+
+@helper
+def _insertion_sorted(values):
+    """np.sort(values) for a few values (an insertion sort: numba's np.sort compiles a quicksort for each
+    caller, more than a second of a first run)."""
+    out = values.copy()
+    for i in range(1, len(out)):
+        value = out[i]
+        j = i - 1
+        while j >= 0 and out[j] > value:
+            out[j + 1] = out[j]
+            j -= 1
+        out[j + 1] = value
+    return out
 
 
 def sum_by_key(keys: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
