@@ -292,6 +292,16 @@ def _by_high_half(entries):
 
 
 @helper
+def _empty_slots(size):
+    """A (size, 2) int64 hash table of empty slots, -1 (np.full's machinery costs more to compile)."""
+    table = np.empty((size, 2), dtype=np.int64)
+    for j in range(size):
+        table[j, 0] = -1
+        table[j, 1] = -1
+    return table
+
+
+@helper
 def _insertion_sorted(values):
     """np.sort(values) for a few values (an insertion sort: numba's np.sort compiles a quicksort for each
     caller, more than a second of a first run)."""
@@ -325,7 +335,7 @@ def _sums(keys, deltas):
     bits = 10
     while (1 << bits) < len(keys) // 4:
         bits += 1
-    table = np.full((1 << bits, 2), -1, dtype=np.int64)  # (key, sum); key -1: empty (keys are >= 0)
+    table = _empty_slots(1 << bits)  # (key, sum); key -1: empty (keys are >= 0)
     used = 0
     done = 0
     while done < len(keys):
@@ -389,7 +399,7 @@ def _sums_slot(table, bits, key):
 @helper
 def _sums_grown(table, bits):
     """The (key, sum) table placed again in 2**bits slots."""
-    bigger = np.full((np.int64(1) << bits, 2), -1, dtype=np.int64)
+    bigger = _empty_slots(np.int64(1) << bits)
     for j in range(len(table)):
         if table[j, 0] >= 0:
             at = _sums_slot(bigger, bits, table[j, 0])
@@ -621,8 +631,18 @@ def count_live_pairs(records, n_live, width):
             k = a * width + b
             out[starts[k]] = np.uint64((a << 48) | (b << 32) | p)
             starts[k] += 1
-    seen = np.flatnonzero(sums)
-    return out, (seen // width) << 32 | (seen % width), sums[seen]
+    n_seen = 0  # the pairs seen, in key order (loops: numba compiles flatnonzero and fancy indexing's machinery)
+    for k in range(len(sums)):
+        n_seen += sums[k] != 0
+    keys = np.empty(n_seen, dtype=np.int64)
+    seen_sums = np.empty(n_seen, dtype=np.int64)
+    j = 0
+    for k in range(len(sums)):
+        if sums[k] != 0:
+            keys[j] = (k // width) << 32 | (k % width)
+            seen_sums[j] = sums[k]
+            j += 1
+    return out, keys, seen_sums
 
 
 def fill_records_in_two(records: np.ndarray, tokens: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> None:
