@@ -173,8 +173,8 @@ class TrainConfig:
              "and the rarest chunks stay out of training if the merge stage would not fit")
     jit: str | None = setting(
         None, group="resources", commands=BOTH, choices=JIT_MODES, result=False, shown="$PARBPE_JIT, else auto",
-        help="numba kernels (pip install 'parbpe[fast]'): auto uses them when numba is installed and the work repays "
-             "loading it, on always (an error without numba), off never (numpy); the same result either way")
+        help="numba kernels (numba is installed with parbpe where it has wheels): auto uses them where the work repays "
+             "loading them, on always (an error without numba), off never (numpy); the same result either way")
     text_column: str = setting(
         "text", group="input", commands=BOTH, metavar="NAME", help="parquet/arrow column or jsonl field with the text")
     max_chunk_bytes: int = setting(

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from parbpe import jit
 from parbpe.config import TrainConfig
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @jit.kernel
@@ -267,3 +270,29 @@ def test_parbpe_never_writes_the_mode_into_the_environment(monkeypatch):
     finally:
         jit.set_mode(None)
     assert jit.mode() == "auto"
+
+
+def _cli_without_numba(*args: str, cwd) -> "subprocess.CompletedProcess[str]":
+    """The parbpe command in a process where numba cannot be imported (sys.modules holds None for it,
+    which is how Python marks a module as absent)."""
+    import subprocess
+    import sys
+
+    code = "import sys; sys.modules['numba'] = None; from parbpe.cli import console; sys.exit(console())"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_without_numba_the_run_says_so_in_one_line_and_on_is_an_error(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("some text to train on, and some more text\n" * 200)
+    done = _cli_without_numba("train", str(corpus), "--vocab-size", "300", "--workers", "1", "--progress", "bar",
+                              "--out", str(tmp_path / "o"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    said = done.stderr.replace("\n    ", " ")
+    assert jit.MISSING_LINE in said and said.count("numba is not installed") == 1
+    refused = _cli_without_numba("train", str(corpus), "--vocab-size", "300", "--jit", "on",
+                                 "--out", str(tmp_path / "p"), cwd=tmp_path)
+    assert refused.returncode == 2, refused.stderr
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--jit on needs numba" in lines[0] and "pip install 'numba" in lines[0]
