@@ -109,7 +109,7 @@ def radix_order(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
     return order
 
 
-@kernel
+@kernel(twin="parbpe.count.byte_order:byte_order")
 def _radix_sort(offsets, data, order, scratch, words, word_scratch, left, left_scratch):
     """Sort order (row numbers) by the rows' bytes, stably: a most-significant-byte radix sort. A
     segment of rows equal in their first `depth` bytes is spread by byte `depth` (0 for a row that

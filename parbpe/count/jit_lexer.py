@@ -115,7 +115,7 @@ def _code_point(data, i):
     return min(point, np.int64(0x10FFFF)), 4
 
 
-@kernel
+@kernel(twin="parbpe.count.lexer:decode_utf8")
 def decode(data, docs, table, canon, bits, low, folded, pos, char_docs):
     """UTF-8 documents data[docs[d]:docs[d + 1]] as characters: each one's class bits, its code point
     if ASCII (else 0), its contraction letter and its byte position; char_docs: the documents' bounds
@@ -138,7 +138,7 @@ def decode(data, docs, table, canon, bits, low, folded, pos, char_docs):
     return k
 
 
-@kernel
+@kernel(twin="parbpe.count.lexer:gpt2_chunk_starts_utf8")
 def gpt2_starts(bits, low, char_docs, group, out):
     r"""Chunk starts (character positions, into out) of '(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+
     | ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ (\p{N} up to `group` a chunk) over each document; returns how many."""
@@ -173,7 +173,7 @@ def gpt2_starts(bits, low, char_docs, group, out):
     return k
 
 
-@kernel
+@kernel(twin="parbpe.count.lexer:gpt4_chunk_starts_utf8")
 def gpt4_starts(bits, low, folded, char_docs, group, out):
     r"""Chunk starts of GPT-4's '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}
     | ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+ (\p{N} up to `group`); returns how many."""
@@ -202,7 +202,7 @@ def gpt4_starts(bits, low, folded, char_docs, group, out):
     return k
 
 
-@kernel
+@kernel(twin="parbpe.count.lexer:gpt4o_chunk_starts")
 def gpt4o_starts(bits, low, folded, char_docs, group, out):
     r"""Chunk starts of GPT-4o's pattern (patterns.py; \p{N} up to `group`); returns how many."""
     k = 0
@@ -246,7 +246,7 @@ def superword_classes() -> np.ndarray:
     return classes
 
 
-@kernel
+@kernel(twin="parbpe.count.superword:superword_chunk_starts")
 def superword_decode(data, docs, classes, cls, pos, char_docs):
     """UTF-8 documents data[docs[d]:docs[d + 1]] as characters for the superword split: each one's
     class (superword_classes) into cls and its byte position into pos (pos[k] = len(data) after the
@@ -268,7 +268,7 @@ def superword_decode(data, docs, classes, cls, pos, char_docs):
     return k
 
 
-@kernel
+@kernel(twin="parbpe.count.superword:superword_chunk_starts")
 def superword_starts(cls, n, char_docs, start, out):
     r"""Chunk starts of the superword split line by line (patterns.SUPERWORD_LINES_PATTERN: the rules
     of superword.py's docstring, which superword._starts applies with numpy) over each document, into

@@ -81,7 +81,7 @@ def _has_zero_byte(word):
     return ((word - _ONES) & ~word & _HIGHS) != 0
 
 
-@kernel
+@kernel(twin="parbpe.count.cuts:cut_bounds")
 def cut_and_key(data, words, base, offsets, start, begin, end, codes, wide2, wide3, ends, keys, first, second,
                 long_bytes, long_ends, written):
     """The pieces that end in data[begin:end] (the documents data[offsets[d]:offsets[d + 1]]; the
@@ -145,7 +145,7 @@ def cut_and_key(data, words, base, offsets, start, begin, end, codes, wide2, wid
     return start
 
 
-@kernel
+@kernel(twin="parbpe.count.pieces:StringCounts.add")
 def key_chunks(data, words, bounds, offsets, counts, keys, key_counts, first, second, pair_counts, long_bytes,
                long_ends, long_counts, written):
     """Key the chunks data[bounds[i]:bounds[i + 1]] of the pieces data[offsets[p]:offsets[p + 1]] (both
@@ -201,7 +201,7 @@ def spell(keys: np.ndarray, second: np.ndarray | None = None) -> tuple[np.ndarra
     return offsets, data[:used]
 
 
-@kernel
+@kernel(twin="parbpe.count.short_keys:strings_of")
 def _spell(keys, second, data, offsets):
     """Write the non-zero bytes of each key (then of its second word, if second is not empty) into
     data, little-endian, and where each string ends into offsets[1:]; returns the bytes written."""

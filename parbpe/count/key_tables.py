@@ -33,7 +33,7 @@ def _home(a, b, paired, mix, shift):
     return np.int64((((a * mix) ^ b) * _MIX2 if paired else a * mix) >> shift)
 
 
-@kernel
+@kernel(twin="parbpe.count.short_keys:sum_keys")
 def _add(firsts, seconds, counts, mix, shift, first, second, weights, start, room):
     """Add keys first[start:] (or, where seconds is not empty, pairs (first[i], second[i])) to the
     table, each weights[i] times (or once where weights is empty), until `room` new ones have taken a

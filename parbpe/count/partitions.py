@@ -65,7 +65,7 @@ def _kernel_hashes() -> bool:
     return jit.warm()
 
 
-@jit.kernel
+@jit.kernel(twin="parbpe.count.partitions:partition_ids")
 def _partition_kernel(data, offsets, n_partitions, out):
     """partition_ids's hash, row by row: the same wrapping polynomial sum and mix as _hash_slice."""
     for r in range(len(offsets) - 1):

@@ -149,7 +149,7 @@ def _pair_sums_numpy(table: ChunkTable) -> tuple[np.ndarray, np.ndarray, np.ndar
     return distinct, sums, occurrences
 
 
-@kernel
+@kernel(twin="parbpe.merge.cold_pairs:_pair_sums_numpy")
 def _bucket(tokens, starts, counts, width, light):
     """The pairs of the chunks starts[k]..starts[k + 1] (counts[k] times each), counting-sorted by first
     token: (firsts, entries, heavy, heavy seconds, heavy counts). An entry is a pair's second token and
@@ -203,7 +203,7 @@ def _add_bucket(a, firsts, entries, heavy, heavy_seconds, heavy_counts, dense, s
     return k
 
 
-@kernel
+@kernel(twin="parbpe.merge.cold_pairs:_pair_sums_numpy")
 def _sum_buckets(f0, e0, h0, hs0, hc0, f1, e1, h1, hs1, hc1, width, part, parts):
     """pair_sums of two _buckets' pairs whose first token is part modulo parts: each first token's pairs
     summed in a dense row of width counts."""
@@ -293,7 +293,7 @@ def _cut_numpy(table: ChunkTable, hot_keys: np.ndarray) -> tuple[np.ndarray, np.
     return out, out_starts, np.array(list(pieces.values()), dtype=np.int64)
 
 
-@kernel
+@kernel(twin="parbpe.merge.cold_pairs:_cut_numpy")
 def _hot_set(keys, empty, mix):
     """An open-addressing set of the pair keys (uint32 slots, `empty` where none; at most a quarter
     full) and its bits: a lookup is one probe or two in a table the caches hold."""
@@ -396,7 +396,7 @@ def _place(tokens, begin, size, count, key, slots, bits, held, piece_at, n_held,
     return slots, bits, held, piece_at, n_held, n_long
 
 
-@kernel
+@kernel(twin="parbpe.merge.cold_pairs:_cut_numpy")
 def _cut_pieces(tokens, starts, counts, hot, hot_bits, slots):
     """cut_table of the chunks starts[k]..starts[k + 1] (counts[k] times each): each walked once, cut
     where _hot_slot says its pair is cold. A piece of two tokens adds its count to its hot pair's slot

@@ -452,7 +452,7 @@ def _encode_span(data, begin, size, pair_keys, pair_ranks, bits, tok, nxt, prv, 
     return kept
 
 
-@kernel
+@kernel(twin="parbpe.merge.encode:encode_table")
 def _encode_chunks(data, starts, inside, merge_keys, out, batch, short_bits, long_bits):
     """Every chunk data[starts[c]:starts[c + 1]] (bytes, the chunks side by side) encoded with the
     merges (merge_keys[r]: the pair of rank r, token 256 + r) into out, chunk after chunk: (tokens

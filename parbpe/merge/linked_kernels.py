@@ -99,7 +99,7 @@ def sweep(records: np.ndarray, tokens: np.ndarray, found: np.ndarray, first: np.
     return keys, deltas, made_a + made_b, np.concatenate([pos_a, pos_b]), hits_a + hits_b
 
 
-@kernel
+@kernel(twin="parbpe.merge.engines:LinkedEngine.apply_hits")
 def _cut(records, found, member_bits):
     """Where sweep may be cut in two halves that read and write no record of the
     other (0: nowhere near the middle): between candidates c and d in table order, when d is neither
@@ -117,7 +117,7 @@ def _cut(records, found, member_bits):
     return 0
 
 
-@kernel
+@kernel(twin="parbpe.merge.engines:LinkedEngine.apply_hits")
 def _sweep(records, tokens, found, first, second, new_ids, member_bits, removed, check):
     """sweep's merges in one thread. In table order, the left neighbour of a hit is another hit's
     partner (a b a b) exactly when, once that hit is merged, it is the previous hit: its pair is
@@ -181,7 +181,7 @@ def _sweep(records, tokens, found, first, second, new_ids, member_bits, removed,
 RADIX_SMALL = 512  # entries below which _by_high_half sorts them whole
 
 
-@kernel
+@kernel(twin="parbpe.merge.engines:LinkedEngine.find_hits")
 def _by_position(found, member_bits, position_bits):
     """found (position << member_bits | member, distinct positions) sorted: an LSD radix sort of the
     position's bits, 11 at a time (found itself is the scratch of every other pass). numpy's sort of
@@ -219,7 +219,7 @@ def _lsd_radix(values, low_bit, high_bit):
     return values
 
 
-@kernel
+@kernel(twin="parbpe.merge.engines:LinkedEngine.find_hits")
 def _holding(records, cand, which, first, second, member_bits):
     """The candidates that hold their pair, as position << member_bits | member."""
     n = len(cand)
@@ -236,7 +236,7 @@ def _holding(records, cand, which, first, second, member_bits):
     return found[:m]
 
 
-@kernel
+@kernel(twin="parbpe.merge.pairs:runs_taken_left_to_right")
 def _runs_taken(records, found, first, second, member_bits):
     """(positions, members) of the sorted holding candidates, but in a run x x x ... of a pair (x, x)
     a member that follows a taken one of its own run."""
@@ -260,7 +260,7 @@ def _runs_taken(records, found, first, second, member_bits):
     return hits[:h], members[:h]
 
 
-@kernel
+@kernel(twin="parbpe.merge.engines:LinkedEngine._index_new_pairs")
 def new_pair_entries(keys, positions):
     """The packed index entries (first << 48 | second << 32 | position) of a round's new pairs
     (sweep's keys from `made` on, tokens below 2**16, and their positions), sorted; None if the
@@ -326,7 +326,7 @@ def sum_by_key(keys: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, np.nda
     return keys[order], sums[order]
 
 
-@kernel
+@kernel(twin="parbpe.merge.pairs:aggregate")
 def _sums(keys, deltas):
     """Unique keys and their non-zero sums from a hash table first sized for a quarter of the keys
     distinct (realmix: 7% are; grown from 1,024 slots as keys came, the table placed most keys again
@@ -408,7 +408,7 @@ def _sums_grown(table, bits):
     return bigger
 
 
-@kernel
+@kernel(twin="parbpe.merge.engines:LinkedEngine._packed_entries")
 def sorted_live_pairs(records, n_live, width):
     """The packed index entries (first << 48 | second << 32 | position) of every live pair, sorted,
     of a table whose tokens are below width (at most 2**16): a stable counting sort by the second
@@ -443,7 +443,7 @@ def sorted_live_pairs(records, n_live, width):
     return out
 
 
-@kernel
+@kernel(twin="parbpe.merge.engines:LinkedEngine._index_live_pairs")
 def sum_sorted_pairs(records, packed):
     """The pair counts of sorted packed entries (sorted_live_pairs'): (keys first << 32 | second, in
     order; the sums of their positions' weights). Two passes: the distinct pairs are counted first,
@@ -521,7 +521,7 @@ def _exclusive_sums(counts: np.ndarray) -> np.ndarray:
     return starts
 
 
-@kernel
+@kernel(twin="parbpe.merge.engines:LinkedEngine._packed_entries")
 def _offsets(counts, starts):
     """starts[part, token] = the counts before it, token by token, the parts in turn."""
     at = 0
@@ -531,7 +531,7 @@ def _offsets(counts, starts):
             at += counts[part, token]
 
 
-@kernel
+@kernel(twin="parbpe.merge.engines:LinkedEngine._packed_entries")
 def _count_seconds(records, lo, hi, counts):
     """counts[token] += the live pairs at positions lo..hi - 1 whose second token it is."""
     for p in range(lo, hi):
@@ -540,7 +540,7 @@ def _count_seconds(records, lo, hi, counts):
             counts[records[q, 3]] += 1
 
 
-@kernel
+@kernel(twin="parbpe.merge.engines:LinkedEngine._packed_entries")
 def _scatter_by_second(records, lo, hi, starts, out, half, firsts):
     """The packed entries of the live pairs at positions lo..hi - 1 placed at starts[second token]
     (moved on), and firsts[first token] += 1 as the place is below half, else firsts[width + first token]."""
@@ -556,7 +556,7 @@ def _scatter_by_second(records, lo, hi, starts, out, half, firsts):
             firsts[np.int64(at >= half) * width + a] += 1
 
 
-@kernel
+@kernel(twin="parbpe.merge.engines:LinkedEngine._packed_entries")
 def _scatter_by_first(entries, lo, hi, starts, out):
     """entries[lo:hi] placed at starts[first token] (moved on)."""
     for i in range(lo, hi):
@@ -597,19 +597,19 @@ def _pair_boundary(packed: np.ndarray) -> int:
     return start
 
 
-@kernel
+@kernel(twin="parbpe.merge.engines:LinkedEngine._index_live_pairs")
 def _distinct_pairs(packed):
     """_count_distinct, a thread's (its kernel)."""
     return _count_distinct(packed)
 
 
-@kernel
+@kernel(twin="parbpe.merge.engines:LinkedEngine._index_live_pairs")
 def _sum_pairs_into(records, packed, keys, sums):
     """_fill_pair_sums, a thread's (its kernel)."""
     _fill_pair_sums(records, packed, keys, sums)
 
 
-@kernel
+@kernel(twin="parbpe.merge.engines:LinkedEngine._index_live_pairs")
 def count_live_pairs(records, n_live, width):
     """sorted_live_pairs' entries, and the pair counts (sorted keys, sums), of a table whose tokens are
     below width: a counting sort over the width**2 pairs, two passes over the positions."""
@@ -654,7 +654,7 @@ def fill_records_in_two(records: np.ndarray, tokens: np.ndarray, starts: np.ndar
            lambda: fill_records(records, tokens, starts[h:], counts[h:]))
 
 
-@kernel
+@kernel(twin="parbpe.merge.engines:LinkedEngine.__init__")
 def fill_records(records, tokens, starts, counts):
     """Each position's record: its neighbours within its chunk (-1 at the ends), its chunk's count, its token."""
     for c in range(len(counts)):

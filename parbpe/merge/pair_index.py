@@ -146,7 +146,7 @@ class PairIndex:
         return np.flatnonzero(mask)
 
 
-@kernel
+@kernel(twin="parbpe.merge.pair_index:PairIndex._fold")
 def merged_runs(older, newer):
     """Two sorted uint64 blocks as one (a fold): one pass, where numpy's stable sort of the two
     concatenated finds the runs, then merges them through a copy of one. Holds both blocks and the
@@ -163,7 +163,7 @@ def merged_runs(older, newer):
     return out
 
 
-@kernel
+@kernel(twin="parbpe.merge.pair_index:PairIndex.spans")
 def searched(block, needles):
     """np.searchsorted(block, needles) (side left) for a sorted uint64 block far larger than the caches:
     the needles' binary searches advance together, a level at a time, so that the CPU can have the

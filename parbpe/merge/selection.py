@@ -187,7 +187,7 @@ def _age(key):
             | np.uint64(min(first, second)))
 
 
-@kernel
+@kernel(twin="parbpe.merge.selection:PairCounts.__init__")
 def _by_age(keys, counts, room):
     """(age keys, counts) of pairs given in ascending key order, in ascending age order: a stable
     counting sort by (larger id, side), into arrays of room items (room >= len(keys); the rest left
@@ -214,7 +214,7 @@ def _by_age(keys, counts, room):
     return ages, ordered
 
 
-@kernel
+@kernel(twin="parbpe.merge.selection:_lower_counts_numpy")
 def _lower_by_key(stored, counts, high_starts, keys, deltas):
     """PairCounts.update's falling pairs (deltas < 0), by kernel: each found by bisecting the entries
     of its larger token (high_starts), in any order; numpy sorts the ages and bisects the whole store.
@@ -250,7 +250,7 @@ def _lower_by_key(stored, counts, high_starts, keys, deltas):
     return emptied
 
 
-@kernel
+@kernel(twin="parbpe.merge.selection:PairCounts.update")
 def _rising_by_age(keys, deltas):
     """(whether keys ascend; the ages and counts of the pairs with deltas > 0, in age order): the
     stable counting sort of _by_age over the new pairs' larger tokens (a round's new ones) alone."""

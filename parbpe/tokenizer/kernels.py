@@ -29,7 +29,7 @@ from .segment import _matrix
 _MIX = -7046029254386353131  # 0x9E3779B97F4A7C15 as int64: multiplicative hashing
 
 
-@kernel
+@kernel(twin="parbpe.tokenizer.model:Tokenizer.segment_arrays")
 def fill_hash(keys: np.ndarray, bits: int) -> np.ndarray:
     """An open-addressing table of 2^bits slots holding keys (>= 0): per slot its key (-1: empty) and
     the index in keys of that key (a repeated key keeps its last index)."""
@@ -131,7 +131,7 @@ class MergeTable:
         return cls(np.array(byte_ids, dtype=np.int64), m, HashTable.of((m[:, 0] << 32) | m[:, 1], ranks), byte_pairs)
 
 
-@kernel
+@kernel(twin="parbpe.tokenizer.model:Tokenizer.segment_arrays")
 def segment_kernel(data: np.ndarray, offsets: np.ndarray, weights: np.ndarray, first: np.ndarray,
                    second: np.ndarray, edges: np.ndarray, bits: int, node_token: np.ndarray,
                    greedy_totals: np.ndarray, shortest_totals: np.ndarray, out: np.ndarray,
@@ -204,7 +204,7 @@ def segment_kernel(data: np.ndarray, offsets: np.ndarray, weights: np.ndarray, f
             n_out[c] = k
 
 
-@kernel
+@kernel(twin="parbpe.tokenizer.model:Tokenizer._merge_long")
 def merges_kernel(data: np.ndarray, offsets: np.ndarray, weights: np.ndarray, byte_ids: np.ndarray,
                   byte_pairs: np.ndarray, pairs: np.ndarray, bits: int, merges: np.ndarray,
                   totals: np.ndarray, out: np.ndarray, n_out: np.ndarray, longest: int) -> None:
