@@ -277,9 +277,10 @@ def _njit(python: Callable, options: dict) -> Any:
 
 
 def kernel(python: Callable | None = None, *, twin: str = "", **options: Any) -> Any:
-    """Declare a kernel: `@kernel(twin="module:function")` on a function in numba's subset. twin names
-    the numpy function that computes the same ("" for a kernel whose caller's numpy path is the twin:
-    then `twin_of` says which); options go to numba.njit."""
+    """Declare a kernel: `@kernel(twin="parbpe.module:qualname")` on a function in numba's subset. twin
+    names the numpy function (or method) that computes the same: for a step of a larger job, the numpy
+    path of that job's entry point. tests/test_twins.py fails for a kernel without one, or whose twin
+    has no comparison there. options go to numba.njit."""
     def declare(function: Callable) -> Kernel:
         made = Kernel(function, twin, options)
         KERNELS[f"{function.__module__}.{function.__name__}"] = made
