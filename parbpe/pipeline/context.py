@@ -41,11 +41,20 @@ class RunContext:
     caller_held: int = 0  # bytes the calling process held beyond CALLER_FLOOR when the run started
     numba_held: bool = False  # numba was loaded when the run started: its RSS is the caller's (caller_held)
     kernels_mark: tuple[int, int, float] = (0, 0, 0.0)  # jit.compiles.mark() when the run started
+    kernels_ahead: Any = None  # the process compiling later stages' kernels (kernels_ahead.py), while it runs
+    kernels_ahead_record: dict | None = None  # what it did, for stats.json
+    reserved: int = 0  # bytes the memory models count beside the tree's RSS (the compiling process's room)
+    closers: list[Callable[[], None]] = field(default_factory=list)  # called as the run ends (on_close)
+
+    def on_close(self, close: Callable[[], None]) -> None:
+        """close() when the run ends, however it ends."""
+        self.closers.append(close)
 
     def kernels(self) -> dict[str, Any]:
         """stats.json's "kernels": the mode, and the kernels this run loaded in this process (compiled or
         from numba's cache)."""
-        return {"mode": self.config.jit, **jit.compiles.summary(self.kernels_mark)}
+        ahead = {"ahead": self.kernels_ahead_record} if self.kernels_ahead_record else {}
+        return {"mode": self.config.jit, **jit.compiles.summary(self.kernels_mark), **ahead}
 
     def loaded_numba(self) -> bool:
         """Whether this run loaded numba in this process (not the caller before it)."""
@@ -98,7 +107,7 @@ class RunContext:
         """The process tree's RSS now (a fresh sample), less what the caller held when the run started:
         what the stages' memory models start from, so that a caller's own data (train_from_iterator's
         texts) does not change a decision that train on the same documents makes."""
-        return max(self.sampler.sample() - self.caller_held, 0)
+        return max(self.sampler.sample() - self.caller_held, 0) + self.reserved
 
     def rss_MB(self) -> float:
         """The process tree's RSS as last sampled (free to read: for progress lines)."""
@@ -154,7 +163,11 @@ def run_context(config: TrainConfig, options: RunOptions) -> Iterator[RunContext
         fallback = jit.numpy_fallback_line()
         if fallback:
             ctx.note(fallback)
-        yield ctx
+        try:
+            yield ctx
+        finally:
+            for close in reversed(ctx.closers):
+                close()
 
 
 def _compile_note(reporter: Progress) -> Callable[[str], None]:

@@ -104,6 +104,9 @@ def merge_stage(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> Merge
     table_name, encode_name, _ = job.names
     encoded = None
     with ctx.stage(table_name):
+        if ctx.kernels_ahead is not None:  # the merge's kernels, compiled beside the count: in numba's cache now
+            ctx.kernels_ahead.wait()
+            ctx.kernels_ahead = None
         release_arrow_memory()
         straight = _straight_base(ctx, chunks, job)
         if straight is None:

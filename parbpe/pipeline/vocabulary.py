@@ -34,6 +34,7 @@ from ..warnings import EarlyStopWarning
 from .context import RunContext
 from .count import Counted, count_stage, superword_config, superword_count_stage
 from .count_beside import CountBeside, room_beside
+from . import kernels_ahead
 from .inputs import Inputs
 from .merge import Merged, MergeJob, fast_peak, merge_stage, preload_before_counting, vocab_of
 from .prune import prune_stage, scoring_workers
@@ -71,6 +72,13 @@ class Built:
         )
 
 
+def _text_bytes(units: Any) -> int | None:
+    """The bytes of text a plan's units hold (None: texts from an iterable, or counts files)."""
+    if not isinstance(units, list) or any(unit.kind.startswith("counts") for unit in units):
+        return None
+    return sum(unit_text_bytes(unit) for unit in units)
+
+
 class Bpe:
     """Byte-level BPE: count the chunks once, merge them (after the inherited merges, with --init)."""
 
@@ -78,6 +86,8 @@ class Bpe:
         """Stages 2-3: the chunk counts (resumed from the run directory when it has them)."""
         if job.inherited is None:  # (with --init the table is encoded first: its size is another)
             preload_before_counting(ctx, job.units)
+        if ctx.run is None or not ctx.run.has_reduced():  # a first run after an install: the later stages'
+            ctx.kernels_ahead = kernels_ahead.start(ctx, _text_bytes(job.units))  # kernels compiled beside
         return count_stage(ctx, job.units, run=ctx.run)
 
     def build(self, ctx: RunContext, job: Inputs, counted: Counted, n_merges: int | None = None,

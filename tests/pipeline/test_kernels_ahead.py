@@ -1,0 +1,129 @@
+"""The later stages' kernels compiled beside the count on a first run (pipeline/kernels_ahead.py): the
+same tokenizer whether the compiling process finishes, is killed, fails or is not started; it never
+outlives the run; a warm cache or a small budget starts none."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+import parbpe
+from parbpe.pipeline import kernels_ahead
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    import random
+
+    rng = random.Random(5)
+    words = ["".join(rng.choice("etaoinshrdlucmfw") for _ in range(rng.randint(2, 9))) for _ in range(600)]
+    path = tmp_path_factory.mktemp("ahead") / "corpus.txt"
+    path.write_text("\n".join(" ".join(rng.choice(words) for _ in range(12)) for _ in range(3000)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(corpus, tmp_path_factory) -> bytes:
+    out = tmp_path_factory.mktemp("ref") / "tok"
+    parbpe.train(str(corpus), vocab_size=600, workers=1, jit="off", out_dir=out)
+    return (out / "merges.txt").read_bytes()
+
+
+def _train(corpus: Path, out: Path, **settings) -> dict:
+    parbpe.train(str(corpus), vocab_size=600, workers=1, jit="on", out_dir=out, **settings)
+    return json.loads((out / "stats.json").read_text())
+
+
+@pytest.fixture
+def cold(monkeypatch):
+    """This process's kernels are loaded already: have the run take numba's cache as cold."""
+    pytest.importorskip("numba")
+    monkeypatch.setattr(kernels_ahead, "cold", lambda: True)
+
+
+def test_a_first_run_compiles_beside_the_count_and_the_run_waits_for_it(corpus, reference, tmp_path, cold):
+    stats = _train(corpus, tmp_path / "tok")
+    assert stats["kernels"]["ahead"]["families"] == ["reduce", "merge"]
+    assert stats["kernels"]["ahead"]["exit"] == 0
+    assert (tmp_path / "tok" / "merges.txt").read_bytes() == reference
+
+
+def test_a_killed_compiling_process_changes_nothing(corpus, reference, tmp_path, cold, monkeypatch):
+    started = []
+    original = kernels_ahead.KernelsAhead.__init__
+
+    def start_then_kill(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        started.append(self.pid)
+        os.kill(self.pid, signal.SIGKILL)
+
+    monkeypatch.setattr(kernels_ahead.KernelsAhead, "__init__", start_then_kill)
+    stats = _train(corpus, tmp_path / "tok")
+    assert stats["kernels"]["ahead"]["exit"] == -signal.SIGKILL
+    assert (tmp_path / "tok" / "merges.txt").read_bytes() == reference
+    assert not psutil.pid_exists(started[0]) or psutil.Process(started[0]).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_failing_compiling_process_changes_nothing(corpus, reference, tmp_path, cold, monkeypatch):
+    monkeypatch.setattr(kernels_ahead, "_CHILD", "import sys; sys.stderr.write('garbage'); sys.exit(3)")
+    stats = _train(corpus, tmp_path / "tok")
+    assert stats["kernels"]["ahead"]["exit"] == 3
+    assert (tmp_path / "tok" / "merges.txt").read_bytes() == reference
+
+
+def test_the_run_stops_it_when_the_run_fails(corpus, tmp_path, cold, monkeypatch):
+    """A run that fails while it compiles (here: a hanging compile and a failing count) leaves no process."""
+    monkeypatch.setattr(kernels_ahead, "_CHILD", "import time; time.sleep(600)")
+    started = []
+    original = kernels_ahead.KernelsAhead.__init__
+
+    def remember(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        started.append(self.pid)
+
+    monkeypatch.setattr(kernels_ahead.KernelsAhead, "__init__", remember)
+
+    def failing_count(*args, **kwargs):
+        raise ValueError("the count failed")
+
+    monkeypatch.setattr(parbpe.pipeline.vocabulary, "count_stage", failing_count)
+    with pytest.raises(ValueError, match="the count failed"):
+        _train(corpus, tmp_path / "tok")
+    assert started and not psutil.pid_exists(started[0])
+
+
+def test_a_warm_cache_or_a_small_budget_starts_none(corpus, reference, tmp_path, monkeypatch):
+    pytest.importorskip("numba")
+    monkeypatch.setattr(kernels_ahead, "cold", lambda: False)
+    assert "ahead" not in _train(corpus, tmp_path / "warm")["kernels"]
+    monkeypatch.setattr(kernels_ahead, "cold", lambda: True)
+    small = _train(corpus, tmp_path / "small", memory_budget=kernels_ahead.MIN_BUDGET - 1)
+    assert "ahead" not in small["kernels"]
+    assert (tmp_path / "small" / "merges.txt").read_bytes() == reference
+
+
+def test_a_real_first_run_in_an_empty_numba_cache(corpus, reference, tmp_path):
+    """The command on an empty numba cache: the probe finds it cold, the compiling process fills the cache,
+    the tokenizer is the numpy path's; the next run finds the cache warm and starts none."""
+    pytest.importorskip("numba")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    runs = []
+    for name in ("first", "second"):
+        out = tmp_path / name
+        done = subprocess.run([sys.executable, "-m", "parbpe", "train", str(corpus), "--vocab-size", "600",
+                               "--workers", "1", "--jit", "on", "--progress", "none", "--out", str(out)],
+                              capture_output=True, text=True, env=env, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert (out / "merges.txt").read_bytes() == reference
+        runs.append(json.loads((out / "stats.json").read_text())["kernels"])
+    assert runs[0]["ahead"]["exit"] == 0 and runs[0]["compiled"]
+    assert "ahead" not in runs[1] and runs[1]["compiled"] == []
