@@ -82,6 +82,8 @@ def start(ctx: RunContext, text_bytes: int | None) -> KernelsAhead | None:
     if (text_bytes is not None and config.pair_count != "nonoverlap"
             and jit.merge_kernels(int(text_bytes * TABLE_TOKENS_PER_BYTE))):
         families.append("merge")
+    elif text_bytes is not None and not jit.worth(text_bytes, jit.COUNT_MIN_BYTES):
+        return None  # a small run that loads no kernel: neither numba nor the probe for it
     if not cold():
         return None
     ahead = KernelsAhead(ctx, families, config.vocab_size)
