@@ -190,7 +190,7 @@ def shortest_backtrack(win: np.ndarray, dist: np.ndarray, lengths: np.ndarray
 
 def greedy_tokens(index: VocabIndex, chunks: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """greedy() as arrays (chunk, token, start byte): every chunk steps forward at once, a token a step."""
-    if not chunks:
+    if not any(chunks):  # (no byte at all: no window to search)
         return _EMPTY
     rows, lengths = _matrix(chunks)
     win = index.window_ids(rows, lengths)

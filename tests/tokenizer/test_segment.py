@@ -7,7 +7,7 @@ from functools import lru_cache
 
 import pytest
 
-from parbpe.tokenizer.segment import VocabIndex, greedy, parse_hex_vocab, shortest
+from parbpe.tokenizer.segment import VocabIndex, greedy, greedy_tokens, parse_hex_vocab, shortest, shortest_tokens
 
 BYTES = [bytes([b]) for b in range(256)]
 
@@ -97,3 +97,14 @@ def test_window_ids_equal_a_dictionary_lookup_for_tokens_of_every_length(seed: i
     assert (win == expected).all()
     assert (win >= 0).sum() > len(b"".join(chunks))  # multi-byte windows were found too
     assert (win[:, :, 16:] >= 0).any()  # and windows over 16 bytes
+
+
+@pytest.mark.parametrize("method", ["greedy", "shortest"])
+def test_empty_chunks_alone_have_no_tokens(method: str) -> None:
+    """Only empty chunks: no token (greedy's numpy path once searched a window of no bytes)."""
+    index = VocabIndex([bytes([b]) for b in range(256)] + [b"ab"])
+    segment = greedy_tokens if method == "greedy" else shortest_tokens
+    for chunks in ([b""], [b"", b""]):
+        assert all(len(part) == 0 for part in segment(index, chunks))
+    chunk, token, start = segment(index, [b"", b"ab"])
+    assert chunk.tolist() == [1] and token.tolist() == [256] and start.tolist() == [0]
