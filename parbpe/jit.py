@@ -159,7 +159,7 @@ def numba_module() -> Any:
                     from numba.extending import register_jitable
 
                     for function in _helpers:
-                        register_jitable(function)
+                        register_jitable(inline="always")(function)
                     _helpers.clear()
                 _numba = numba
                 _numba_checked = True  # after _numba: another thread reads the flag without the lock
@@ -202,12 +202,13 @@ def _writable(path: str) -> bool:
 # --- kernels and helpers ------------------------------------------------------------------------------
 def helper(python: Callable) -> Callable:
     """Declare a function that kernels call: plain Python as it is, compiled into its callers
-    (numba.extending.register_jitable, registered when numba is imported)."""
+    (numba.extending.register_jitable, inline="always" as numba inlines them into each caller: a
+    call per step in a hot loop would cost the merge stage most of its speed; registered when numba is imported)."""
     with _lock:
         if loaded():
             from numba.extending import register_jitable
 
-            register_jitable(python)
+            register_jitable(inline="always")(python)
         else:
             _helpers.append(python)
     return python
