@@ -1,9 +1,13 @@
-"""The package layout is a contract: stages import only what lies below them, nothing imports in a circle, and
-each package's docstring says what it imports (a line `Imports: a, b.`, checked against its real imports)."""
+"""The package layout is a contract: stages import only what lies below them, nothing imports in a circle,
+each package's docstring says what it imports (a line `Imports: a, b.`, checked against its real imports),
+and comments and docstrings say what and why, not what a run measured on which day."""
 
 from __future__ import annotations
 
 import ast
+import io
+import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -200,3 +204,51 @@ def test_the_docstring_check_reads_a_packages_real_imports(tmp_path):
     assert package_docstring_problems(root) == ["a/__init__.py does not state b, which it imports"]
     (root / "a" / "__init__.py").write_text('"""Part.\n\nImports: b.\n"""\n')
     assert package_docstring_problems(root) == []
+
+
+# --- comments and docstrings without measured seconds, dates or benchmark sections ---------------------
+# They go stale with the next change: the results are docs/BENCHMARKS.md's, the history is git's.
+MEASURED = re.compile(r"20[0-9]{2}-[0-9]{2}-[0-9]{2}|BENCHMARKS|[0-9]+\.[0-9]+ s\b")
+
+
+def commentary(source: str) -> list[tuple[int, str]]:
+    """(line, text) of every comment and docstring (module, class, function) of a module's source."""
+    found = [(tok.start[0], tok.string) for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+             if tok.type == tokenize.COMMENT]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            value = first.value if isinstance(first, ast.Expr) else None
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                found.append((first.lineno, value.value))
+    return sorted(found)
+
+
+def measured_in_commentary(source: str) -> list[str]:
+    """Each measured time, date or BENCHMARKS reference in a module's comments and docstrings, as 'line: match'.
+    Strings the program shows are not commentary and are not looked at."""
+    return [f"{line + text[:m.start()].count(chr(10))}: {m.group()}"
+            for line, text in commentary(source) for m in MEASURED.finditer(text)]
+
+
+def test_comments_and_docstrings_hold_no_timings_dates_or_benchmark_sections():
+    found = [f"{path.relative_to(PACKAGE.parent)}:{hit}" for path in sorted(PACKAGE.rglob("*.py"))
+             for hit in measured_in_commentary(path.read_text(encoding="utf-8"))]
+    assert not found, ("comments and docstrings say what and why; measured seconds, dates and BENCHMARKS "
+                       "sections go to docs/BENCHMARKS.md, docs/DECISIONS.md or a commit message:\n" + "\n".join(found))
+
+
+def test_the_commentary_check_bites():
+    source = '''"""A module (1.5 s on realmix)."""
+# kept at 3 (2026-11-25)
+X = "took 1.5 s"  # shown to users: not commentary
+
+
+def f():
+    """What and why.
+
+    More: BENCHMARKS 29."""
+    return "2026-11-25"
+'''
+    assert measured_in_commentary(source) == ["1: 1.5 s", "2: 2026-11-25", "9: BENCHMARKS"]
+    assert measured_in_commentary('"""What: a 16-bit key, 2 s a round at most."""\n') == []
