@@ -1,9 +1,16 @@
-"""The package layout is a contract: stages import only what lies below them, and nothing imports in a circle."""
+"""The package layout is a contract: stages import only what lies below them, nothing imports in a circle,
+each package's docstring says what it imports (a line `Imports: a, b.`, checked against its real imports),
+and comments and docstrings say what and why, not what a run measured on which day."""
 
 from __future__ import annotations
 
 import ast
+import io
+import re
+import tokenize
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "parbpe"
 
@@ -37,11 +44,11 @@ def _part(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-def _imports() -> dict[str, set[str]]:
+def _imports(package: Path = PACKAGE) -> dict[str, set[str]]:
     """Each parbpe module -> what it imports of parbpe (anywhere in its source, functions included)."""
     graph: dict[str, set[str]] = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package.parent).with_suffix("").parts
         is_package = parts[-1] == "__init__"
         module = ".".join(parts[:-1] if is_package else parts)
         targets: set[str] = set()
@@ -107,3 +114,141 @@ def test_subpackage_inits_hold_only_a_docstring():
     for init in PACKAGE.glob("*/__init__.py"):
         body = ast.parse(init.read_text(encoding="utf-8")).body
         assert len(body) == 1 and isinstance(body[0], ast.Expr), f"{init} should hold only its docstring"
+
+
+# --- each package's docstring states its imports ----------------------------------------------------------
+IMPORTS_PREFIX = "Imports: "  # the docstring's line: "Imports: io, jit." or "Imports: nothing."
+
+
+def stated_imports(docstring: str) -> set[str] | None:
+    """The parts of parbpe a package docstring's one `Imports: a, b.` line names ("parbpe": the top package,
+    for its __init__), or None where the docstring has no such line, or more than one."""
+    lines = [line.strip() for line in docstring.splitlines() if line.strip().startswith(IMPORTS_PREFIX)]
+    if len(lines) != 1 or not lines[0].endswith("."):
+        return None
+    names = lines[0][len(IMPORTS_PREFIX):-1].strip()
+    if names == "nothing":
+        return set()
+    return {"__init__" if name.strip() == "parbpe" else name.strip() for name in names.split(",")}
+
+
+def docstring_problems(package: str, docstring: str, imported: set[str]) -> list[str]:
+    """Where a package's docstring and the parts of parbpe its modules import (imported) disagree."""
+    stated = stated_imports(docstring)
+    if stated is None:
+        return [f"{package}/__init__.py: its docstring needs one line '{IMPORTS_PREFIX}a, b.' "
+                f"(or '{IMPORTS_PREFIX}nothing.'); it imports {', '.join(sorted(imported)) or 'nothing'}"]
+    problems = []
+    if stated - imported:
+        names = ", ".join(sorted(stated - imported))
+        problems.append(f"{package}/__init__.py states {names}, which it does not import")
+    if imported - stated:
+        names = ", ".join(sorted(imported - stated))
+        problems.append(f"{package}/__init__.py does not state {names}, which it imports")
+    return problems
+
+
+def package_docstring_problems(package: Path = PACKAGE) -> list[str]:
+    """Every subpackage of package whose docstring's Imports line differs from what its modules import."""
+    imported: dict[str, set[str]] = {}
+    for module, targets in _imports(package).items():
+        imported.setdefault(_part(module), set()).update(_part(t) for t in targets)
+    problems = []
+    for init in sorted(package.glob("*/__init__.py")):
+        part = init.parent.name
+        docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        problems += docstring_problems(part, docstring, imported.get(part, set()) - {part})
+    return problems
+
+
+def test_package_docstrings_state_their_imports():
+    problems = package_docstring_problems()
+    assert not problems, "package docstrings against their imports:\n" + "\n".join(problems)
+
+
+def test_stated_imports_lie_within_the_layering():
+    # What a package states it imports is what it imports (above), and that stays within ALLOWED.
+    for init in PACKAGE.glob("*/__init__.py"):
+        stated = stated_imports(ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or "")
+        assert stated is not None and stated <= ALLOWED[init.parent.name], init
+
+
+@pytest.mark.parametrize("docstring, imported, wrong", [
+    ("Owns things.\n\nImports: io, jit.", {"io", "jit"}, None),
+    ("Imports: nothing.", set(), None),
+    ("Imports: parbpe, io.", {"__init__", "io"}, None),
+    ("Imports: io, jit, merge.", {"io", "jit"}, "states merge"),  # stated, not imported
+    ("Imports: io.", {"io", "jit"}, "does not state jit"),  # imported, not stated
+    ("Imports: nothing.", {"run"}, "does not state run"),
+    ("Owns things; imports io only.", {"io"}, "needs one line"),  # no Imports line
+    ("Imports: io\nImports: io.", {"io"}, "needs one line"),  # two lines, one without its period
+])
+def test_the_docstring_check_bites(docstring, imported, wrong):
+    problems = docstring_problems("run", docstring, imported)
+    if wrong is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and wrong in problems[0], problems
+
+
+def test_the_docstring_check_reads_a_packages_real_imports(tmp_path):
+    # A fake parbpe whose package a says it imports nothing, and whose module imports b: the check fails,
+    # and passes once the docstring says so.
+    root = tmp_path / "parbpe"
+    for part in ("a", "b"):
+        (root / part).mkdir(parents=True)
+        (root / part / "__init__.py").write_text('"""Part.\n\nImports: nothing.\n"""\n')
+    (root / "__init__.py").write_text('"""Top."""\n')
+    (root / "b" / "thing.py").write_text("X = 1\n")
+    (root / "a" / "user.py").write_text("def f():\n    from ..b.thing import X\n    return X\n")
+    assert package_docstring_problems(root) == ["a/__init__.py does not state b, which it imports"]
+    (root / "a" / "__init__.py").write_text('"""Part.\n\nImports: b.\n"""\n')
+    assert package_docstring_problems(root) == []
+
+
+# --- comments and docstrings without measured seconds, dates or benchmark sections ---------------------
+# They go stale with the next change: the results are docs/BENCHMARKS.md's, the history is git's.
+MEASURED = re.compile(r"20[0-9]{2}-[0-9]{2}-[0-9]{2}|BENCHMARKS|[0-9]+\.[0-9]+ s\b")
+
+
+def commentary(source: str) -> list[tuple[int, str]]:
+    """(line, text) of every comment and docstring (module, class, function) of a module's source."""
+    found = [(tok.start[0], tok.string) for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+             if tok.type == tokenize.COMMENT]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            value = first.value if isinstance(first, ast.Expr) else None
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                found.append((first.lineno, value.value))
+    return sorted(found)
+
+
+def measured_in_commentary(source: str) -> list[str]:
+    """Each measured time, date or BENCHMARKS reference in a module's comments and docstrings, as 'line: match'.
+    Strings the program shows are not commentary and are not looked at."""
+    return [f"{line + text[:m.start()].count(chr(10))}: {m.group()}"
+            for line, text in commentary(source) for m in MEASURED.finditer(text)]
+
+
+def test_comments_and_docstrings_hold_no_timings_dates_or_benchmark_sections():
+    found = [f"{path.relative_to(PACKAGE.parent)}:{hit}" for path in sorted(PACKAGE.rglob("*.py"))
+             for hit in measured_in_commentary(path.read_text(encoding="utf-8"))]
+    assert not found, ("comments and docstrings say what and why; measured seconds, dates and BENCHMARKS "
+                       "sections go to docs/BENCHMARKS.md, docs/DECISIONS.md or a commit message:\n" + "\n".join(found))
+
+
+def test_the_commentary_check_bites():
+    source = '''"""A module (1.5 s on realmix)."""
+# kept at 3 (2026-11-25)
+X = "took 1.5 s"  # shown to users: not commentary
+
+
+def f():
+    """What and why.
+
+    More: BENCHMARKS 29."""
+    return "2026-11-25"
+'''
+    assert measured_in_commentary(source) == ["1: 1.5 s", "2: 2026-11-25", "9: BENCHMARKS"]
+    assert measured_in_commentary('"""What: a 16-bit key, 2 s a round at most."""\n') == []

@@ -1,8 +1,11 @@
 """Stages 2 and 3, count and reduce: text becomes chunk counts.
 
-Owns: the piece shortcut of pre-tokenization and StringCounts (pieces), the vectorized GPT-4
-lexer (lexer), strings of up to 8 bytes as uint64 keys (short_keys), the per-worker counter and
-the count stage (counter), hash partitions and run files (partitions), the reduce stage with
-freq_cutoff and the stop list (reduce), counts files as tables and their writing (counts_file).
-Imports config, patterns, run and io; never merge, tokenizer, the pipeline or the CLI.
+Owns: the piece shortcut of pre-tokenization and StringCounts (pieces, cuts), the lexers (lexer,
+numpy; jit_lexer, numba), strings of up to 8 bytes as uint64 keys (short_keys) and their hash tables
+(key_tables, jit_pieces), the per-worker counter and the count stage (counter, stream), SuperBPE's
+superword split (superword), hash partitions and run files (partitions), the reduce stage with
+freq_cutoff and the stop list (reduce), byte order (byte_order), counts files as tables
+(counts_file), and counting on Ray (on_ray). Never merge, tokenizer, the pipeline or the CLI.
+
+Imports: config, io, jit, patterns, run.
 """

@@ -1,7 +1,7 @@
 """Strings in the order of their UTF-8 bytes, sorted with numpy 8 bytes at a time.
 
 pyarrow's sort_indices compares the strings themselves, which was most of the reduce stage with
-SuperBPE's superword chunks (2.3 M of them on realmix: 2.7-3.7 s, BENCHMARKS 25). Here the first
+SuperBPE's superword chunks (millions of strings, most of them long). Here the first
 8 bytes of every string, read as a big-endian number (zero-padded past its end), are argsorted; the
 strings still tied, which share those bytes and are at least 8 bytes long, are sorted again by
 their next 8 within each tied group, and so on until no group is left. Without a zero byte inside
@@ -28,8 +28,8 @@ def byte_order(strings: pa.Array) -> np.ndarray:
     """The indices that sort a string array (no nulls) by its UTF-8 bytes, stably: sort_indices' order.
 
     By the numba kernel (radix_order) where this process has numba loaded (or --jit on), else with
-    numpy, the reference: SuperBPE's 2.3 M superword chunks of realmix (113 MB) took 1.38 s with
-    numpy, 0.56 s with the kernel (BENCHMARKS 35)."""
+    numpy, the reference (the kernel sorts SuperBPE's superword chunks in well under half numpy's
+    time)."""
     offsets, data = string_buffers(strings)
     if jit.warm():
         return radix_order(offsets, data)
@@ -42,7 +42,7 @@ def byte_order(strings: pa.Array) -> np.ndarray:
     def word(rows: np.ndarray | None, level: int) -> np.ndarray:
         """Bytes [8 * level, 8 * level + 8) of the strings `rows` (None: all), big-endian, zeros past
         their ends. Made in place, a few arrays of one word a row at once: at a tight budget the
-        reduce's sort is its stage's peak (the 1 GB corpus at 400 MB, BENCHMARKS 34)."""
+        reduce's sort is its stage's peak."""
         shift = (lengths if rows is None else lengths[rows]) - _WORD * level
         np.clip(shift, 0, _WORD, out=shift)
         shift *= -8
@@ -121,7 +121,7 @@ def _radix_sort(offsets, data, order, scratch, words, word_scratch, left, left_s
     bytes (words, big-endian) and how many of them it has (left, 9: more) are read once and travel
     with the row through the word's 8 levels; a segment whose rows share their next bytes skips them
     at once. The insertion sorts, which end most rows (2.0 M of SuperBPE's 2.3 M superword chunks, 13
-    levels deep on average), compare words, not bytes read from anywhere in data (BENCHMARKS 38)."""
+    levels deep on average), compare words, not bytes read from anywhere in data."""
     stack = np.empty((64, 3), np.int64)  # (first row, end, depth) of the segments still to sort
     stack[0, 0], stack[0, 1], stack[0, 2] = 0, len(order), 0
     top = 1

@@ -40,8 +40,8 @@ _FOLDED = "sdmtlver"  # the letters of contractions, as (?i:...) matches them
 @functools.lru_cache(maxsize=1)
 def char_tables() -> tuple[np.ndarray, np.ndarray]:
     """(class bits, contraction letter: the lower-case ASCII letter it matches case-insensitively,
-    else 0) of every code point, read off `regex` (about 0.3 s) and kept in a cache file named
-    after `regex`'s and Unicode's versions (a few ms to load), once per process."""
+    else 0) of every code point, read off `regex` (slow: a pass over every code point) and kept in a
+    cache file named after `regex`'s and Unicode's versions (quick to load), once per process."""
     path = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "parbpe",
                         f"char-classes-v2-regex{regex.__version__}-unicode{unicodedata.unidata_version}.npz")
     try:
@@ -451,7 +451,7 @@ def chunk_bounds(data: np.ndarray, docs: np.ndarray, kind: int, group: int,
     The documents are decoded and split CHUNK_BOUNDS_BYTES of them at a time, into the same buffers
     (chunks never cross documents). Buffers the size of a whole call (13 bytes a byte of text: the
     superword split's 4 MB windows) were handed back to the OS when freed and mapped afresh by the
-    next call: its page faults made the split 1.85x slower (BENCHMARKS 35)."""
+    next call: its page faults made the split much slower."""
     size = len(data)
     spans = list(document_spans(docs, CHUNK_BOUNDS_BYTES))
     widest = max((int(docs[b] - docs[a]) for a, b in spans), default=0)
@@ -506,7 +506,7 @@ def prepare(pattern: str) -> None:
     """When the numba lexer splits pattern: load numba, the character tables and the kernels in this
     process, so that workers forked from it find them ready, each for the argument types the workers
     pass (writable text, counts from the hash tables and from pyarrow): a kernel's other types are
-    another load from the cache, 5-25 ms in each worker against 3-6 ms here (2026-11-26)."""
+    another load from the cache, slower in each worker than once here."""
     if not uses_jit(pattern):
         return
     data = np.frombuffer("It's 12 x\n\n  é's".encode(), np.uint8).copy()

@@ -2,14 +2,13 @@
 
 numpy's path cuts a batch of documents into pieces (cuts.cut_bounds, a dozen array passes), then
 reads each piece's key (a strided gather), checks which pieces fit a key or a pair of keys and
-gathers the long ones: 1.8-2.0 of the 4.4-4.7 s of CPU one process spends counting realmix
-(BENCHMARKS 31). The kernel walks the bytes once, cutting where cut_bounds cuts (the same byte
-rule, the same document starts), then walks the pieces, reading each one's words at its start:
-pieces of 1 to 8 bytes without a zero byte become keys, of 9 to 16 pairs of words, and the others
-(longer, or holding a zero byte) are copied out as strings. A second kernel keys the chunks the
-lexer splits the distinct pieces into, each with its piece's count (PieceKeyer.chunks). numpy's
-cut_bounds and keys_of stay the reference: tests/count/test_jit_pieces.py compares them on every
-kind of text, document and window.
+gathers the long ones: close to half of a counting process's CPU time. The kernel walks the bytes
+once, cutting where cut_bounds cuts (the same byte rule, the same document starts), then walks the
+pieces, reading each one's words at its start: pieces of 1 to 8 bytes without a zero byte become
+keys, of 9 to 16 pairs of words, and the others (longer, or holding a zero byte) are copied out as
+strings. A second kernel keys the chunks the lexer splits the distinct pieces into, each with its
+piece's count (PieceKeyer.chunks). numpy's cut_bounds and keys_of stay the reference:
+tests/count/test_jit_pieces.py compares them on every kind of text, document and window.
 """
 
 from __future__ import annotations
@@ -153,9 +152,8 @@ def key_chunks(data, words, bounds, offsets, counts, keys, key_counts, first, se
     key_counts, 9-16 byte ones to first, second and pair_counts, the others' bytes to long_bytes, their
     ends there to long_ends and their counts to long_counts (outputs as long as the chunks; long_bytes
     as data). words: data and zeros after, as uint64. written[0:4]: the keys, pairs, long chunks and
-    long bytes written. (Its loop repeats cut_and_key's second one on purpose: the two sharing one
-    inlined helper made cut_and_key 2.4x slower over realmix, 1.35-1.39 s against 0.57-0.67 s,
-    2026-11-26.)"""
+    long bytes written. (Its loop repeats cut_and_key's second one on purpose: with the two sharing
+    one inlined helper, numba compiled cut_and_key into code over twice as slow.)"""
     n_keys, n_pairs, n_long, n_long_bytes = 0, 0, 0, 0
     piece = 0
     for i in range(len(bounds) - 1):
@@ -192,8 +190,7 @@ def key_chunks(data, words, bounds, offsets, counts, keys, key_counts, first, se
 def spell(keys: np.ndarray, second: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The strings of keys (or of pairs of words, with their second words) as (offsets from 0, UTF-8
     bytes): short_keys.strings_of's strings, without the pyarrow array (a counter's distinct pieces
-    go straight to the lexer: a worker's split of realmix's 1 M took 0.65 s against 0.71-0.76 s
-    through the table, BENCHMARKS 33)."""
+    go straight to the lexer, sparing the split the array's construction)."""
     width = 8 if second is None else 16
     offsets = np.zeros(len(keys) + 1, np.int64)
     data = np.empty(width * len(keys), np.uint8)
@@ -228,9 +225,8 @@ def _spell_word(word, data, at):
 
 class PieceKeyer:
     """The kernel's buffers, kept from batch to batch and grown (doubled) when a call might fill one:
-    fresh buffers for every batch cost more in page faults than the kernel's work (the generated
-    1 GB corpus, 1.5 MB batches: 1.3-2.6 s against 0.6 s for 256 MB, 2026-11-26). A batch is keyed
-    SEGMENT bytes at a time, so the buffers stay a few MB whatever the batch."""
+    fresh buffers for every batch cost more in page faults than the kernel's work on small batches. A
+    batch is keyed SEGMENT bytes at a time, so the buffers stay a few MB whatever the batch."""
 
     def __init__(self, window: int = _WINDOW, segment: int = _SEGMENT) -> None:
         self.window, self.segment = window, max(segment, window)

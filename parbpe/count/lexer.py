@@ -71,7 +71,7 @@ BYTE_CLASS[128:] = HIGH
 
 @functools.lru_cache(maxsize=1)
 def code_point_tables() -> tuple[np.ndarray, np.ndarray]:
-    """(class, contraction letter) of every code point (about 0.1 s, once per process)."""
+    """(class, contraction letter) of every code point (made once per process)."""
     points = np.arange(0x110000, dtype=np.uint32)
     return _classes_of(points[(points < 0xD800) | (points > 0xDFFF)], 0x110000)
 

@@ -219,7 +219,7 @@ class StringCounts:
 
     def _add_long(self, long: pa.Array, weights: np.ndarray | None) -> None:
         """Hold long strings: uncounted when each counts once (hashed once, when summed: counting them
-        per batch and then summing the tables hashed most of them twice, realmix 1.2 s against 0.9 s),
+        per batch and then summing the tables hashed most of them twice),
         else counted now with their weights."""
         if not len(long):
             return

@@ -7,8 +7,8 @@ the merges are made of them (SuperBPE's stage 2), each task sorts its own partit
 parent joins them in partition order: as independent of the workers, and without the parent's sort
 of every chunk (by_partition). Stage 1 keeps the byte order although its merges do not depend on it
 either: chunks that share their first bytes lie side by side, so a pair's occurrences cluster in the
-table, and realmix's merge stage took 2.43 s against 2.71 s on the same chunks in partition order
-(medians of nine replays each, BENCHMARKS 40), more than the parent's sort saves (0.14 s).
+table, and the merge stage is faster on them by more than the parent's sort costs (docs/DECISIONS.md,
+"Reduce and counts").
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def combine_selections(selections: list[Selection], config: TrainConfig) -> Trai
     greater chunk bytes, as for pairs.
 
     The selections' kept tables are let go of once joined, and each copy of the chunks once the next
-    is made: at a tight budget this is the reduce stage's peak (the 1 GB corpus at 400 MB, BENCHMARKS 34).
+    is made: at a tight budget this is the reduce stage's peak.
     """
     stop_words: list[bytes] = []
     kept = pa.concat_tables([s.kept for s in selections]) if selections else SCHEMA.empty_table()

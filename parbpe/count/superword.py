@@ -138,5 +138,5 @@ class SuperwordCounter(BatchCounter):
     def chunk_counts(self):
         """The chunk counts of everything added (and the counter is emptied); the long chunks (over 16
         bytes) not summed here but in the reduce: most are seen once (realmix: 1.85 M distinct in
-        2.17 M), and hashing them here too cost each worker 0.29 s of its 0.72 s finish."""
+        2.17 M), and hashing them here too cost each worker a large share of its finish."""
         return self._take().table(count_long=False)

@@ -25,7 +25,7 @@ from .workers import SlicedEngine, merge_workers
 
 # progress(done, total) is called at most once per this many seconds, and after the last round: the
 # caller's callback may read /proc of the whole machine (tree_rss), and a serial run makes one round
-# per merge (FineWeb counts -> 50,304, docs/BENCHMARKS.md).
+# per merge.
 PROGRESS_INTERVAL = 0.1
 
 
@@ -179,7 +179,7 @@ THREADS = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity"
 def preload_kernels(n_tokens: int, vocab_size: int, workers: int = 1, nonoverlap: bool = False) -> None:
     """Start loading the numba kernels learn_merges will call in this process on a table of n_tokens
     (its linked engine's, when it merges here: overlap counting, no merge workers), in a background
-    thread, so that numba's import and loading (0.5-1 s) overlap the table's building."""
+    thread, so that numba's import and loading overlap the table's building."""
     if not nonoverlap and merge_workers(n_tokens, workers, linked=True) <= 1:
         preload_linked_kernels(n_tokens, token_dtype(vocab_size))
 
@@ -207,8 +207,8 @@ EXACT_GROWTH = 4
 def _older_objects_frozen() -> Iterator[None]:
     """The merge rounds with every object made before them out of the cyclic collector's walks
     (gc.freeze), let back in after (gc.unfreeze). A merge adds a tuple and a token, which start
-    collections, and a full one walked every object of the process: 54 ms on FineWeb's counts (one
-    in a merge), 90 ms on realmix's (two); frozen, 6.5 and 42 ms (BENCHMARKS 29). The collector keeps
+    collections, and a full one walked every object of the process, several times longer than with
+    the older objects frozen. The collector keeps
     running, for the program's other threads too. Nothing is frozen where the program froze objects
     itself: gc.unfreeze would let its objects back in too."""
     if gc.get_freeze_count():
@@ -400,7 +400,7 @@ class _Rule:
     def without_refused(self, keys: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The count changes of pairs still in the running. Each key is looked up in the sorted refused
         ones by a binary search: np.isin sorts the round's keys with them past some 90 refused pairs
-        (SuperBPE's stage 2 on realmix refuses 122; its 220 rounds' 4.9 M keys: 0.07 s against 0.12)."""
+        (SuperBPE's stage 2 refuses about a hundred and more, so the search is the faster there)."""
         refused = self._refused_sorted
         if not len(refused) or not len(keys):
             return keys, deltas

@@ -36,10 +36,9 @@ def encode_byte_table(table: ChunkTable, merges: list[tuple[int, int]], batch_si
     apart into their words), each distinct piece is encoded once (encode_table), and every chunk is
     its pieces' tokens in order: exactly the chunk encoded whole, for a fraction of the work. With
     the kernels (linked_kernels.use_kernels) one pass cuts, looks each piece up and encodes the new
-    ones (_encode_cached; half of realmix's SuperBPE stage-2 table, 56.6 MB in 11.5 M pieces of which
-    623 k distinct: 1.9-2.4 s against 6.6-8.7 s for numpy and pyarrow, and 4.3-5.0 s when a kernel
-    encoded the distinct pieces pyarrow had found), each half of the table in its own thread with
-    threads=2; else numpy and pyarrow (the reference).
+    ones (_encode_cached: a few times faster than numpy and pyarrow, and than a kernel encoding the
+    distinct pieces pyarrow had found, since most pieces repeat), each half of the table in its own
+    thread with threads=2; else numpy and pyarrow (the reference).
     """
     inside = _held_by_merges(merges)
     dtype = np.dtype(dtype or table.tokens.dtype)
@@ -275,7 +274,8 @@ def sampled_tokens_per_byte(data: np.ndarray, offsets: np.ndarray, merges: list[
     leaves, measured on evenly spaced chunks of about sample_bytes in all: what a table of these
     chunks will hold once encoded, known before it is built (the merge stage's memory estimate).
     dtype: the tokens' (default uint16 or int32 as the merges need), the table's own encoding's, so
-    that the encoding kernel is compiled for one signature, not two (a cold cache: 8-9 s each)."""
+    that the encoding kernel is compiled for one signature, not two (each costs a compile in a cold
+    cache)."""
     lengths = np.diff(offsets)
     multi = np.flatnonzero(lengths > 1)  # the table leaves out chunks of one byte
     total = int(lengths[multi].sum())
@@ -303,8 +303,8 @@ def _held_by_merges(merges: list[tuple[int, int]]) -> np.ndarray:
 
 def held_side_by_side(tokens: list[bytes]) -> np.ndarray:
     """inside[x, y]: whether some token holds byte y right after byte x (256 x 256 bools). All tokens'
-    bytes at once, the pairs across two tokens left out: SuperBPE's 26 k tokens in 0.008 s, where one
-    numpy call a token took 0.11 s, twice a run (the sampled estimate and the encoding, BENCHMARKS 39)."""
+    bytes at once, the pairs across two tokens left out: one numpy call for all of SuperBPE's tens of
+    thousands of tokens, where one call a token was slow, twice a run (the estimate and the encoding)."""
     data = np.frombuffer(b"".join(tokens), dtype=np.uint8)
     ends = np.cumsum(np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens)))
     within = np.ones(max(len(data) - 1, 0), dtype=bool)
@@ -319,7 +319,7 @@ def encode_chunk_arrays(data: np.ndarray, offsets: np.ndarray, counts: np.ndarra
     """The table table_from_arrays(data, offsets, counts) holds (every chunk of more than one byte, in
     order) encoded with merges, as encode_byte_table encodes it, by the kernels straight from the chunk
     arrays (chunk k is data[offsets[k]:offsets[k + 1]]): no table of bytes is copied first (SuperBPE's
-    stage 2: 113 MB, 0.3-0.4 s of the run). The chunks of one byte are encoded too (a token each) and
+    stage 2: most of the corpus). The chunks of one byte are encoded too (a token each) and
     then left out. The caller checks use_kernels."""
     tokens, lengths = _encode_cached(data, offsets, merges, _held_by_merges(merges).ravel(), np.dtype(dtype), threads)
     keep = np.diff(offsets) > 1
@@ -469,8 +469,8 @@ def _encode_chunks(data, starts, inside, merge_keys, out, batch, short_bits, lon
     kept); for 9 to 16 bytes, its two words, the same word, and where its tokens are kept if not in
     that word. The tables start with 2 ** short_bits and 2 ** long_bits slots and double at two
     thirds full. (The lookup is written out here: a first split into helpers, the lookup and the
-    tokens' copy taking the tables, the batch in one 2-D array and the scratch in a tuple, took
-    2.5 s against 1.6-2.0 s on half of realmix's stage-2 table.)"""
+    tokens' copy taking the tables, the batch in one 2-D array and the scratch in a tuple, was clearly
+    slower.)"""
     pair_keys, pair_ranks, bits = _pair_table(merge_keys)
     short = np.zeros((1 << short_bits, 2), dtype=np.uint64)  # word, length | count << 4 | tokens (0: empty)
     long = np.zeros((1 << long_bits, 4), dtype=np.uint64)  # words 0 and 1, the same, where kept (count > 2)

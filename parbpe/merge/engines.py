@@ -158,8 +158,8 @@ class LinkedEngine:
 
     REMOVED = -2  # next[p] of a position merged away; -1 marks the last position of a chunk
     STALE_FACTOR = 1.5  # index entries per live pair that trigger a rebuild of the index
-    # ... with the kernels: realmix's peak RSS is the first count's (813 MB at 1.5, 784 at 3), and the
-    # rebuilds were 1.5 s of 6.9 at 1.5, 0.36 s at 3 (one process, 2026-11-25)
+    # ... with the kernels: the peak RSS is the first count's either way, and rebuilding at 3 costs a
+    # fraction of rebuilding at 1.5 (higher factors cost more in lookups and memory than they save)
     JIT_STALE_FACTOR = 3.0
     MIN_REBUILD = 1 << 16  # ... but never for an index smaller than this many entries
     SLICE = 1 << 20  # positions handled at a time when the index is built

@@ -16,23 +16,23 @@ from .table import sum_by_cutoff, tokens_by_cutoff
 # the table (2 bytes a token, 24 a chunk), the linked engine's links and weights (13), the pair
 # index (8 a live pair, rebuilt when stale), the pair counts and the temporaries of the initial
 # count and of the first, widest rounds (applied in groups). Measured with a trace of the stage
-# (2026-11-23, one process, realmix counts: 11.8M tokens, 1.0M chunks, 32,768 tokens): 34 bytes a
-# token above the process at the peak, in the first rounds (47 before the index was built a slice
+# (one process, realmix counts: 11.8M tokens, 1.0M chunks, 32,768 tokens): 34 bytes a token above
+# the process at the peak, in the first rounds (47 before the index was built a slice
 # at a time, batches applied in groups and the index rebuilt when stale); the initial count 27.
 MERGE_BYTES_PER_TOKEN = 38
 MERGE_BYTES_PER_CHUNK = 24
 SLICED_FACTOR = 2  # merge workers: engines in slices, an interpreter each, the coordinator's queue beside
 # them (measured 1.2-1.3x one process's peak on SuperBPE's stage 2): counted twice, on the safe side
 # SuperBPE's stage 2 encodes a table of bytes before merging it (encode_for_merging): per table byte,
-# the table (2 bytes), its bytes as uint8 (1) and the encoding's temporaries, measured 7.8 (2026-11-23,
-# realmix's stage 2, 113M bytes, one process: 0.88 GB above the process). The merge then works on the
+# the table (2 bytes), its bytes as uint8 (1) and the encoding's temporaries, measured 7.8 (realmix's
+# stage 2, 113M bytes, one process: 0.88 GB above the process). The merge then works on the
 # encoded table, fewer tokens than bytes (fit_merge_stage's tokens_per_byte).
 ENCODE_BYTES_PER_BYTE = 11
 # The run engine (runs.py, hostile text) per table token (the table and the runs' scratch; a chunk of
 # 50M one letter also makes tokens of 2^k bytes that the vocabulary holds: 11.5 a token, 13 counted)
-# and per run (the run log, its pair index, a round's temporaries), measured 2026-11-23 in one
-# process: 50M tokens as 1 run, 575 MB above the process; as 6.0M runs (runs of 8), 2,084 MB;
-# 20M tokens as 1.35-2.40M runs, 503-877 MB.
+# and per run (the run log, its pair index, a round's temporaries), measured in one process: 50M
+# tokens as 1 run, 575 MB above the process; as 6.0M runs (runs of 8), 2,084 MB; 20M tokens as
+# 1.35-2.40M runs, 503-877 MB.
 RUN_BYTES_PER_TOKEN = 13
 RUN_BYTES_PER_RUN = 400
 AUTO_CUTOFF_LIMIT = 1 << 16  # the automatic cutoff never goes beyond this count

@@ -18,13 +18,12 @@ from ..run.threads import in_two
 
 # With threads=2 (the coordinator's own engine, no merge workers), a round's kernels run in two
 # threads, each on half of it, from this many positions (hits, candidates, new pairs): below, a
-# thread's start (about 0.1 ms) is more than the half saves.
+# thread's start is more than the half saves.
 TWO_THREADS_MIN = 32_768
 # ... and the index of every live pair (the first count's, a rebuild's) is sorted and summed in two
-# threads from this many positions (sorted_live_pairs_in_two, sum_sorted_pairs_in_two). On the first
-# 2**22 positions of realmix's SuperBPE stage-2 table the sort took 61-72 ms against 81-101 in one
-# thread, the sums 24-25 against 41-47; at 2**20 the sort 10-13 ms against 12-13, at 2**18 3-5 ms
-# against 2 (three threads started and waited for, and new arrays first touched in two).
+# threads from this many positions (sorted_live_pairs_in_two, sum_sorted_pairs_in_two): from here
+# the second thread pays on SuperBPE's stage-2 table; on fewer positions the threads' start and the
+# first touch of new arrays in two threads cost what the halves save.
 SORT_IN_TWO_MIN = 1 << 22
 
 
@@ -185,8 +184,8 @@ RADIX_SMALL = 512  # entries below which _by_high_half sorts them whole
 def _by_position(found, member_bits, position_bits):
     """found (position << member_bits | member, distinct positions) sorted: an LSD radix sort of the
     position's bits, 11 at a time (found itself is the scratch of every other pass). numpy's sort of
-    the holding candidates was 0.5 s of realmix's merge stage (the first rounds hold millions); on 4 M
-    values 0.10 s against numpy's 0.30 (BENCHMARKS 34)."""
+    the holding candidates, the twin, was a large share of realmix's merge stage (the first rounds hold
+    millions), and the radix sort takes about a third of its time."""
     return _lsd_radix(found, member_bits, member_bits + position_bits)
 
 
@@ -266,7 +265,7 @@ def new_pair_entries(keys, positions):
     (sweep's keys from `made` on, tokens below 2**16, and their positions), sorted; None if the
     positions do not ascend (then the caller sorts). In position order, a stable LSD radix sort of
     the 32-bit pair, 11 bits a pass (a pass whose digits are all alike skipped), leaves np.sort's
-    order: 3.5x faster than np.sort on 0.2-3 M entries, which the first rounds make."""
+    order, several times faster than np.sort on the millions of entries the first rounds make."""
     n = len(keys)
     entries = np.empty(n, dtype=np.uint64)
     last = np.int64(-1)
@@ -318,7 +317,7 @@ def _insertion_sorted(values):
 
 def sum_by_key(keys: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """pairs.aggregate with a hash table (_sums): sorted unique keys and their non-zero sums. (Summing
-    by halves in two threads, then their sums again, gained nothing on realmix: BENCHMARKS 27.)"""
+    by halves in two threads, then their sums again, gained nothing on realmix.)"""
     keys, sums, ordered = _sums(keys, deltas)
     if ordered:
         return keys, sums
@@ -413,8 +412,8 @@ def sorted_live_pairs(records, n_live, width):
     """The packed index entries (first << 48 | second << 32 | position) of every live pair, sorted,
     of a table whose tokens are below width (at most 2**16): a stable counting sort by the second
     token of the entries made in position order, then one by the first; positions stay ascending
-    within a pair, so the order is the entries' own. numpy's sort of realmix's SuperBPE stage-2
-    entries (14 M a merge worker) took 1.0-1.4 s, this 0.3 s (BENCHMARKS 34). It holds twice the
+    within a pair, so the order is the entries' own, several times faster than numpy's sort of
+    SuperBPE's stage-2 entries. It holds twice the
     entries at its peak, one array more than the sort in place: the 8 bytes a live pair stay within
     the linked engine's 38 a token of merge/fit.py (27 at the initial count)."""
     by_first = np.zeros(width + 1, dtype=np.int64)
@@ -486,9 +485,9 @@ def sorted_live_pairs_in_two(records: np.ndarray, n_live: int, width: int) -> np
     half of the positions counted by second token, then scattered to its own offsets (the first half's
     entries of a token before the second's: positions stay ascending), counting the first tokens bound
     for each half of the intermediate array; each half of that then scattered by first token (the first
-    half's entries of a token first). The same two arrays of n_live entries at the peak. On realmix's
-    SuperBPE stage-2 table (30.7 M positions, 28.4 M live pairs, 26,214 ids) 0.29-0.49 s against
-    sorted_live_pairs' 0.62-0.66 (the spread: new memory's first touch, 0.07 or 0.2 s a pass)."""
+    half's entries of a token first). The same two arrays of n_live entries at the peak. On SuperBPE's
+    stage-2 table it takes well under sorted_live_pairs' time (how much depends on new memory's first
+    touch)."""
     n = len(records)
     cut = n // 2
     seconds = _rows(2, width)
@@ -515,7 +514,7 @@ def _rows(parts: int, width: int) -> np.ndarray:
 
 def _exclusive_sums(counts: np.ndarray) -> np.ndarray:
     """The offsets of a counting sort of counts (part, token: _rows), in _rows: token by token, the
-    parts in turn (numpy's cumsum of the stage-2 table's 2 x 26,214 counts took 0.5 ms)."""
+    parts in turn (numpy's cumsum: a small array, one per token and part)."""
     starts = _rows(*counts.shape)
     _offsets(counts, starts)
     return starts
@@ -569,8 +568,8 @@ def _scatter_by_first(entries, lo, hi, starts, out):
 def sum_sorted_pairs_in_two(records: np.ndarray, packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """sum_sorted_pairs' counts, element for element, each side of a pair boundary near the middle of
     the entries in its own thread (one thread where no pair ends near it: one pair makes most), each
-    counting its pairs, then writing them to its part of the results. On realmix's SuperBPE stage-2
-    entries (28.4 M, 3.9 M pairs) 0.17-0.18 s against sum_sorted_pairs' 0.34-0.35."""
+    counting its pairs, then writing them to its part of the results: about half sum_sorted_pairs'
+    time on SuperBPE's stage-2 entries."""
     n = len(packed)
     cut = _pair_boundary(packed)
     if cut in (0, n):
@@ -647,8 +646,7 @@ def count_live_pairs(records, n_live, width):
 
 def fill_records_in_two(records: np.ndarray, tokens: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> None:
     """fill_records, each half of the chunks in its own thread. The records are new memory, and its
-    first touch is most of the fill: realmix's 189 MB took 0.15-0.43 s in one thread here, 0.02-0.14 s
-    in two (BENCHMARKS 36)."""
+    first touch is most of the fill, which two threads share."""
     h = len(counts) // 2
     in_two(lambda: fill_records(records, tokens, starts[:h + 1], counts[:h]),
            lambda: fill_records(records, tokens, starts[h:], counts[h:]))

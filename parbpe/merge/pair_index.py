@@ -52,8 +52,7 @@ class PairIndex:
     (first << 16 | second) << 32 | value, and a block is one sorted array: a fold is a stable sort
     of two sorted runs, which numpy merges faster than placing entries one array at a time.
     Otherwise a block is an _IndexBlock of int64 keys and value_dtype values. Stale entries stay:
-    dropping them at every fold was tried and cost more time (realmix: +4 s of 14) than the
-    memory it saved.
+    dropping them at every fold was tried and cost more time than the memory it saved was worth.
     """
 
     blocks: list = field(default_factory=list)
@@ -102,8 +101,8 @@ class PairIndex:
     def spans(self, keys: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
         """Where the given pair keys' entries lie in each block: (first, end) index arrays, a pair per block."""
         # One search a block for both ends: the first entry of each key, and the first past it (an
-        # entry's value is below 2**31, a key below 2**63). In small blocks its cost is the calls
-        # (BENCHMARKS 26), in blocks of millions each search's cache misses (BENCHMARKS 30).
+        # entry's value is below 2**31, a key below 2**63). In small blocks its cost is the calls, in
+        # blocks of millions each search's cache misses.
         n = len(keys)
         if self.packed:
             low = narrow_key(keys) << np.uint64(32)

@@ -103,8 +103,8 @@ def pair_keys_and_weights(
 
 
 # aggregate() sorts keys whose tokens fit in 16 bits as one uint64 each, (first << 16 | second) << 32 |
-# index, from this many keys: np.sort of those and a gather of the weights take 0.5-0.9x the time of
-# an argsort and two gathers from 3,000 keys on, 1.5x at 300 (BENCHMARKS 29).
+# index, from this many keys: np.sort of those and a gather of the weights beat an argsort and two
+# gathers from a few thousand keys on, and lose to them at a few hundred.
 PACKED_SORT_MIN = 2048
 _BEYOND_16_BITS = np.int64(~0x0000FFFF0000FFFF)
 LOW32 = np.uint64(0xFFFFFFFF)  # a packed entry's low half (its index or position)

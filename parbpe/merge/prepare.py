@@ -12,7 +12,7 @@ from .table import ChunkTable, token_dtype
 from .workers import SlicedEngine
 
 # A worker encoding a slice of SuperBPE's stage-2 table (encode_for_merging) must get this many
-# bytes: a spawned worker costs about half a second, encoding 16 MB about 1.3 s.
+# bytes: a spawned worker's start must be small beside the encoding it takes over.
 MIN_BYTES_PER_ENCODE_WORKER = 16_000_000
 
 

@@ -56,7 +56,7 @@ class PairCounts:
         keys, counts = np.asarray(keys, dtype=np.int64), np.asarray(counts, dtype=np.int64)
         n = len(keys)
         # Room for as many new pairs as there are pairs, left unwritten (no memory until pairs arrive):
-        # growing the store later copied it into new memory (SuperBPE's stage 2: 0.27 s, BENCHMARKS 39).
+        # growing the store later copied it into new memory, whose first touch is slow (SuperBPE's stage 2).
         room = 2 * n
         if use_kernels and n > 1 and bool(np.all(keys[1:] > keys[:-1])):  # (as every engine counts them)
             self._ages, self._counts = _by_age(keys, counts, room)
@@ -156,7 +156,7 @@ class PairCounts:
 def _grown(array: np.ndarray, used: int, room: int) -> np.ndarray:
     """A new array of room items holding array[:used]; the rest is left as it comes (read only once
     written): its pages are touched as pairs arrive, where writing zeros there touched them all at
-    once (SuperBPE's stage-2 store of 3.9 M pairs grew in 0.27 s, BENCHMARKS 39)."""
+    once (slow for SuperBPE's stage-2 store of millions of pairs)."""
     out = np.empty(room, dtype=array.dtype)
     out[:used] = array[:used]
     return out
@@ -192,8 +192,8 @@ def _by_age(keys, counts, room):
     """(age keys, counts) of pairs given in ascending key order, in ascending age order: a stable
     counting sort by (larger id, side), into arrays of room items (room >= len(keys); the rest left
     unwritten). Within one, the smaller ids already ascend: pairs (high, x) lie side by side in key
-    order, pairs (x, high) in the order of their x. numpy's argsort of the age keys took 0.77 s for
-    SuperBPE's 3.9 M stage-2 pairs on realmix (BENCHMARKS 34)."""
+    order, pairs (x, high) in the order of their x. numpy's argsort of the age keys, the twin, is
+    several times slower on SuperBPE's millions of stage-2 pairs."""
     n = len(keys)
     width = 0
     for i in range(n):
@@ -314,7 +314,7 @@ class PairQueue:
     NARROW = 16  # widths up to this use the heap
     # Pairs put on the heap when it is (re)built: HEAP_FIRST the first time, twice as many each time it
     # runs short, at most HEAP_MOST. BatchBPE's last rounds (widths below NARROW) rank a few dozen pairs
-    # in all, and a heap of 4,096 entries (with their tie keys) cost 25-150 ms there (BENCHMARKS 29);
+    # in all, and building a heap of 4,096 entries (with their tie keys) cost more than their ranking;
     # serial runs pop tens of thousands and soon rebuild at the most.
     HEAP_FIRST = 64
     HEAP_MOST = 4096

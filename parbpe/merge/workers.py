@@ -55,11 +55,10 @@ from .pairs import add_sorted, aggregate
 from .table import ChunkTable
 
 # A merge worker's slice must hold this many table tokens: tables of fewer than twice as many merge
-# in one process. Merge workers are spawned and share the table (workers.py); on 2 cores
-# (2026-11-23, realmix, 32,768 tokens, interleaved): stage 1's table, 11.8M tokens, merged 1.08x
-# faster with two workers at 1.45x the stage's peak RSS (the workers' own interpreters and the
-# coordinator's queue beside the engines): not worth it; SuperBPE's stage-2 table, 30.7M tokens,
-# merged 1.15x faster at 1.24x, and encoded and merged 1.18x faster at 1.21x (docs/BENCHMARKS.md, 14).
+# in one process. Merge workers are spawned and share the table (workers.py); two of them gain a
+# little speed on realmix's ordinary table for much more memory (the workers' own interpreters and
+# the coordinator's queue beside the engines): not worth it there; larger tables, such as SuperBPE's
+# stage 2, gain more (docs/DECISIONS.md, "Merging").
 MIN_TOKENS_PER_WORKER = 8_000_000
 KERNELS_MERGE_ALONE = True  # merge_workers: a table the kernels merge (or encode) stays in one process
 
@@ -73,10 +72,9 @@ def kernels_alone(n_tokens: int, workers: int) -> bool:
 def merge_workers(n_tokens: int, workers: int, linked: bool, min_tokens_per_worker: int | None = None) -> int:
     """The processes that merge a table of n_tokens (1: the coordinator's alone). Where the kernels
     merge it (the linked engine: linked, and linked_kernels.use_kernels) and at most two workers
-    could, one process, its engine in two threads, beats them on any table: SuperBPE's stage-2 table
-    (30.7M tokens) merged in 4.0-4.2 s at a peak of 1.45-1.5 GB against 4.9-5.4 s at 2.0 GB in two
-    workers (2026-11-26, 2 cores, BENCHMARKS 38); more workers (more cores) were not measured against
-    it. Else `workers`, each given at least MIN_TOKENS_PER_WORKER tokens.
+    could, one process, its engine in two threads, beats them on any table: faster, at a lower peak,
+    even on SuperBPE's stage-2 table; more workers (more cores) were not measured against it. Else
+    `workers`, each given at least MIN_TOKENS_PER_WORKER tokens.
     min_tokens_per_worker: that threshold, given (tests), and merge workers even for the kernels;
     KERNELS_MERGE_ALONE = False (tests) keeps the threshold alone too."""
     if min_tokens_per_worker is None:

@@ -215,7 +215,7 @@ def jit_fits(budget: int, workers: int, unit_bytes: int, pattern: str, text_byte
     The layouts compared start from CALLER_FLOOR, what every run of the command reckons, not the RSS
     measured: that differs by a few MB from run to run, and whether numba loads decides the merge
     stage's automatic cutoff (it reckons numba's weight once loaded), so the same command at 400 MB
-    made two tokenizers (2026-11-26: min_count 10 or 29). The layout itself still measures."""
+    made two tokenizers (two automatic cutoffs). The layout itself still measures."""
     if not uses_jit(pattern):
         return False
     if jit.mode() == "on":

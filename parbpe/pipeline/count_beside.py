@@ -1,8 +1,8 @@
 """SuperBPE's superword count in a process of its own, at low priority, beside stage 1's merge.
 
-Stage 1's merge rounds keep one core busy and the second only in their large rounds (realmix: 2.45 s
-at 1.28 cores), and stage 2 needs its superword counts only after them. So the count (count and
-reduce: pipeline/count.py's count_stage, its workers included) runs in a new process of nice 19,
+Stage 1's merge rounds keep one core busy and the second only in their large rounds, and stage 2
+needs its superword counts only after them. So the count (count and reduce: pipeline/count.py's
+count_stage, its workers included) runs in a new process of nice 19,
 started once stage 1's table is built: the merge keeps its cores, the count takes what the merge
 leaves, and after the merge only the rest of the count is waited for.
 
@@ -206,7 +206,7 @@ def _described(exc: BaseException) -> dict[str, Any]:
 
 def child(job_path: str) -> None:
     """The process's whole life: main, then its end without the interpreter's teardown (numba's LLVM
-    shutdown costs 0.4 s; everything is written and closed by then)."""
+    shutdown is slow, and everything is written and closed by then)."""
     status = main(job_path)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -86,7 +86,8 @@ def preload_before_counting(ctx: RunContext, units: list[WorkUnit] | TextStream)
     starts, in a run that reads counts files only (no text: no lexer loads numba there), where their
     bytes make a table the kernels merge (jit.MERGE_MIN_TOKENS) and the budget holds numba and the engine's
     second thread beside the merge stage as _room reckons it. Else numba loads at the table stage,
-    and the merge stage waits for most of its 0.25-0.35 s: the table takes 0.03 s on FineWeb-Edu's."""
+    and the merge stage waits for most of that load: building a table of counts files is too short
+    to hide it."""
     if not isinstance(units, list) or not units or not all(unit.kind.startswith("counts") for unit in units):
         return  # (a TextStream: texts from an iterable)
     tokens = int(COUNTS_TOKENS_PER_BYTE * sum(unit_text_bytes(unit) for unit in units))
@@ -299,8 +300,8 @@ def _fit(ctx: RunContext, chunks: TrainingChunks, job: MergeJob, base: tuple[int
 
 
 # What the process holds as the merge stage starts beyond CALLER_FLOOR, its numba and its chunk arrays:
-# heap left by counting and reducing, measured 5-49 MB over five realmix runs (2 workers, 500 MB
-# budget) and 12-16 MB over two of the 1 GB corpus at 400 MB (2026-11-26).
+# heap left by counting and reducing, above every residue measured on realmix and on the generated
+# 1 GB corpus under tight budgets (docs/DECISIONS.md, "Counting").
 MERGE_START_RESIDUE = 50 * 10**6
 
 
@@ -316,10 +317,11 @@ def reckoned_in_use(chunks: TrainingChunks, numba: bool) -> int:
 
 def _room(fit: MergeFit, budget: int) -> str:
     """What the budget holds beside the fit's estimate (which counts no numba): "speed", numba's RSS
-    (jit.NUMBA_RSS) and the engine's second thread (a quarter more of the merge's own need; realmix: 25-40 MB
-    of 700), so numba loads while the table is built and large rounds take two threads; "numba", its
-    RSS only: it loads when the engine starts, one thread; "numpy", not even that: under --jit auto the
-    stage merges with numpy (a 400 MB run whose table passed jit.MERGE_MIN_TOKENS went to 490-513 MB)."""
+    (jit.NUMBA_RSS) and the engine's second thread (a quarter more of the merge's own need), so numba
+    loads while the table is built and large rounds take two threads; "numba", its RSS only: it loads
+    when the engine starts, one thread; "numpy", not even that: under --jit auto the stage merges with
+    numpy (with the kernels, a tight budget whose table passed jit.MERGE_MIN_TOKENS
+    was overrun)."""
     return _room_for(fit.estimate, fit.tokens, fit.chunks, budget)
 
 

@@ -61,14 +61,11 @@ def worker_data_limit(budget: int, workers: int, base_rss: int, unit_bytes: int,
     worker's share of the rest covers reading its largest unit (about 4x its text: the text, its
     cut mask and piece offsets), WORKER_OVERHEAD, and HELD_FACTOR times the counts it holds:
     grouping (compacting pieces, splitting them into chunks, writing a run) briefly needs hash
-    tables and copies several times the size of what it groups. Measured on the generated 1 GB
-    corpus (`--seed 7`, units of 1.7 MB of text, GPT-2 pattern; 2026-11-24, the parent counting a
-    shard beside one forked worker, both on the system pool, starts 89 MB): largest RSS of the
-    parent / the worker / the tree sampled every 10 ms, by limit: 8 MB 207/138/346, 12 MB 230/154/371,
-    16 MB 242/171/398, 24 MB 248/179/403, 32 MB 274/200/440, 64 MB 386/313/597 MB. The parent stays
-    within its start + PARENT_COUNTING + 4x its unit + WORKER_OVERHEAD + 4x its limit (+2 MB at
-    16 MB), the worker and the tree well within (the worker does not touch all of the start it
-    shares). HELD_FACTOR was 6 with the counting code of 2026-11-23 (pyarrow's pool and hashing).
+    tables and copies several times the size of what it groups. These factors come from the largest
+    RSS of a counting parent, its worker and their tree on the generated 1 GB corpus at limits from 8
+    to 64 MB: the parent stays about within its start + PARENT_COUNTING + 4x its unit +
+    WORKER_OVERHEAD + 4x its limit, the worker and the tree well within (the worker does not touch all
+    of the start it shares). Counting code that holds more per count needs a larger HELD_FACTOR.
     """
     processes = workers + 1 if processes is None else processes
     share = (budget - processes * base_rss - extra) // workers
@@ -103,10 +100,10 @@ def count_layout(budget: int, workers: int, base_rss: int, unit_bytes: int) -> C
     more; if even that leaves a worker less than MIN_WORKER_DATA, fewer shards (down to the parent
     alone). A ValueError names the budget that would do when one shard does not fit either.
 
-    MIN_WORKER_DATA was 8 MB until 2026-11-26: the 1 GB corpus at 400 MB (GPT-2, 2 workers, the
-    parent counting) then kept two shards only from starts of about 105 MB or less, and starts
-    measured 97-107 MB. With the limit forced to 9.6, 8.1, 6.6 and 5.6 MB: 28.0-31.8 s (the
-    machine's spread), 98-165 spills, the count stage's peak 330-335 MB, the same merges."""
+    MIN_WORKER_DATA is small enough that the 1 GB corpus at 400 MB (GPT-2, 2 workers, the parent
+    counting) keeps two shards whatever start the parent measures: smaller limits only spill more
+    (the same time within the machine's spread, the same peak, the same merges), while a lost shard
+    halves the counting."""
     if workers > 1:
         try:
             limit = worker_data_limit(budget, workers, base_rss, unit_bytes)
@@ -135,8 +132,8 @@ def reduce_workers(budget: int, workers: int, base_rss: int, partition_bytes: in
     return 1
 
 
-# The RSS of a process that has imported parbpe and nothing else of its own (83 MB after `import
-# parbpe`, 85-95 MB when the parbpe command starts a run; 2026-11-24): what a caller holds beyond it
+# The RSS of a process that has imported parbpe and nothing else of its own (just under it after
+# `import parbpe`, or when the parbpe command starts a run): what a caller holds beyond it
 # when a run starts (texts for train_from_iterator, a notebook's data) is the caller's, not the
 # run's, and the merge stage's fit leaves it out (pipeline/context.py caller_held).
 CALLER_FLOOR = 100 * 10**6
@@ -174,8 +171,8 @@ def system_pool() -> Iterator[None]:
 
     A counting process allocates and frees buffers of a few MB for every batch; pyarrow's default
     pool (mimalloc) keeps such memory mapped, the C heap gives it back when trimmed (trim_heap).
-    Measured on a shard of the generated 1 GB corpus (2026-11-24, one process, 8 MB of counts held):
-    peak RSS 192 -> 163 MB, no time cost that shows on realmix (interleaved, 4.7-5.7 s either way).
+    On a shard of the generated 1 GB corpus this lowers a counting process's peak RSS by some 15%,
+    at no time cost that shows on realmix.
     Buffers made in the block stay valid after it (each knows its pool)."""
     import pyarrow as pa
 
@@ -230,8 +227,8 @@ class PeakSampler:
     """
 
     # The tree's processes are found again every REFRESH_SECONDS (and at each stage's start): finding
-    # them reads /proc of every process on the machine (2.5 ms with 66 processes here, 2026-11-26;
-    # 20 times a second, 5% of a core taken from the workers), reading their RSS 0.04 ms each.
+    # them reads /proc of every process on the machine (milliseconds on a busy machine: 20 times a second
+    # it would take a noticeable share of a core from the workers); reading their RSS is cheap.
     REFRESH_SECONDS = 0.25
 
     def __init__(self, interval: float = 0.05, pid: int | None = None) -> None:

@@ -3,14 +3,13 @@
 numpy advises the kernel to back every array of 4 MB or more with huge pages (madvise
 MADV_HUGEPAGE), which makes memory faster to touch where the huge pages are at hand. In a virtual
 machine whose memory balloon reports free memory to the host (virtio-balloon's free page reporting,
-as on the machine of BENCHMARKS), every free block of 2 MB or more that stays free for two seconds
-goes back to the host, so a huge page taken after the machine idled faults on the host as well:
-512 MB of them took 0.38-1.16 s there after two to five idle seconds, against 0.06 s right after
-they were freed, while small pages (taken from the fragments the host never got) took 0.21-0.25 s
-either way (BENCHMARKS 44). SuperBPE's stage 2 allocates its 1.2 GB (counts, encoding, engine)
-after its parent waited for the count beside it, so on such a machine it allocates in small pages.
-Elsewhere huge pages are at hand (and faster to touch: 0.06 s against 0.21 when warm), so numpy's
-advice stands.
+as on the machine parbpe's results were measured on), every free block of 2 MB or more that stays free
+for two seconds goes back to the host, so a huge page taken after the machine idled faults on the
+host as well: such huge pages are several times slower to touch than small pages (taken from the
+fragments the host never got), which cost the same either way. SuperBPE's stage 2 allocates over a
+GB (counts, encoding, engine) after its parent waited for the count beside it, so on such a machine
+it allocates in small pages. Elsewhere huge pages are at hand (and faster to touch than small ones
+while warm), so numpy's advice stands.
 
 The advice is numpy's own switch (what NUMPY_MADVISE_HUGEPAGE sets at import), global to the
 process: small_pages sets it for its block and restores it after; a user who set

@@ -169,7 +169,7 @@ def start_piped_workers(context, target: Callable, args_of: Callable[[int, objec
 
 def send_message(conn, message: Any) -> None:
     """conn.send with the standard library's C pickler. multiprocess pickles with dill, in Python:
-    1-1.5 ms for a round's tuple of arrays, paid per worker and per message every merge round. The
+    slow for a round's tuple of arrays, paid per worker and per message every merge round. The
     per-round messages of merge and scoring workers are plain data (tuples, arrays, strings)."""
     conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
 

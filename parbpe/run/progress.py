@@ -5,7 +5,7 @@ reducing in partitions, merging in merges/s), each with its rate and ETA, never 
 terminal nor than 80 columns; a finished stage's bar stays on its own line, and messages print
 above the bar in use. tqdm rather than hand-drawn bars or rich: it is what HF tokenizers and
 datasets users already see, a small pure-Python package, and costs nothing measurable here (bars
-are redrawn at most twice a second; docs/BENCHMARKS.md). `bar` elsewhere (a pipe, a log file)
+are redrawn at most twice a second). `bar` elsewhere (a pipe, a log file)
 writes a plain line every 5 s. `jsonl` writes one JSON object per event, for tools; `none` is silent.
 """
 

@@ -49,9 +49,8 @@ PARTS, PARTS_RECORD = "reduced-parts", "reduced-parts.json"  # the reduced count
 
 
 # Seconds of work a checkpoint may lose. A counting commit writes the counts a worker holds to a run
-# file (and a record); committing after every unit cost no measurable counting time on realmix (25
-# units, 2 workers; docs/BENCHMARKS.md section 8), but makes a run file per unit: units shorter than
-# this share one. A merge checkpoint rewrites the merge list.
+# file (and a record); committing after every unit cost no measurable counting time, but makes a run
+# file per unit: units shorter than this share one. A merge checkpoint rewrites the merge list.
 COUNT_COMMIT_SECONDS = 10.0
 MERGE_CHECKPOINT_SECONDS = 5.0
 
@@ -67,7 +66,7 @@ def checkpoint_seconds(default: float) -> float:
 
 def write_json(path: str, data: Any) -> None:
     def write(tmp: str) -> None:
-        text = json.dumps(data)  # json.dump writes piece by piece: 6-8x slower on a merge checkpoint (BENCHMARKS 29)
+        text = json.dumps(data)  # json.dump writes piece by piece: several times slower on a merge checkpoint
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
 

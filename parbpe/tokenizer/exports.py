@@ -176,8 +176,8 @@ def _batched(entries: Iterable[str | tuple]) -> Iterator[str | bytes]:
 class Spelling:
     """Each token of at most _LONG bytes in GPT-2's byte-to-unicode form, as it is and escaped for a
     JSON string, made once for every file of a save: vocab.json, merges.txt and tokenizer.json write
-    each token two to four times (realmix's 32,768 tokens: 146 K conversions, most of the files'
-    making, 2026-11-27). Longer tokens are written in pieces, never held as one string."""
+    each token two to four times, and those conversions were most of the files' making. Longer tokens
+    are written in pieces, never held as one string."""
 
     def __init__(self, tok: Tokenizer) -> None:
         self._vocab = tok.vocab
@@ -351,7 +351,7 @@ def parbpe_json(tok: Tokenizer, config: dict[str, Any] | None = None) -> dict[st
 
 def parbpe_json_text(tok: Tokenizer, config: dict[str, Any] | None = None) -> str:
     """json.dumps(parbpe_json(tok, config), indent=1), with the merges' lists written here: with an
-    indent, json encodes in Python, and the merges were most of the time (0.2 s for 50,000)."""
+    indent, json encodes in Python, and the merges were most of the time."""
     marker = "\0parbpe merges\0"
     text = json.dumps({**parbpe_json(tok, config), "merges": marker}, indent=1)
     merges = ",\n".join("  [\n" + ",\n".join(f"   {x}" for x in m) + "\n  ]" if len(m) else "  []"

@@ -12,8 +12,8 @@ to out[offsets[c]:] (a chunk has at most as many tokens as bytes) and their numb
 
 Lookups: the trie's first two levels and the pairs of two bytes are dense arrays; the rest are
 open-addressing hash tables of int64 keys (-1: empty slot), trie edges keyed node * 256 + byte and
-merge pairs a * 2^32 + b, the slot the top bits of key * a Fibonacci constant. The probe loop is
-written out in each kernel: a `@kernel` cannot call another.
+merge pairs a * 2^32 + b, the slot the top bits of key * a Fibonacci constant. The probe is one
+function, `_slot_of`, a `@helper` (jit.py: numba compiles it into each kernel that calls it).
 """
 
 from __future__ import annotations

@@ -22,9 +22,7 @@ from . import exports, kernels, load, segment
 from .dropout import dropout_merge
 
 _CACHE_LIMIT = 200_000
-# Under --jit auto the segmentation kernels run from this many chunk bytes: below it numpy takes
-# less than numba's import and loading (about 0.5 s of numpy segmentation per MB, BENCHMARKS 17).
-# Chunks of more bytes are encoded with a heap of pair positions (n log n) instead of rescanning
+# Chunks of more than _HEAP_BYTES bytes are encoded with a heap of pair positions (n log n) instead of rescanning
 # the chunk once per merge (n squared): SuperBPE's chunks are whole phrases and lines.
 _HEAP_BYTES = 48
 
