@@ -13,6 +13,7 @@ A run directory (default OUT/.parbpe-run) holds:
   and reduced-parts.json, which names them in order, with the stats;
 - merges.json: the merges made so far and the batch sizes of their rounds (a checkpoint);
 - superword/: SuperBPE's stage 2 (its counts and merges), a run directory of the same layout.
+- pathpiece.json: PathPiece's vocabulary after its last iteration, with the run's digest (run_digest).
 
 Every file is written to a temporary name, flushed to disk and renamed into place, so a kill at any
 moment leaves each file whole or absent; run files that no commit record names are ignored. This
@@ -24,6 +25,7 @@ The `parbpe-*` temporary directories of runs whose process is gone are found by 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -46,6 +48,7 @@ FORMAT = 1
 RUN_FILE = "run.json"
 STAGE2 = "superword"  # SuperBPE's stage 2: a run directory of its own inside the run's (RunDirectory.stage2)
 PARTS, PARTS_RECORD = "reduced-parts", "reduced-parts.json"  # the reduced counts a partition a file
+PRUNED = "pathpiece.json"  # PathPiece's checkpoint
 
 
 # Seconds of work a checkpoint may lose. A counting commit writes the counts a worker holds to a run
@@ -138,6 +141,7 @@ class RunDirectory:
     def __init__(self, path: str) -> None:
         self.path = path
         self.resumed = False
+        self.digest: str | None = None  # this run's identity and inputs, hashed (open): what its state is for
 
     def _file(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -153,6 +157,7 @@ class RunDirectory:
         inputs differ (saying what differs). Returns the directory and notes for the user.
         """
         run = cls(path)
+        run.digest = run_digest(identity, inputs)
         notes: list[str] = []
         record = run._record()
         owner = record.get("owner") if record is not None else None
@@ -200,7 +205,7 @@ class RunDirectory:
             shutil.rmtree(child.path, ignore_errors=True)
         os.makedirs(child.path, exist_ok=True)
         write_json(child._file(RUN_FILE), record)
-        child.resumed = self.resumed
+        child.resumed, child.digest = self.resumed, self.digest
         return child
 
     def _clear(self) -> None:
@@ -211,7 +216,8 @@ class RunDirectory:
                 target = self._file(name)
                 if name in ("count", STAGE2, PARTS):
                     shutil.rmtree(target)
-                elif name in (RUN_FILE, "plan.json", "reduced.arrow", PARTS_RECORD, "table.json", "merges.json") \
+                elif name in (RUN_FILE, "plan.json", "reduced.arrow", PARTS_RECORD, "table.json", "merges.json",
+                              PRUNED) \
                         or name.startswith(".tmp-"):
                     os.unlink(target)
 
@@ -395,17 +401,26 @@ class RunDirectory:
         return on_round
 
     def save_pruned(self, iteration: int, tokens: list[bytes], facts: dict[str, Any]) -> None:
-        """PathPiece's checkpoint after an iteration: the vocabulary left (hex) and the run's facts so far;
-        then the test hook "pathpiece" (a kill between iterations)."""
-        write_json(self._file("pathpiece.json"), {"iteration": iteration, "tokens": [t.hex() for t in tokens],
-                                                   "facts": facts})
+        """PathPiece's checkpoint after an iteration: the vocabulary left (hex) and the run's facts so far,
+        with the run's digest (load_pruned reads it back only for the same run); then the test hook
+        "pathpiece" (a kill between iterations)."""
+        write_json(self._file(PRUNED), {"run": self.digest, "iteration": iteration,
+                                        "tokens": [t.hex() for t in tokens], "facts": facts})
         test_stop("pathpiece", iteration)
 
     def load_pruned(self) -> tuple[int, list[bytes], dict[str, Any]] | None:
-        """PathPiece's last checkpoint (iteration, tokens, facts), if any."""
+        """PathPiece's last checkpoint (iteration, tokens, facts) when this run resumes the run that wrote it
+        (its digest is this run's); None otherwise: another run's vocabulary is never this run's start."""
+        if not self.resumed or self.digest is None:
+            return None
         try:
-            data = read_json(self._file("pathpiece.json"))
+            data = read_json(self._file(PRUNED))
         except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{self._file(PRUNED)} is unreadable ({exc}): remove {self.path} "
+                             f"(rm -r '{self.path}') to start over") from None
+        if not isinstance(data, dict) or data.get("run") != self.digest:
             return None
         return data["iteration"], [bytes.fromhex(t) for t in data["tokens"]], data["facts"]
 
@@ -431,6 +446,13 @@ class RunDirectory:
             self._clear()
             with contextlib.suppress(OSError):
                 os.rmdir(self.path)  # unless --run-dir named a directory holding other files
+
+
+def run_digest(identity: dict[str, Any], inputs: list[dict[str, Any]]) -> str:
+    """A run's settings that decide the result and its inputs' fingerprints, hashed: the state a run
+    directory holds is used only by a run of the same digest."""
+    text = json.dumps({"identity": identity, "inputs": inputs}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _is_commit(name: str) -> bool:
