@@ -211,3 +211,48 @@ def test_a_full_disk_while_writing_the_outputs_leaves_no_file(corpus, tmp_path, 
     _one_line(status, err, "no space left on device writing", str(out), "it needs", "free")
     _no_output(out)
     assert sorted(os.listdir(small)) in (["filler"], ["filler", "out"])
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file under folder (symlinks not followed) with its bytes."""
+    return {os.path.relpath(os.path.join(d, f), folder): Path(d, f).read_bytes()
+            for d, _, names in os.walk(folder) for f in names}
+
+
+def _users_run_dir_names(folder: Path) -> None:
+    """A user's files under the names a parbpe run directory uses (issue 55 item 9)."""
+    for sub in ("count", "superword", "reduced-parts"):
+        (folder / sub / "inner").mkdir(parents=True)
+        (folder / sub / "inner" / "data.bin").write_bytes(b"mine " + sub.encode())
+    for name in ("plan.json", "merges.json", "table.json", "reduced.arrow", "pathpiece.json", "notes.txt"):
+        (folder / name).write_text(f"my {name}")
+
+
+def test_a_run_dir_that_is_not_a_parbpe_run_is_refused_and_left_as_it_was(corpus, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys.modules["parbpe.pipeline.inputs"], "plan", lambda *a, **k: pytest.fail("planning began"))
+    run_dir = tmp_path / "mine"
+    _users_run_dir_names(run_dir)
+    before = _files(run_dir)
+    status, err = _train(capsys, corpus, "--out", str(tmp_path / "out"), "--run-dir", str(run_dir))
+    _one_line(status, err, f"--run-dir {run_dir}", "not a parbpe run directory")
+    assert _files(run_dir) == before
+    _no_output(tmp_path / "out")
+    monkeypatch.undo()
+    empty = tmp_path / "empty"  # an empty one is used, and left empty
+    empty.mkdir()
+    status, err = _train(capsys, corpus, "--out", str(tmp_path / "out"), "--run-dir", str(empty))
+    assert status == 0, err
+    assert not empty.exists() or list(empty.iterdir()) == []
+
+
+def test_a_symlinked_run_directory_is_not_cleaned_through(corpus, tmp_path, capsys):
+    """OUT/.parbpe-run linked to a folder of the user's: nothing in that folder is removed."""
+    elsewhere = tmp_path / "elsewhere"
+    _users_run_dir_names(elsewhere)
+    before = _files(elsewhere)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".parbpe-run").symlink_to(elsewhere)
+    status, err = _train(capsys, corpus, "--out", str(out))
+    _one_line(status, err, str(out / ".parbpe-run"), "not a parbpe run directory")
+    assert _files(elsewhere) == before

@@ -29,7 +29,7 @@ from ..io.iterables import TextStream, dataset_source, is_datasets_object, is_te
 from ..io.plan import default_corpus_files, expand_inputs, plan
 from ..io.sample import share_for_bytes
 from ..io.units import WorkUnit
-from ..run.run_dir import RunDirectory
+from ..run.run_dir import RunDirectory, check_run_dir_ours
 from ..run.temp_dirs import clean_stale_temp_dirs
 from ..tokenizer.inherit import Inherited, inherit
 from ..tokenizer.load import read_any
@@ -92,6 +92,9 @@ def check_job(inputs: Any, config: TrainConfig, options: RunOptions, *, out_dir:
     job = Inputs(source=source, described=described, config=config, out_dir=out_dir, inherited=inherited,
                  also_save=sizes, heldout=heldout)
     check_executor(source, options)
+    if not isinstance(source, TextStream) and (where := options.run_dir or (default_run_dir(out_dir) if out_dir
+                                                                            else None)):
+        check_run_dir_ours(where, "--run-dir" if options.run_dir else "the run directory")
     if isinstance(source, TextStream) and config.sample_bytes is not None:
         raise ValueError(f"sample_bytes needs the input's size, which texts from {source.description} do not "
                          "have: use sample_docs (a share of the documents)")

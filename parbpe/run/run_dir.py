@@ -49,6 +49,8 @@ RUN_FILE = "run.json"
 STAGE2 = "superword"  # SuperBPE's stage 2: a run directory of its own inside the run's (RunDirectory.stage2)
 PARTS, PARTS_RECORD = "reduced-parts", "reduced-parts.json"  # the reduced counts a partition a file
 PRUNED = "pathpiece.json"  # PathPiece's checkpoint
+_RUN_FOLDERS = ("count", STAGE2, PARTS)
+_RUN_FILES = (RUN_FILE, "plan.json", "reduced.arrow", PARTS_RECORD, "table.json", "merges.json", PRUNED)
 
 
 # Seconds of work a checkpoint may lose. A counting commit writes the counts a worker holds to a run
@@ -159,7 +161,10 @@ class RunDirectory:
         run = cls(path)
         run.digest = run_digest(identity, inputs)
         notes: list[str] = []
+        check_run_dir_ours(path, "the run directory")
         record = run._record()
+        if record is not None and record.get("clearing"):  # a finished run killed while removing its files
+            record = None
         owner = record.get("owner") if record is not None else None
         if owner_alive(owner) and owner["pid"] != os.getpid():  # (this process: a run of it that stopped)
             raise ValueError(f"the run directory {path} is in use by another parbpe run (pid "
@@ -208,17 +213,17 @@ class RunDirectory:
         child.resumed, child.digest = self.resumed, self.digest
         return child
 
-    def _clear(self) -> None:
-        """Remove what an earlier run left here (a directory given with --run-dir may hold other files:
-        only the run's own names go)."""
+    def _clear(self, keep_record: bool = False) -> None:
+        """Remove what an earlier run left here: only the run's own names, never through a symbolic link
+        (check_run_dir_ours has made sure the directory is a run's)."""
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
             for name in os.listdir(self.path):
                 target = self._file(name)
-                if name in ("count", STAGE2, PARTS):
+                if os.path.islink(target) or (keep_record and name == RUN_FILE):
+                    continue  # a link is not a name parbpe makes: what it points to is not the run's
+                if name in _RUN_FOLDERS:
                     shutil.rmtree(target)
-                elif name in (RUN_FILE, "plan.json", "reduced.arrow", PARTS_RECORD, "table.json", "merges.json",
-                              PRUNED) \
-                        or name.startswith(".tmp-"):
+                elif name in _RUN_FILES or name.startswith(".tmp-"):
                     os.unlink(target)
 
     def _record(self) -> dict[str, Any] | None:
@@ -441,11 +446,40 @@ class RunDirectory:
             record["finished"] = True
             record["owner"] = None
             write_json(self._file(RUN_FILE), record)
-        else:
-            os.unlink(self._file(RUN_FILE))  # first: what is left of a kill from here on is not a run
-            self._clear()
+        else:  # marked first: what a kill leaves from here on is a finished run, replaced by the next
+            record = read_json(self._file(RUN_FILE))
+            write_json(self._file(RUN_FILE), {**record, "finished": True, "clearing": True, "owner": None})
+            self._clear(keep_record=True)
+            os.unlink(self._file(RUN_FILE))
             with contextlib.suppress(OSError):
                 os.rmdir(self.path)  # unless --run-dir named a directory holding other files
+
+
+def is_run_record(data: Any) -> bool:
+    """Whether data (run.json's content) is a parbpe run record (RunDirectory.open writes it)."""
+    return isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("identity"), dict)
+
+
+def check_run_dir_ours(path: str, option: str = "--run-dir") -> None:
+    """Refuse, before any work, a run directory that is neither absent, empty, nor a parbpe run's (a run
+    record in it): a run clears and removes the run's names there (count/, plan.json, ...), and a
+    user's files under those names must never go."""
+    try:
+        entries = sorted(os.listdir(path))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if not entries:
+        return
+    record = None
+    run_file = os.path.join(path, RUN_FILE)
+    if not os.path.islink(run_file):
+        with contextlib.suppress(OSError, ValueError):
+            record = read_json(run_file)
+    if is_run_record(record):
+        return
+    shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
+    raise ValueError(f"{option} {path} is not a parbpe run directory (it holds {shown} and no parbpe run "
+                     f"record, {RUN_FILE}): give an empty or new directory, or remove those files")
 
 
 def run_digest(identity: dict[str, Any], inputs: list[dict[str, Any]]) -> str:
