@@ -35,6 +35,7 @@ from ..config import RunOptions, TrainConfig
 from ..io.plan import plan
 from ..merge.encode import encode_byte_table, rank_order_batches
 from ..merge.table import table_from_arrays
+from ..patterns import encoding_split
 from ..run.pool import default_start_method, get_context, parallel
 from ..run.run_dir import counts_arrays
 from ..run.temp_dirs import temp_work_dir
@@ -80,8 +81,10 @@ def count_text_in(ctx: RunContext, inputs: Sequence[str], pattern: str, normaliz
                   nested: bool = True) -> CountedText:
     """count_text within a run (train's --heldout: nested in its evaluate stage, which times it): all
     of the text, whatever sample the run trained on. The stages 2-3 of `parbpe count`: the partitions'
-    counts are taken as they come (no selection, no sort: the rows are sums over chunks)."""
-    config = dataclasses.replace(ctx.config, pattern=pattern, special_tokens=(), eos_token=None, bos_token=None,
+    counts are taken as they come (no selection, no sort: the rows are sums over chunks). The chunks
+    are encoding's: the superword split runs over whole documents, not line by line as training
+    counts it (patterns.encoding_split)."""
+    config = dataclasses.replace(ctx.config, pattern=encoding_split(pattern), special_tokens=(), eos_token=None, bos_token=None,
                                  pad_token=None, freq_cutoff=0, stop_list_size=0, digits=None, normalize=normalize,
                                  sample_docs=None, sample_bytes=None, sample_share=None,
                                  count_words=True, superbpe_transition=None, init=None)

@@ -155,3 +155,38 @@ def test_words_are_counted_as_str_split_counts_them():
         if len(texts) > 2 and rng.random() < 0.5:
             texts = texts.slice(1, len(texts) - 2)
         assert count_words(texts) == sum(len(t.split()) for t in texts.to_pylist() if t is not None), texts
+
+
+@pytest.fixture(scope="module")
+def lines_setup(tmp_path_factory):
+    """Documents of many lines (SuperBPE's superword split, trained line by line, encodes a document whole:
+    its chunks may cross a line end) and SuperBPE, PathPiece and --init tokenizers trained on them."""
+    root = tmp_path_factory.mktemp("evallines")
+    rng = random.Random(5)
+    words = ["".join(rng.choice("abcdefgh") for _ in range(rng.randint(1, 6))) for _ in range(200)]
+    seps = [" ", " ", " ", "\n", ".\n", " \n", "\n\n", ", ", "\t"]
+    docs = ["".join(rng.choice(words) + rng.choice(seps) for _ in range(rng.randint(10, 90))) for _ in range(240)]
+    (root / "train.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs[:160]))
+    (root / "heldout.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs[160:]))
+    train, heldout = str(root / "train.jsonl"), [str(root / "heldout.jsonl")]
+    superbpe = parbpe.train(train, vocab_size=500, superbpe_transition=0.6, workers=1).tokenizer
+    base = parbpe.train(train, vocab_size=350, workers=1, out_dir=root / "base")
+    init = parbpe.train(train, vocab_size=420, init=str(root / "base"), workers=1).tokenizer
+    pathpiece = parbpe.train(train, algorithm="pathpiece", vocab_size=330, initial_vocab_size=500,
+                             workers=1).tokenizer
+    return heldout, {"superbpe": superbpe, "init": init, "pathpiece": pathpiece}
+
+
+@pytest.mark.parametrize("jit", ["off", "on"])
+def test_rows_equal_encoding_for_superbpe_pathpiece_and_init_on_text_of_many_lines(lines_setup, jit, monkeypatch):
+    """Issue 55 item 2: eval's token counts are those of encoding each document, for every kind of tokenizer."""
+    if jit == "on":
+        pytest.importorskip("numba")
+    monkeypatch.setenv("PARBPE_JIT", jit)
+    heldout, tokenizers = lines_setup
+    names = sorted(tokenizers)
+    rows = parbpe.evaluate([tokenizers[n] for n in names], heldout, names=names, workers=2)
+    for r in rows:
+        expected = _reference(tokenizers[r["tokenizer"]], heldout, r["method"])
+        assert (r["tokenizer"], r["tokens"]) == (r["tokenizer"], expected["tokens"])
+        assert r["bytes"] == expected["bytes"] and r["words"] == expected["words"]
