@@ -203,3 +203,24 @@ def test_the_command_ends_with_its_output_and_exit_functions_whether_numba_ran_o
     bad = subprocess.run([sys.executable, "-c", code, "train", str(tmp_path / "missing.txt"), "--jit", jit_mode],
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert bad.returncode == 2 and "exit functions ran" in bad.stderr
+
+
+def test_count_never_reads_its_own_output_and_train_says_when_counts_join_text(tmp_path, capsys):
+    """Issue 55 item 3: `parbpe count DIR --out DIR/c.parquet` run twice counts DIR's text twice alike
+    (not the first run's counts as well); `train DIR` then warns that a counts file joins the text."""
+    folder = tmp_path / "d"
+    folder.mkdir()
+    (folder / "a.txt").write_text(TEXT)
+    out = folder / "c.parquet"
+    args = ["count", str(folder), "--out", str(out), "--workers", "1", "--progress", "none"]
+    assert main(args) == 0
+    first = out.read_bytes()
+    capsys.readouterr()
+    assert main(args) == 0
+    assert out.read_bytes() == first
+    assert main(["count", str(out), "--out", str(out), "--progress", "none"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out" in err and "also an input" in err
+    assert main(["train", str(folder), "--vocab-size", "300", "--workers", "1", "--out", str(tmp_path / "tok")]) == 0
+    err = capsys.readouterr().err
+    assert "counts file" in err and str(out) in err

@@ -126,6 +126,11 @@ def check_count_job(inputs: Any, config: TrainConfig, options: RunOptions, out_p
         check_work_dir(config.tmp_dir)
     config, _ = init_stage(config)
     source, described = resolve_inputs(inputs, config, sample_corpus)
+    if isinstance(source, list) and not is_remote(out_path):
+        target = os.path.abspath(local_path(out_path))
+        if any(isinstance(p, str) and not is_remote(p) and os.path.abspath(local_path(p)) == target for p in source):
+            raise ValueError(f"--out {out_path} is also an input: count would read the counts it replaces; "
+                             "write them to another file")
     check_executor(source, options)
     return Inputs(source=source, described=described, config=config)
 
@@ -158,6 +163,8 @@ def plan_stage(ctx: RunContext, job: Inputs) -> None:
         outputs = [o for o in (job.out_dir, ctx.options.run_dir) if o is not None]
         job.units = source if isinstance(source, TextStream) or is_unit_list(source) else plan(
             source, skipped=job.skipped, outputs=outputs, text_column=ctx.config.text_column)
+    if not job.streamed:
+        warn_counts_beside_text(ctx, job.units)
     if job.skipped:
         skipped = job.skipped
         ctx.warn(f"skipped {len(skipped)} file(s): " + "; ".join(f"{p} ({why})" for p, why in skipped[:5])
@@ -171,6 +178,16 @@ def plan_stage(ctx: RunContext, job: Inputs) -> None:
         ctx.run, notes = open_run_dir(where, job.units, ctx.config, ctx.options.resume, job.inherited)
         for note in notes:
             ctx.note(note)
+
+
+def warn_counts_beside_text(ctx: RunContext, units: list[WorkUnit]) -> None:
+    """A counts file read beside text (often `parbpe count DIR --out DIR/c.parquet`, then `train DIR`): its
+    chunk counts add to the text's, which is right only when they count other text; said, not silent."""
+    counts = sorted({u.path for u in units if u.kind.startswith("counts")})
+    if counts and any(not u.kind.startswith("counts") for u in units):
+        ctx.warn(f"the inputs hold {len(counts)} counts file(s) beside text ({', '.join(counts[:3])}"
+                 + (f" and {len(counts) - 3} more" if len(counts) > 3 else "") + "): their chunk counts are added "
+                 "to the text's; if they count the same text, name the text files only")
 
 
 def sample_stage(ctx: RunContext, units: list[WorkUnit] | TextStream) -> None:
