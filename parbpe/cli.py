@@ -335,7 +335,9 @@ def _train(args: argparse.Namespace) -> int:
         h = s["heldout"]
         print(f"Held-out ({h['documents']:,} documents, {h['bytes'] / 1e6:.1f} MB): "
               f"{h['bytes_per_token']:.4f} bytes/token, {h['tokens_per_word']:.4f} tokens/word, "
-              f"{100 * h['vocab_unused_share']:.2f}% of the vocabulary unused.")
+              f"{100 * h['vocab_unused_share']:.2f}% of the vocabulary unused."
+              + (f" Measured on training text: {', '.join(h['also_training'])} is also training input."
+                 if h.get("also_training") else ""))
     print(f"Wrote to {args.out}:")
     for name, outcome in (result.files or {}).items():
         if "/" not in name:

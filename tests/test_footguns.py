@@ -224,3 +224,29 @@ def test_count_never_reads_its_own_output_and_train_says_when_counts_join_text(t
     assert main(["train", str(folder), "--vocab-size", "300", "--workers", "1", "--out", str(tmp_path / "tok")]) == 0
     err = capsys.readouterr().err
     assert "counts file" in err and str(out) in err
+
+
+def test_heldout_text_that_is_also_training_input_is_said_or_refused_with_strict(tmp_path, capsys):
+    """Issue 55 item 4: `train DIR --heldout DIR/heldout.txt` measures training text: said on the summary,
+    in stats.json and as a warning; refused before any work with --strict."""
+    from parbpe.warnings import HeldoutOverlapWarning
+
+    folder = tmp_path / "d"
+    folder.mkdir()
+    (folder / "train.txt").write_text(TEXT)
+    held = folder / "heldout.txt"
+    held.write_text("The dog sat on the mat. A cat sat on the log.\n" * 20)
+    out = tmp_path / "tok"
+    args = ["train", str(folder), "--vocab-size", "280", "--out", str(out), "--workers", "1", "--progress", "none",
+            "--heldout", str(held)]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "also training input" in printed and str(held) in printed
+    assert _stats(out)["heldout"]["also_training"] == [str(held)]
+    with pytest.warns(HeldoutOverlapWarning, match="also training input"):
+        parbpe.train(str(folder), vocab_size=280, workers=1, heldout=[str(held)], progress="none")
+    assert main([*args, "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--heldout" in err and str(held) in err and "--strict" in err
+    assert main(["train", str(folder / "train.txt"), "--vocab-size", "280", "--out", str(tmp_path / "t2"),
+                 "--workers", "1", "--progress", "none", "--heldout", str(held), "--strict"]) == 0

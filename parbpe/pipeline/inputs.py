@@ -14,6 +14,7 @@ import importlib.util
 import json
 import os
 import tempfile
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,7 @@ from ..run.temp_dirs import clean_stale_temp_dirs
 from ..tokenizer.inherit import Inherited, inherit
 from ..tokenizer.load import read_any
 from ..tokenizer.model import Tokenizer
+from ..warnings import HeldoutOverlapWarning
 from .context import RunContext
 from .out_dir import check_out_dir_reusable
 
@@ -54,6 +56,7 @@ class Inputs:
     heldout: list[str] = field(default_factory=list)
     units: list[WorkUnit] | TextStream = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    heldout_overlap: list[str] = field(default_factory=list)  # held-out files that are training input too
 
     @property
     def default_corpus(self) -> bool:
@@ -165,6 +168,7 @@ def plan_stage(ctx: RunContext, job: Inputs) -> None:
             source, skipped=job.skipped, outputs=outputs, text_column=ctx.config.text_column)
     if not job.streamed:
         warn_counts_beside_text(ctx, job.units)
+        check_heldout_overlap(ctx, job)
     if job.skipped:
         skipped = job.skipped
         ctx.warn(f"skipped {len(skipped)} file(s): " + "; ".join(f"{p} ({why})" for p, why in skipped[:5])
@@ -178,6 +182,31 @@ def plan_stage(ctx: RunContext, job: Inputs) -> None:
         ctx.run, notes = open_run_dir(where, job.units, ctx.config, ctx.options.resume, job.inherited)
         for note in notes:
             ctx.note(note)
+
+
+def check_heldout_overlap(ctx: RunContext, job: Inputs) -> None:
+    """A --heldout file that is also training input (`train realmix/ --heldout realmix/heldout.parquet`):
+    the held-out numbers would measure training text. Refused with --strict, before any work; else a
+    warning, and stats.json's heldout says which (job.heldout_overlap)."""
+    if not job.heldout:
+        return
+    training = {_same_file(u.path) for u in job.units}
+    both = [p for p in expand_inputs(job.heldout) if _same_file(p) in training]
+    if not both:
+        return
+    shown = ", ".join(both[:3]) + (f" and {len(both) - 3} more" if len(both) > 3 else "")
+    message = (f"--heldout {shown} is also training input: the held-out numbers measure training text; "
+               "train on the other files (e.g. a glob that leaves it out)")
+    if ctx.options.strict:
+        raise ValueError(f"{message}; failing as --strict (strict=True) asks")
+    job.heldout_overlap = both
+    warnings.warn(message, HeldoutOverlapWarning, stacklevel=3)
+    ctx.warn(message)
+
+
+def _same_file(path: str) -> str:
+    """A path as one file has one name (links resolved), for comparing inputs."""
+    return path if is_remote(path) else os.path.realpath(local_path(path))
 
 
 def warn_counts_beside_text(ctx: RunContext, units: list[WorkUnit]) -> None:
