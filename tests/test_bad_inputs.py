@@ -256,3 +256,46 @@ def test_a_symlinked_run_directory_is_not_cleaned_through(corpus, tmp_path, caps
     status, err = _train(capsys, corpus, "--out", str(out))
     _one_line(status, err, str(out / ".parbpe-run"), "not a parbpe run directory")
     assert _files(elsewhere) == before
+
+
+def _counts_parquet(path: Path, rows: list[tuple[str, int]]) -> str:
+    """A parbpe counts file (the GPT-4 split, no special tokens) holding exactly these rows."""
+    from parbpe.config import TrainConfig
+    from parbpe.io.counts_files import COUNTS_MAGIC
+
+    meta = {"pattern": TrainConfig().pattern, "special_tokens": [], "freq_cutoff": 0, "format": 1}
+    schema = pa.schema([("chunk", pa.binary()), ("count", pa.int64())]).with_metadata(
+        {COUNTS_MAGIC: json.dumps(meta).encode()})
+    pq.write_table(pa.table({"chunk": [c.encode() for c, _ in rows], "count": [n for _, n in rows]}, schema=schema),
+                   path)
+    return str(path)
+
+
+@pytest.mark.parametrize("jit", ["on", "off"])
+def test_counts_past_int64_are_refused_in_one_line_never_a_wrong_merge(tmp_path, capsys, monkeypatch, jit):
+    """Issue 55 item 7: a chunk counted 2**62 whose pairs add past int64, a count of 2**63-1, two counts
+    files whose sum passes int64, a negative count: one line, exit 2, the limit named. 2**62 on a chunk
+    of one pair is within the limit and gives the right merges."""
+    monkeypatch.setenv("PARBPE_JIT", jit)
+    limit = "4,611,686,018,427,387,904"
+    cases = {
+        "pairs": [_counts_parquet(tmp_path / "pairs.parquet", [(" eeeee", 2**62), (" ab", 5)])],
+        "max": [_counts_parquet(tmp_path / "max.parquet", [(" ab", 2**63 - 1), (" cd", 5)])],
+        "sum": [_counts_parquet(tmp_path / "s1.parquet", [(" ab", 2**62), (" cd", 5)]),
+                _counts_parquet(tmp_path / "s2.parquet", [(" ab", 2**62), (" ef", 5)])],
+        "negative": [_counts_parquet(tmp_path / "neg.parquet", [(" ab", -3), (" cd", 5)])],
+    }
+    for case, files in cases.items():
+        status = main(["train", *files, "--vocab-size", "260", "--workers", "1", "--progress", "none", "--out",
+                       str(tmp_path / f"out-{case}")])
+        err = capsys.readouterr().err.strip()
+        _one_line(status, err, *(["negative count", "neg.parquet"] if case == "negative" else [limit]))
+        _no_output(tmp_path / f"out-{case}")
+    status = main(["count", *cases["sum"], "--out", str(tmp_path / "c.parquet"), "--progress", "none"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and len(err.splitlines()) == 1 and limit in err and not (tmp_path / "c.parquet").exists()
+    fine = _counts_parquet(tmp_path / "fine.parquet", [(" a", 2**62), (" cd", 5), (" cde", 3)])
+    assert main(["train", fine, "--vocab-size", "259", "--workers", "1", "--progress", "none",
+                 "--out", str(tmp_path / "tok")]) == 0
+    assert json.loads((tmp_path / "tok" / "parbpe.json").read_text())["merges"] == [
+        [32, 97, 256], [99, 100, 257], [32, 257, 258]]  # " a" (2**62 times), then "cd" and " cd" (8 times each)

@@ -21,7 +21,7 @@ from ..io.counts_files import COUNTS_MAGIC, read_counts
 from ..io.units import WorkUnit
 from ..patterns import pattern_name
 from .partitions import sort_by_chunk
-from .pieces import SCHEMA, sum_tables
+from .pieces import COUNT_LIMIT, SCHEMA, check_counts, sum_tables
 
 
 def counts_file_table(unit: WorkUnit, config: TrainConfig) -> pa.Table:
@@ -46,7 +46,12 @@ def counts_file_table(unit: WorkUnit, config: TrainConfig) -> pa.Table:
         chunks = pa.array(counts.chunks, pa.large_binary()).cast(pa.string())
     except pa.ArrowInvalid:
         raise ValueError(f"{unit.path}: a chunk is not valid UTF-8; the counts file is damaged") from None
-    return sum_tables([pa.table({"chunk": chunks, "count": pa.array(counts.counts, pa.int64())}, schema=SCHEMA)])
+    try:
+        numbers = pa.array(counts.counts, pa.int64())
+    except (pa.ArrowInvalid, OverflowError):
+        raise ValueError(f"{unit.path}: a count is not a 64-bit integer (at most {COUNT_LIMIT:,} is taken)") from None
+    check_counts(numbers, unit.path)
+    return sum_tables([pa.table({"chunk": chunks, "count": numbers}, schema=SCHEMA)])
 
 
 def _named(pattern: str) -> str:

@@ -22,7 +22,7 @@ from ..config import TrainConfig
 from ..count.counter import CountResult, count_to_runs, prepare, unit_key
 from ..count.jit_lexer import JIT_COUNT_MIN_BYTES, JIT_RSS, jit_would_count
 from ..count.partitions import N_PARTITIONS
-from ..count.reduce import TrainingChunks, combine_selections, reduce_runs
+from ..count.reduce import TrainingChunks, check_pair_counts, combine_selections, reduce_runs
 from ..count.stream import QUEUE_BATCHES_PER_WORKER, count_stream_to_runs
 from ..io.iterables import STREAM_BATCH_BYTES, TextStream, text_batches
 from ..io.plan import unit_text_bytes
@@ -100,6 +100,8 @@ def count_stage(ctx: RunContext, units: list[WorkUnit] | TextStream, config: Tra
             selections = list(reduce_partitions(ctx, counted, config, select=True, sort=by_partition and not in_parts,
                                                 parts_dir=run.reduced_parts_dir() if in_parts else None))
             chunks = None if in_parts else combine_selections(selections, config)
+            if chunks is not None:
+                check_pair_counts(chunks.offsets, chunks.counts)
             meta = {"stop_words": [w.hex() for w in chunks.stop_words] if chunks is not None else [],
                     "unique_chunks": sum(s.unique_chunks for s in selections),
                     "total_chunks": sum(s.total_chunks for s in selections),
@@ -124,6 +126,7 @@ def count_stage(ctx: RunContext, units: list[WorkUnit] | TextStream, config: Tra
 def counted_from_saved(saved: tuple) -> Counted:
     """The Counted of reduced counts as RunDirectory.load_reduced gives them back."""
     data, offsets, counts, meta = saved
+    check_pair_counts(offsets, counts)
     chunks = TrainingChunks(data=data, offsets=offsets, counts=counts,
                             stop_words=[bytes.fromhex(w) for w in meta["stop_words"]],
                             unique_chunks=meta["unique_chunks"], total_chunks=meta["total_chunks"],
