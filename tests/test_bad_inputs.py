@@ -299,3 +299,26 @@ def test_counts_past_int64_are_refused_in_one_line_never_a_wrong_merge(tmp_path,
                  "--out", str(tmp_path / "tok")]) == 0
     assert json.loads((tmp_path / "tok" / "parbpe.json").read_text())["merges"] == [
         [32, 97, 256], [99, 100, 257], [32, 257, 258]]  # " a" (2**62 times), then "cd" and " cd" (8 times each)
+
+
+@pytest.mark.parametrize("bad", [10**30, 1e30, -1, 2**32, "seven", 1 << 40])
+def test_init_token_ids_out_of_range_are_refused(corpus, tmp_path, capsys, bad):
+    """Issue 55 item 8: --init of a vocab.json whose ids are not integers from 0 to 2**31-1 (or so sparse
+    that tables over them would not fit) is one line, exit 2, naming the file; never a tokenizer.json that
+    HF tokenizers refuses or negative ids from parbpe encode."""
+    base = tmp_path / "base"
+    status, err = _train(capsys, corpus, "--out", str(base))
+    assert status == 0, err
+    vocab = json.loads((base / "vocab.json").read_text())
+    vocab[max(vocab, key=vocab.get)] = bad  # the last merge's token
+    (base / "vocab.json").write_text(json.dumps(vocab))
+    (base / "parbpe.json").unlink()  # read as GPT-2's files
+    (base / "tokenizer.json").unlink()
+    status = main(["train", corpus, "--init", str(base), "--vocab-size", "320", "--workers", "1", "--progress",
+                   "none", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    _one_line(status, err, str(base / "vocab.json"), "token id")
+    _no_output(tmp_path / "out")
+    status = main(["encode", "--tokenizer", str(base), "hello"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and len(err.splitlines()) == 1 and "token id" in err, err

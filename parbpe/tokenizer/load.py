@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import numbers
 import os
 from collections.abc import Collection, Iterable, Iterator
 from typing import Any
@@ -19,6 +20,33 @@ from ..io.filesystems import exists, is_remote, open_text
 from ..patterns import GPT2_PATTERN, NORMAL_FORMS, resolve_pattern
 from .byte_level import unicode_to_token
 from .exports import FORMAT_VERSION
+
+
+# Token ids are int32 in parbpe's tables and u32 in HF tokenizers' files: at most this. And at most
+# SPARSE_IDS more than there are tokens: tables indexed by id (the evaluation's counts, the kernels')
+# must stay small however the ids are spread.
+MAX_TOKEN_ID = 2**31 - 1
+SPARSE_IDS = 1 << 24
+
+
+def token_id(value: Any, where: str) -> int:
+    """value as a token id (an integer from 0 to MAX_TOKEN_ID), or a one-line ValueError saying where."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value <= MAX_TOKEN_ID:
+        raise ValueError(f"{where}: token id {value!r} is not an integer from 0 to {MAX_TOKEN_ID:,}")
+    return int(value)
+
+
+def check_token_ids(found: dict[str, Any], where: str) -> None:
+    """Every id of a reader's result (or Tokenizer's arguments) in range (token_id), and not so sparse
+    that tables indexed by id would be huge."""
+    ids = [*found.get("byte_ids", ()), *(m[2] for m in found.get("merges", ()) if len(m) == 3),
+           *found.get("stop_words", {}).values(), *found.get("tokens", {}).values(),
+           *found.get("special_tokens", {}).values()]
+    for i in ids:
+        token_id(i, where)
+    if ids and max(ids) >= len(ids) + SPARSE_IDS:
+        raise ValueError(f"{where}: token id {max(ids):,} for {len(ids):,} tokens: ids this sparse would make "
+                         f"tables of {max(ids) + 1:,} entries (at most {SPARSE_IDS:,} ids may be unused)")
 
 
 def read_directory(directory: str) -> dict[str, Any]:
@@ -58,7 +86,9 @@ def read_gpt2_files(vocab_path: str, merges_path: str, pattern: str = "gpt2",
     in special_tokens become special tokens."""
     with open_text(vocab_path) as f:
         vocab = json.load(f)
-    specials = {s: vocab[s] for s in special_tokens if s in vocab}
+    if not isinstance(vocab, dict):
+        raise ValueError(f"{vocab_path}: the vocabulary is a {type(vocab).__name__}, not an object of tokens and ids")
+    specials = {s: token_id(vocab[s], vocab_path) for s in special_tokens if s in vocab}
 
     def pairs() -> Iterator[tuple[str, list[str]]]:
         with open_text(merges_path) as f:
@@ -153,6 +183,7 @@ def _read(path: str) -> dict[str, Any]:
         found = read_hex_vocab(path)
     else:
         found = read_tiktoken(path)
+    check_token_ids(found, path)
     return found
 
 
@@ -177,7 +208,7 @@ def read_tokenizer_json(path: str) -> dict[str, Any]:
     if not _is_byte_level(data):
         raise ValueError(f"{path}: not a byte-level BPE tokenizer (no ByteLevel pre-tokenizer or decoder); "
                          "parbpe continues byte-level BPE only")
-    specials = {t["content"]: int(t["id"]) for t in data.get("added_tokens", []) if t.get("special", True)}
+    specials = {t["content"]: token_id(t["id"], path) for t in data.get("added_tokens", []) if t.get("special", True)}
     pairs = ((f"{path}: merge {k}", m.split(" ") if isinstance(m, str) else m) for k, m in enumerate(model["merges"]))
     byte_ids, merges = _byte_level(model["vocab"], specials, pairs, path)
     return {"pattern": _split_pattern(data.get("pre_tokenizer"), path), "merges": merges, "byte_ids": byte_ids,
@@ -221,7 +252,9 @@ def _byte_level(vocab: dict[str, int], specials: dict[str, int], pairs: Iterable
                 source: str) -> tuple[list[int], list[tuple[int, int, int]]]:
     """The byte ids and merges (a, b, new) of a byte-level vocabulary (GPT-2's unicode strings ->
     ids) and its merges as pairs of strings, each given with where it stands (for messages)."""
-    by_bytes = {unicode_to_token(text): int(i) for text, i in vocab.items() if text not in specials}
+    if not isinstance(vocab, dict):
+        raise ValueError(f"{source}: the vocabulary is a {type(vocab).__name__}, not an object of tokens and ids")
+    by_bytes = {unicode_to_token(text): token_id(i, source) for text, i in vocab.items() if text not in specials}
     try:
         byte_ids = [by_bytes[bytes([b])] for b in range(256)]
     except KeyError as exc:
@@ -297,7 +330,7 @@ def read_tiktoken(path: str, pattern: str | None = None) -> dict[str, Any]:
                     continue
             except (ValueError, IndexError):
                 raise ValueError(f"{path}:{line_no}: expected a base64 token and its rank (a tiktoken file)") from None
-            ranks[token] = rank
+            ranks[token] = token_id(rank, f"{path}:{line_no}")
     try:
         byte_ids = [ranks[bytes([b])] for b in range(256)]
     except KeyError as exc:

@@ -51,6 +51,8 @@ class Tokenizer:
     ) -> None:
         if len(byte_ids) != 256 or len(set(byte_ids)) != 256:
             raise ValueError("byte_ids must give 256 distinct ids, one per byte")
+        load.check_token_ids({"byte_ids": byte_ids, "merges": merges, "stop_words": stop_words or {},
+                              "tokens": tokens or {}, "special_tokens": special_tokens or {}}, "the tokenizer")
         self.pattern = pattern
         if normalize is not None and normalize not in NORMAL_FORMS:
             raise ValueError(f"unknown normal form {normalize!r}; use one of {', '.join(NORMAL_FORMS)}")
