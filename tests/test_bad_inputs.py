@@ -322,3 +322,57 @@ def test_init_token_ids_out_of_range_are_refused(corpus, tmp_path, capsys, bad):
     status = main(["encode", "--tokenizer", str(base), "hello"])
     err = capsys.readouterr().err.strip()
     assert status == 2 and len(err.splitlines()) == 1 and "token id" in err, err
+
+
+def _malformed_tokenizers(base: Path, tmp_path: Path) -> dict[str, Path]:
+    """Tokenizer files broken the ways issue 55 item 12 lists, from a run's good files in base."""
+    from parbpe.tokenizer.byte_level import token_to_unicode
+
+    out = {}
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    out["nested 100,000 deep"] = deep
+    good = json.loads((base / "tokenizer.json").read_text())
+    for name, change in (("huge id", lambda d: d["model"]["vocab"].update({"Ġzz": 10**400})),
+                         ("float id", lambda d: d["model"]["vocab"].update({"Ġzz": 1e300})),
+                         ("sparse ids", lambda d: d["added_tokens"].append({"content": "<s>", "id": 2**31 - 1,
+                                                                            "special": True})),
+                         ("vocab as a list", lambda d: d["model"].update(vocab=list(d["model"]["vocab"].items()))),
+                         ("merges not a list", lambda d: d["model"].update(merges=7)),
+                         ("added token without id", lambda d: d["added_tokens"].append({"content": "<t>"}))):
+        data = json.loads(json.dumps(good))
+        change(data)
+        path = tmp_path / f"{name.replace(' ', '-')}.json"
+        path.write_text(json.dumps(data))
+        out[name] = path
+    unigram = {"model": {"type": "Unigram", "vocab": [[token_to_unicode(bytes([b])), 0.0] for b in range(255)]},
+               "pre_tokenizer": {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"}}
+    (tmp_path / "unigram.json").write_text(json.dumps(unigram))
+    out["Unigram missing a byte"] = tmp_path / "unigram.json"
+    parbpe_json = json.loads((base / "parbpe.json").read_text())
+    del parbpe_json["pattern"]
+    (tmp_path / "nopattern").mkdir()
+    (tmp_path / "nopattern" / "parbpe.json").write_text(json.dumps(parbpe_json))
+    out["parbpe.json without a pattern"] = tmp_path / "nopattern"
+    merges_as_text = json.loads((base / "parbpe.json").read_text())
+    merges_as_text["merges"] = "abc"
+    (tmp_path / "badmerges").mkdir()
+    (tmp_path / "badmerges" / "parbpe.json").write_text(json.dumps(merges_as_text))
+    out["parbpe.json merges as text"] = tmp_path / "badmerges"
+    return out
+
+
+def test_malformed_tokenizer_files_are_one_line_exit_2(corpus, tmp_path, capsys):
+    """Issue 55 item 12: malformed tokenizer files are bad input (exit 2, one line naming the file), never
+    "internal error, please report" (exit 3), for encode, eval and train --init."""
+    base = tmp_path / "base"
+    status, err = _train(capsys, corpus, "--out", str(base))
+    assert status == 0, err
+    for name, path in _malformed_tokenizers(base, tmp_path).items():
+        for command in (["encode", "--tokenizer", str(path), "hello"], ["eval", "--tokenizer", str(path), corpus],
+                        ["train", corpus, "--init", str(path), "--vocab-size", "600", "--out", str(tmp_path / "o"),
+                         "--progress", "none"]):
+            status = main(command)
+            err = capsys.readouterr().err.strip()
+            assert status == 2 and len(err.splitlines()) == 1 and str(path) in err, (name, command[0], err)
+            assert "internal error" not in err and "Traceback" not in err, (name, err)

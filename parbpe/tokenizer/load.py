@@ -66,11 +66,13 @@ def read_parbpe_json(path: str) -> dict[str, Any]:
             data = json.load(f)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    if data.get("format") != "parbpe" or data.get("version", 0) > FORMAT_VERSION:
+    if not isinstance(data, dict) or data.get("format") != "parbpe" or data.get("version", 0) > FORMAT_VERSION:
         raise ValueError(f"{path}: not a parbpe tokenizer file of a version this parbpe reads")
+    if not isinstance(data.get("pattern"), str):
+        raise ValueError(f"{path}: no split pattern (\"pattern\"): a parbpe.json names the regex it splits text with")
     return {
         "pattern": data["pattern"],
-        "merges": [tuple(m) for m in data["merges"]],
+        "merges": _parbpe_merges(data["merges"], path),
         "byte_ids": data.get("byte_ids") or list(range(256)),
         "stop_words": {base64.b64decode(t): i for t, i in data.get("stop_words", [])},
         "special_tokens": data.get("special_tokens", {}),
@@ -78,6 +80,18 @@ def read_parbpe_json(path: str) -> dict[str, Any]:
            if data.get("tokens") else {}),
         **({"normalize": data["normalize"]} if data.get("normalize") else {}),
     }
+
+
+def _parbpe_merges(merges: Any, path: str) -> list[tuple[int, int, int]]:
+    """parbpe.json's merges: a list of [a, b, new] token ids."""
+    if not isinstance(merges, list):
+        raise ValueError(f"{path}: its merges are a {type(merges).__name__}, not a list of [a, b, new] token ids")
+    out = []
+    for k, m in enumerate(merges):
+        if not isinstance(m, list) or len(m) != 3:
+            raise ValueError(f"{path}: merge {k} is {m!r}, not [a, b, new] (three token ids)")
+        out.append(tuple(token_id(i, f"{path}: merge {k}") for i in m))
+    return out
 
 
 def read_gpt2_files(vocab_path: str, merges_path: str, pattern: str = "gpt2",
@@ -163,9 +177,24 @@ def _is_directory(path: str) -> bool:
 
 
 def _read(path: str) -> dict[str, Any]:
-    """read_any's work: which format path holds, read."""
+    """read_any's work: which format path holds, read. A file whose structure is not the format's (a
+    key missing, a list for an object, JSON nested too deep for Python) is a one-line ValueError."""
     if not exists(path) and not _is_directory(path):
         raise FileNotFoundError(f"no tokenizer at {path}")
+    try:
+        found = _read_format(path)
+    except RecursionError:
+        raise ValueError(f"{path}: nested too deeply to be a tokenizer file") from None
+    except KeyError as exc:
+        raise ValueError(f"{path}: not a tokenizer file parbpe reads (no {exc} where the format has one)") from None
+    except (TypeError, AttributeError, IndexError) as exc:
+        raise ValueError(f"{path}: not a tokenizer file parbpe reads (a value of the wrong kind: {exc})") from None
+    check_token_ids(found, path)
+    return found
+
+
+def _read_format(path: str) -> dict[str, Any]:
+    """_read's dispatch on the format."""
     if _is_directory(path):
         if not exists(os.path.join(path, "parbpe.json")) and not exists(os.path.join(path, "vocab.json")) \
                 and exists(os.path.join(path, "tokenizer.json")):
@@ -183,7 +212,6 @@ def _read(path: str) -> dict[str, Any]:
         found = read_hex_vocab(path)
     else:
         found = read_tiktoken(path)
-    check_token_ids(found, path)
     return found
 
 
@@ -224,6 +252,9 @@ def _fewest_tokens_unigram(data: dict[str, Any], model: dict[str, Any], path: st
         raise ValueError(f"{path}: a Unigram model with different token scores segments by likelihood, which "
                          "parbpe does not; it reads the fewest-token Unigram models it writes (equal scores)")
     tokens = {unicode_to_token(piece): i for i, (piece, _) in enumerate(model["vocab"]) if piece not in specials}
+    missing = [b for b in range(256) if bytes([b]) not in tokens]
+    if missing:
+        raise ValueError(f"{path}: byte {missing[0]} has no token (a byte-level vocabulary holds all 256 bytes)")
     byte_ids = [tokens[bytes([b])] for b in range(256)]
     return {"pattern": _split_pattern(data.get("pre_tokenizer"), path), "byte_ids": byte_ids,
             "tokens": {t: i for t, i in tokens.items() if len(t) > 1}, "special_tokens": specials,
