@@ -7,6 +7,7 @@ import dataclasses
 import difflib
 import json
 import os
+import re
 import sys
 import warnings
 from collections.abc import Callable
@@ -50,6 +51,10 @@ class Parser(argparse.ArgumentParser):
             self.error(f"unrecognized arguments: {' '.join(unknown)}"
                        + "".join(f"; {hint}" for hint in self._hints(unknown, getattr(parsed, "command", None))))
         return parsed
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """argparse's error without its usage lines: one line, exit 2 (--help shows the usage)."""
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
     def _hints(self, unknown: list[str], command: str | None) -> list[str]:
         """For each unknown --option: the command that has it, or the nearest option of this one."""
@@ -283,7 +288,7 @@ def _guarded(args: argparse.Namespace) -> int:
     except (ValueError, OSError, WorkerDied) as exc:
         if args.debug:
             raise
-        print(f"parbpe {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"parbpe {args.command}: error: {cli_names(_one_line(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         if args.debug:
@@ -306,6 +311,27 @@ def _one_line(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         text = exc.strerror + (f": {exc.filename}" if exc.filename else "")
     return text.splitlines()[0]
+
+
+def _setting_flags() -> dict[str, tuple[str, bool]]:
+    """Each setting's Python name: its flag and whether it is a flag without value."""
+    return {f.name: (_flag(f.name), f.metadata["kind"] == "flag") for cls in SETTINGS for f in dataclasses.fields(cls)
+            if f.metadata.get("kind") != "positional"}
+
+
+def cli_names(message: str) -> str:
+    """A library message as a CLI user needs it: the settings' Python names (vocab_size=10, sample_docs)
+    spelled as their flags (--vocab-size 10, --sample-docs), once where the message gives both."""
+    flags = _setting_flags()
+    for name in sorted(flags, key=len, reverse=True):
+        flag, bare = flags[name]
+        message = re.sub(rf"({re.escape(flag)}) \({re.escape(name)}(=[^)]*)?\)", r"\1", message)  # --x (x=...)
+        message = re.sub(rf"(?<![\w-]){re.escape(name)} \({re.escape(flag)}\)", flag, message)  # x (--x)
+        message = re.sub(rf"(?<![\w-]){re.escape(name)}=True\b" if bare else
+                         rf"(?<![\w-]){re.escape(name)}=", flag if bare else f"{flag} ", message)
+        if "_" in name:  # a bare word that is only a Python name (pattern, seed, ... are words too)
+            message = re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w(])", flag, message)
+    return message
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -406,6 +432,10 @@ def _encode(args: argparse.Namespace) -> int:
             sys.stdout.write(ids + "\n")
         return 0
     text = args.text if args.text is not None else sys.stdin.read()
+    held = sorted(s for s in tok.special_tokens if s in text) if not args.allow_special else []
+    if held:
+        raise ValueError(f"the text contains the special token {held[0]!r}: pass --allow-special to encode it as "
+                         "that special token (without it, remove it from the text)")
     ids = tok.encode(text, allowed_special="all" if args.allow_special else set(), method=args.method,
                      dropout=args.dropout, seed=args.seed)
     if args.show:

@@ -250,3 +250,38 @@ def test_heldout_text_that_is_also_training_input_is_said_or_refused_with_strict
     assert err.count("\n") == 1 and "--heldout" in err and str(held) in err and "--strict" in err
     assert main(["train", str(folder / "train.txt"), "--vocab-size", "280", "--out", str(tmp_path / "t2"),
                  "--workers", "1", "--progress", "none", "--heldout", str(held), "--strict"]) == 0
+
+
+def _exit_and_err(argv: list[str], capsys) -> tuple[int, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("args", "flag"), [
+    (["--normalize", "bogus"], "--normalize"), (["--digits", "2"], "--digits"),
+    (["--max-token-bytes", "-1"], "--max-token-bytes"), (["--min-pair-count", "-1"], "--min-pair-count"),
+    (["--sample-bytes", "-5"], "--sample-bytes"), (["--superbpe-transition", "nan"], "--superbpe-transition"),
+    (["--memory-budget", "1PB"], "--memory-budget"), (["--vocab-size", "10"], "--vocab-size"),
+    (["--max-token-bytes", "1"], "--max-token-bytes"), (["--sample-docs", "2"], "--sample-docs"),
+    (["--superbpe-transition", "0.8", "--stop-list-size", "5"], "--stop-list-size"),
+])
+def test_a_bad_option_value_is_one_line_naming_the_flag(data, tmp_path, capsys, args, flag):
+    """Issue 55 item 13: one line (no usage), exit 2, the flag as the CLI spells it, no Python parameter name."""
+    code, err = _exit_and_err(["train", str(data), "--out", str(tmp_path / "o"), "--progress", "none", *args], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("parbpe train: error:"), err
+    assert flag in lines[0], err
+    assert not any(f"{name}" in lines[0] for name in ("vocab_size", "sample_bytes", "sample_docs", "max_token_bytes",
+                                                      "stop_list_size", "min_pair_count", "superbpe_transition")), err
+
+
+def test_encode_tells_a_cli_user_the_flag_for_special_tokens(data, tmp_path, capsys):
+    out = tmp_path / "tok"
+    assert main(["train", str(data), "--vocab-size", "280", "--special-tokens", "<|endoftext|>", "--out", str(out),
+                 "--workers", "1", "--progress", "none"]) == 0
+    capsys.readouterr()
+    code, err = _exit_and_err(["encode", "--tokenizer", str(out), "a <|endoftext|> b"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "--allow-special" in err and "allowed_special" not in err, err

@@ -172,7 +172,7 @@ def test_also_save_with_init(corpus, tmp_path, capsys):
     (["--init", "{tmp}/nothing-here"], "no tokenizer at"),
     (["--init", "{tmp}/garbage.tiktoken"], "garbage.tiktoken:1: expected a base64 token and its rank"),
     (["--init", "{tmp}/k", "--vocab-size", "300"], "leaves nothing to learn"),
-    (["--init", "{tmp}/k", "--stop-list-size", "3"], "init cannot be combined with stop_list_size"),
+    (["--init", "{tmp}/k", "--stop-list-size", "3"], "init cannot be combined with --stop-list-size"),
     (["--init", "{tmp}/k", "--superbpe-transition", "0.8"], "use --init with --pattern superword"),
     (["--also-save", "900"], "--also-save size 900 must be an integer between 256"),
     (["--also-save", "200"], "--also-save size 200 must be an integer between 256"),

@@ -123,10 +123,10 @@ def test_init_from_a_hex_vocabulary_and_the_refusals(trained, corpus, tmp_path, 
     kept = set(parbpe.Tokenizer.load(str(trained)).vocab.values())
     assert set(small.tokenizer.vocab.values()) <= kept
     for extra, said in ((["--also-save", "500"], "PathPiece's vocabularies are pruned"),
-                        (["--stop-list-size", "5"], "stop_list_size is BPE's"),
-                        (["--superbpe-transition", "0.8"], "superbpe_transition is BPE's"),
+                        (["--stop-list-size", "5"], "--stop-list-size is BPE's"),
+                        (["--superbpe-transition", "0.8"], "--superbpe-transition is BPE's"),
                         (["--max-token-bytes", "20"], "at most 16 bytes"),
-                        (["--initial-vocab-size", "600"], "must be an integer above vocab_size=700"),
+                        (["--initial-vocab-size", "600"], "must be an integer above --vocab-size 700"),
                         (["--init", str(trained / "vocab.hex"), "--vocab-size", "800"], "leaves nothing to prune")):
         assert main(_train(corpus, tmp_path / "x", *extra)[3:]) == 2, extra
         assert said in capsys.readouterr().err, extra
