@@ -140,6 +140,20 @@ def settings_from(args: argparse.Namespace) -> tuple[Job, TrainConfig, RunOption
     return made[0], made[1], made[2]
 
 
+def _renyi_alpha(text: str) -> float:
+    """--renyi-alpha's value: a positive, finite number."""
+    from .pipeline.corpus_eval import check_renyi_alpha
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"cannot read {text!r} as a number") from None
+    try:
+        return check_renyi_alpha(value)
+    except ValueError:
+        raise ValueError(f"must be a positive number (2.5 by default, 1 for Shannon's entropy), got {text!r}") from None
+
+
 def _add_debug(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debug", action="store_true", help="show the full traceback of an error (default: off)")
 
@@ -196,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="segmentation: merges (BPE's), greedy (longest prefix first), shortest (fewest tokens, "
                          "PathPiece's), as a comma list (default: each tokenizer's own: merges, or shortest for a "
                          "vocabulary without merges)")
-    ev.add_argument("--renyi-alpha", type=float, default=2.5, metavar="A",
+    ev.add_argument("--renyi-alpha", type=_cli_type(_renyi_alpha), default=2.5, metavar="A",
                     help="the order of the Renyi entropy in the efficiency (default: 2.5, as Zouhar et al.)")
     ev.add_argument("--text-column", default="text",
                     help="parquet/arrow column or jsonl field with the text (default: text)")
@@ -349,13 +363,18 @@ def _train(args: argparse.Namespace) -> int:
     s = result.stats
     source = f"{s['bytes_read'] / 1e6:.1f} MB of text" if s["bytes_read"] else "counts files"
     inherited = f" after {s['init']['inherited_merges']:,} inherited" if "init" in s else ""
-    print(f"Trained {s['vocab_size']} tokens ({s['merges']} merges{inherited} in {s['rounds']} rounds) from "
+    made = f"{s['merges']} merges{inherited} in {s['rounds']} rounds"
+    if "pathpiece" in s:
+        pp = s["pathpiece"]
+        made = f"PathPiece: {pp.get('initial_tokens', 0):,} tokens pruned in {pp.get('iterations', 0)} iterations"
+    print(f"Trained {s['vocab_size']} tokens ({made}) from "
           f"{source}, {s['unique_chunks']:,} unique chunks, "
           f"in {sum(s['seconds'].values()):.1f} s; peak RSS {format_size(s['peak_rss_bytes'])}."
           + "".join(f" {_changed(change)}." for change in s.get("result_changes", [])))
     if s.get("sample"):
         sample = s["sample"]
-        print(f"Sampled {100 * sample['share']:.2f}% of the documents (seed {sample['seed']}): "
+        print(f"Sampled {100 * sample['taken_share']:.2f}% of the documents ({100 * sample['share']:.2f}% asked, "
+              f"seed {sample['seed']}): "
               f"{sample['documents']:,} documents, {sample['bytes'] / 1e6:.1f} MB.")
     if "heldout" in s:
         h = s["heldout"]
@@ -461,6 +480,10 @@ def _eval(args: argparse.Namespace) -> int:
     from .config import RunOptions, TrainConfig
     from .pipeline.corpus_eval import evaluate_corpus
 
+    if args.plot:  # before any work: the evaluation may take minutes
+        from .pipeline.eval_plot import check_plot_available
+
+        check_plot_available()
     methods = [m.strip() for m in args.method.split(",") if m.strip()] if args.method is not None else None
     tokenizers = [load_tokenizer(d, args.pattern) for d in args.tokenizer]  # all loaded before any is measured
     config = TrainConfig(workers=args.workers, text_column=args.text_column, memory_budget=args.memory_budget)

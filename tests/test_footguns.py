@@ -285,3 +285,94 @@ def test_encode_tells_a_cli_user_the_flag_for_special_tokens(data, tmp_path, cap
     capsys.readouterr()
     code, err = _exit_and_err(["encode", "--tokenizer", str(out), "a <|endoftext|> b"], capsys)
     assert code == 2 and err.count("\n") == 1 and "--allow-special" in err and "allowed_special" not in err, err
+
+
+@pytest.fixture
+def small_tok(data, tmp_path, capsys) -> Path:
+    out = tmp_path / "small"
+    assert main(["train", str(data), "--vocab-size", "280", "--out", str(out), "--workers", "1",
+                 "--progress", "none"]) == 0
+    capsys.readouterr()
+    return out
+
+
+@pytest.mark.parametrize("alpha", ["nan", "-3", "0", "inf"])
+def test_a_renyi_order_that_is_not_a_positive_number_is_refused(small_tok, data, capsys, alpha):
+    """Issue 55 item 14: --renyi-alpha nan and -3 gave an efficiency of nan and 1.26."""
+    code, err = _exit_and_err(["eval", "--tokenizer", str(small_tok), str(data), "--renyi-alpha", alpha], capsys)
+    assert code == 2 and err.count("\n") == 1 and "--renyi-alpha" in err, err
+    with pytest.raises(ValueError, match="renyi_alpha"):
+        parbpe.evaluate(str(small_tok), [str(data)], renyi_alpha=float(alpha))
+
+
+def test_eval_plot_without_matplotlib_fails_before_the_evaluation(small_tok, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as where the plot extra is not installed
+    code, err = _exit_and_err(["eval", "--tokenizer", str(small_tok), str(tmp_path / "not-read-yet.txt"), "--plot",
+                               str(tmp_path / "p.png")], capsys)
+    assert code == 2 and err.count("\n") == 1 and "matplotlib" in err, err
+
+
+def test_an_empty_sample_is_said_to_be_the_sample(data, tmp_path, capsys):
+    code, err = _exit_and_err(["train", str(data), "--vocab-size", "280", "--out", str(tmp_path / "o"),
+                               "--sample-docs", "1e-300", "--progress", "none"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "sample" in err and "--sample-docs" in err, err
+    assert "split pattern" not in err
+
+
+def test_the_sample_line_shows_the_share_taken(tmp_path, capsys):
+    (tmp_path / "d.txt").write_text("".join(f"line {k} of the text, a cat and a dog\n" for k in range(2000)))
+    out = tmp_path / "o"
+    assert main(["train", str(tmp_path / "d.txt"), "--vocab-size", "280", "--out", str(out), "--sample-docs", "0.3",
+                 "--workers", "1", "--progress", "none"]) == 0
+    sample = _stats(out)["sample"]
+    taken = sample["documents"] / _stats(out)["documents"]
+    assert taken != 0.3 and sample["taken_share"] == taken
+    assert f"Sampled {100 * taken:.2f}% of the documents" in capsys.readouterr().out
+
+
+def test_count_out_must_be_a_parquet_name(data, tmp_path, capsys):
+    code, err = _exit_and_err(["count", str(data), "--out", str(tmp_path / "x.txt"), "--progress", "none"], capsys)
+    assert code == 2 and err.count("\n") == 1 and ".parquet" in err and not (tmp_path / "x.txt").exists(), err
+
+
+def test_pathpiece_summary_says_what_pathpiece_did(data, tmp_path, capsys):
+    assert main(["train", str(data), "--algorithm", "pathpiece", "--vocab-size", "270", "--initial-vocab-size", "290",
+                 "--out", str(tmp_path / "pp"), "--workers", "1", "--progress", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "0 merges in 0 rounds" not in out and "iterations" in out, out
+
+
+def test_the_recount_command_for_counts_without_special_tokens_can_be_pasted(data, tmp_path, capsys):
+    import shlex
+
+    counts = tmp_path / "c.parquet"
+    assert main(["count", str(data), "--out", str(counts), "--progress", "none"]) == 0
+    capsys.readouterr()
+    code, err = _exit_and_err(["train", str(counts), "--vocab-size", "280", "--special-tokens", "<|endoftext|>",
+                               "--out", str(tmp_path / "o"), "--progress", "none"], capsys)
+    assert code == 2, err
+    command = err[err.index("(parbpe count"):].split(")", 1)[0][1:] if "(parbpe count" in err else ""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)  # as a shell reads it: < and | are operators
+    lexer.whitespace_split = True
+    words = list(lexer)
+    assert words[:2] == ["parbpe", "count"] and "<|endoftext|>" in words, (command, err)
+
+
+def test_a_hex_vocabulary_is_known_by_its_content(small_tok, data, tmp_path, capsys):
+    """PathPiece's published vocabularies (vdump_32768.vocab: hex tokens one a line) are not tiktoken files."""
+    tok = parbpe.Tokenizer.load(str(small_tok))
+    path = tmp_path / "vdump_300.vocab"
+    path.write_text("".join(tok.vocab[i].hex() + "\n" for i in sorted(tok.vocab)))
+    loaded = parbpe.Tokenizer.load(str(path))
+    assert loaded.segmentation == "shortest" and loaded.n_vocab == tok.n_vocab
+    assert main(["eval", "--tokenizer", str(path), str(data)]) == 0
+
+
+def test_a_special_token_holding_a_comma_is_not_split_silently(data, tmp_path, capsys):
+    code, err = _exit_and_err(["train", str(data), "--vocab-size", "280", "--special-tokens", "<|a,b|>", "--out",
+                               str(tmp_path / "a"), "--progress", "none"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "\\," in err and "--special-tokens" in err, err
+    out = tmp_path / "b"
+    assert main(["train", str(data), "--vocab-size", "280", "--special-tokens", "<|a\\,b|>,<|c|>", "--out", str(out),
+                 "--workers", "1", "--progress", "none"]) == 0
+    assert _stats(out)["config"]["special_tokens"] == ["<|a,b|>", "<|c|>"]

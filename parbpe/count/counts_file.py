@@ -9,6 +9,7 @@ whether the run spilled or not.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterable
 
 import pyarrow as pa
@@ -39,8 +40,9 @@ def counts_file_table(unit: WorkUnit, config: TrainConfig) -> pa.Table:
             raise ValueError(
                 f"{unit.path} was counted with special tokens {list(counts.special_tokens)}, but this run uses "
                 f"{list(config.special_tokens)}, and its text may hold them: recount it with them (parbpe count "
-                f"INPUT --special-tokens {','.join(config.special_tokens)} --pattern "
-                f"{pattern_name(config.pattern) or 'REGEX'} --out {unit.path}), or pass the same --special-tokens"
+                f"INPUT --special-tokens {shlex.quote(','.join(config.special_tokens))} --pattern "
+                f"{shlex.quote(pattern_name(config.pattern) or 'REGEX')} --out {shlex.quote(unit.path)}), or pass "
+                "the same --special-tokens"
             )
     try:
         chunks = pa.array(counts.chunks, pa.large_binary()).cast(pa.string())

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -225,6 +226,14 @@ def row(name: str, tok: Tokenizer, method: str, counts: np.ndarray, text: Counte
     }
 
 
+def check_renyi_alpha(alpha: float) -> float:
+    """The order of the Renyi entropy: a positive, finite number (1: Shannon's)."""
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha <= 0:
+        raise ValueError(f"renyi_alpha (--renyi-alpha) must be a positive number (2.5 by default, 1 for Shannon's "
+                         f"entropy), got {alpha!r}")
+    return float(alpha)
+
+
 def evaluate_corpus(tokenizers: Sequence[Tokenizer], inputs: Sequence[str], *, names: Sequence[str] | None = None,
                     methods: Sequence[str] | None = None, alpha: float = 2.5, config: TrainConfig | None = None,
                     options: RunOptions | None = None) -> list[dict]:
@@ -232,6 +241,7 @@ def evaluate_corpus(tokenizers: Sequence[Tokenizer], inputs: Sequence[str], *, n
     pattern. methods: None gives each tokenizer its own segmentation (merges, or shortest for a
     vocabulary without merges). config: the counting's workers, memory budget and text column;
     options: its progress."""
+    check_renyi_alpha(alpha)
     unknown = [m for m in methods or () if m not in METHODS]
     if unknown or (methods is not None and not methods):
         raise ValueError(f"unknown segmentation method(s) {unknown}: use {', '.join(METHODS)}")

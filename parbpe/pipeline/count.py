@@ -48,10 +48,16 @@ from .context import RunContext
 EMPTY_CORPUS = "the corpus is empty: no text chunk was found in the inputs"
 
 
-def nothing_counted(text_bytes: int, config: TrainConfig) -> str:
-    """Why no chunk was counted: empty inputs, or text the split pattern matched nowhere."""
+def nothing_counted(text_bytes: int, config: TrainConfig, sampled_bytes: int | None = None) -> str:
+    """Why no chunk was counted: empty inputs, an empty sample (sampled_bytes: the sample's text), or
+    text the split pattern matched nowhere."""
     if not text_bytes:
         return EMPTY_CORPUS
+    if config.sample_share is not None and not sampled_bytes:
+        asked = (f"--sample-bytes {config.sample_bytes}" if config.sample_bytes is not None
+                 else f"--sample-docs {config.sample_docs}")
+        return (f"the sample is empty: {asked} took none of the documents in {format_size(text_bytes)} of text (a "
+                f"share of {config.sample_share:.3g}); ask for a larger sample")
     return (f"the split pattern {pattern_name(config.pattern) or repr(config.pattern)} matched nothing in "
             f"{format_size(text_bytes)} of text: check --pattern")
 
@@ -107,7 +113,7 @@ def count_stage(ctx: RunContext, units: list[WorkUnit] | TextStream, config: Tra
                     "total_chunks": sum(s.total_chunks for s in selections),
                     "dropped_by_cutoff": sum(s.dropped_by_cutoff for s in selections), "counted": stats}
             if not meta["unique_chunks"]:
-                raise ValueError(nothing_counted(stats["bytes"], config))
+                raise ValueError(nothing_counted(stats["bytes"], config, stats["sampled_bytes"]))
             if in_parts:
                 run.save_reduced_parts([s.part for s in selections], meta)
             del selections

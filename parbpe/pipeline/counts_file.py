@@ -49,7 +49,7 @@ def counts_file_stage(ctx: RunContext, job: Inputs, out_path: str, freq_cutoff: 
                 totals["chunks"] += pc.sum(table.column("count")).as_py() or 0
                 yield table
             if not totals["unique"]:
-                raise ValueError(nothing_counted(counted.stats.bytes, config))
+                raise ValueError(nothing_counted(counted.stats.bytes, config, counted.stats.sampled_bytes))
 
         with ctx.stage("reduce", report=False):
             rows = write_counts_file(out_path, partitions(), config, freq_cutoff=freq_cutoff)

@@ -125,6 +125,9 @@ def check_count_job(inputs: Any, config: TrainConfig, options: RunOptions, out_p
                     sample_corpus: bool) -> Inputs:
     """count_to_file's checks before work: the output file, the work directory, the inputs."""
     check_output_file(out_path)
+    if not os.fspath(out_path).lower().endswith(".parquet"):
+        raise ValueError(f"--out {out_path}: count writes a parquet counts file, which train knows by its .parquet "
+                         "name: give a name ending in .parquet")
     if config.tmp_dir is not None:
         check_work_dir(config.tmp_dir)
     config, _ = init_stage(config)

@@ -13,6 +13,7 @@ import functools
 import json
 import numbers
 import os
+import re
 from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
@@ -169,6 +170,21 @@ def read_hex_vocab(path: str, pattern: str = "gpt4") -> dict[str, Any]:
             "tokens": {t: i for t, i in ids.items() if len(t) > 1}, "segmentation": "shortest"}
 
 
+_HEX_LINE = re.compile(r"(?:[0-9a-fA-F]{2})+")
+
+
+def _holds_hex_lines(path: str, sniff: int = 1 << 16) -> bool:
+    """Whether a file's first lines are hex tokens one a line (PathPiece's vocabularies, whatever their
+    name: vdump_32768.vocab), not a tiktoken file's "base64 rank" lines: known by content, not name."""
+    with open_text(path) as f:
+        head = f.read(sniff)
+    lines = head.splitlines()
+    if len(head) == sniff and lines:
+        lines = lines[:-1]  # the last may be cut
+    lines = [line.strip() for line in lines if line.strip()]
+    return bool(lines) and all(_HEX_LINE.fullmatch(line) for line in lines)
+
+
 def _is_directory(path: str) -> bool:
     """A local directory, or a remote prefix holding a tokenizer's files (object stores have no folders)."""
     if not is_remote(path):
@@ -208,7 +224,7 @@ def _read_format(path: str) -> dict[str, Any]:
         found = read_gpt2_files(path, merges)
     elif path.endswith(".json"):
         found = read_tokenizer_json(path)
-    elif path.endswith(".hex"):
+    elif path.endswith(".hex") or _holds_hex_lines(path):
         found = read_hex_vocab(path)
     else:
         found = read_tiktoken(path)
