@@ -426,16 +426,18 @@ ANY_TOKENIZER = ("a tokenizer: a directory written by parbpe train, a tokenizer.
 
 def _add_rank_pattern(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pattern", metavar="PATTERN", default=None,
-                        help="the split pattern of a .tiktoken rank file, which holds none (default: the encoding's "
-                             "own for cl100k_base/o200k_base files, else gpt4); other formats carry theirs")
+                        help="the split pattern of a format that holds none: a .tiktoken rank file (default: the "
+                             "encoding's own for cl100k_base/o200k_base files, else gpt4), a hex vocabulary (gpt4), "
+                             "GPT-2's vocab.json + merges.txt (gpt2); other formats carry theirs")
 
 
 def load_tokenizer(path: str, pattern: str | None = None):
-    """Any tokenizer --init reads; pattern applies to a rank file only (the other formats carry theirs)."""
-    from .tokenizer.load import is_rank_file
+    """Any tokenizer --init reads; pattern applies to the formats without one (rank files, hex
+    vocabularies, GPT-2's vocab.json + merges.txt); the others carry theirs."""
+    from .tokenizer.load import carries_no_pattern
     from .tokenizer.model import Tokenizer
 
-    return Tokenizer.load(path, pattern=pattern if is_rank_file(path) else None)
+    return Tokenizer.load(path, pattern=pattern if carries_no_pattern(path) else None)
 
 
 def _encode(args: argparse.Namespace) -> int:

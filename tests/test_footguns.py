@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -376,3 +377,35 @@ def test_a_special_token_holding_a_comma_is_not_split_silently(data, tmp_path, c
     assert main(["train", str(data), "--vocab-size", "280", "--special-tokens", "<|a\\,b|>,<|c|>", "--out", str(out),
                  "--workers", "1", "--progress", "none"]) == 0
     assert _stats(out)["config"]["special_tokens"] == ["<|a,b|>", "<|c|>"]
+
+
+def test_gpt2_files_say_they_lose_the_split_and_pattern_applies_to_them(data, tmp_path, capsys):
+    """Issue 55 item 5: vocab.json + merges.txt cannot carry the GPT-4 split: the summary and stats.json say
+    so, and --pattern (ignored for them before) applies to them in eval and encode."""
+    import shutil
+
+    out = tmp_path / "tok"
+    assert main(["train", str(data), "--vocab-size", "280", "--out", str(out), "--workers", "1",
+                 "--progress", "none"]) == 0
+    printed = capsys.readouterr().out
+    for name in ("vocab.json", "merges.txt"):
+        assert "split pattern" in _stats(out)["files"][name] and "--pattern gpt4" in _stats(out)["files"][name]
+    assert printed.count("without the split pattern") == 2
+    gpt2_files = tmp_path / "gpt2files"
+    gpt2_files.mkdir()
+    for name in ("vocab.json", "merges.txt"):
+        shutil.copy(out / name, gpt2_files / name)
+    text = "Hello   world.\n\n  The cat's mat, 123456 dogs!"
+    (tmp_path / "t.txt").write_text(text)
+
+    def tokens(*args: str) -> int:
+        assert main(["eval", *args, str(tmp_path / "t.txt"), "--json"]) == 0
+        return json.loads(capsys.readouterr().out)[0]["tokens"]
+
+    ours = tokens("--tokenizer", str(out))
+    assert tokens("--tokenizer", str(gpt2_files), "--pattern", "gpt4") == ours
+    assert tokens("--tokenizer", str(gpt2_files / "vocab.json"), "--pattern", "gpt4") == ours
+    assert main(["encode", "--tokenizer", str(gpt2_files), "--pattern", "gpt4", text]) == 0
+    assert main(["encode", "--tokenizer", str(out), text]) == 0
+    first, second = capsys.readouterr().out.strip().splitlines()
+    assert first == second

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from ..io.atomic import write_files_atomically
-from ..patterns import pattern_name
+from ..patterns import GPT2_PATTERN, pattern_name
 from .byte_level import json_quoted, token_to_unicode, unicode_to_token
 
 FORMAT_VERSION = 1
@@ -421,6 +421,15 @@ def file_makers(tok: Tokenizer, config: dict[str, Any] | None = None
             if outcome[name] == "written":
                 outcome[name] = (f"written, without the {tok.normalize.upper()} normalizer (the format has none): "
                                  f"put text in {tok.normalize.upper()} before encoding with it")
+    if tok.pattern != GPT2_PATTERN:  # GPT-2's files carry no pattern: read alone, they split with GPT-2's
+        said = pattern_name(tok.pattern)
+        for name in ("vocab.json", "merges.txt"):
+            if outcome[name].startswith("written"):
+                outcome[name] += ("; " if outcome[name] != "written" else ", ") + (
+                    f"without the split pattern ({said or 'a custom regex'}; the format has none): loaded alone "
+                    "they split with GPT-2's pattern, so give the pattern when loading them "
+                    f"({'--pattern ' + said if said else '--pattern REGEX'}, or HF's pre-tokenizer), or use "
+                    "tokenizer.json or parbpe.json")
     return {name: make for name, make in writers.items() if name not in problems}, outcome
 
 

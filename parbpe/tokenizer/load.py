@@ -154,6 +154,18 @@ def is_rank_file(path: str) -> bool:
     return not _is_directory(path) and not path.endswith(".json")
 
 
+def carries_no_pattern(path: str) -> bool:
+    """Whether read_any reads path from a format without a split pattern: a rank file, a hex vocabulary,
+    or GPT-2's vocab.json + merges.txt (a directory holding them and neither parbpe.json nor
+    tokenizer.json): a pattern given by the user applies to these."""
+    if is_rank_file(path):
+        return True
+    if os.path.basename(path) == "vocab.json":
+        return True
+    return _is_directory(path) and not exists(os.path.join(path, "parbpe.json")) and \
+        not exists(os.path.join(path, "tokenizer.json")) and exists(os.path.join(path, "vocab.json"))
+
+
 def read_hex_vocab(path: str, pattern: str = "gpt4") -> dict[str, Any]:
     """A vocabulary file of hex tokens one a line (PathPiece's): a tokenizer without merges that
     segments into the fewest tokens; ids in line order; every single byte must be there."""
