@@ -371,6 +371,9 @@ def _train(args: argparse.Namespace) -> int:
           f"{source}, {s['unique_chunks']:,} unique chunks, "
           f"in {sum(s['seconds'].values()):.1f} s; peak RSS {format_size(s['peak_rss_bytes'])}."
           + "".join(f" {_changed(change)}." for change in s.get("result_changes", [])))
+    if s.get("init", {}).get("reserved_ids"):
+        print(f"Kept id(s) {', '.join(map(str, s['init']['reserved_ids']))} reserved (an empty token of the --init "
+              "file, held by no token): no new token takes them.")
     if s.get("sample"):
         sample = s["sample"]
         print(f"Sampled {100 * sample['taken_share']:.2f}% of the documents ({100 * sample['share']:.2f}% asked, "

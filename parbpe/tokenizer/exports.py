@@ -305,9 +305,10 @@ def tiktoken_pieces(tok: Tokenizer) -> Iterator[str | bytes]:
     """tiktoken's rank file in pieces: base64 of each token's bytes and its rank (= id) on a line,
     specials excluded."""
     specials = set(tok.special_tokens.values())
-    for i, t in sorted(tok.vocab.items()):
+    reserved = [(i, b"") for i in tok.reserved_ids]  # "= N": the id kept, no token (as tiktoken reads it)
+    for i, t in sorted([*tok.vocab.items(), *reserved]):
         if i not in specials:
-            yield base64.b64encode(t)
+            yield base64.b64encode(t) if t else b"="
             yield f" {i}\n"
 
 
@@ -344,6 +345,7 @@ def parbpe_json(tok: Tokenizer, config: dict[str, Any] | None = None) -> dict[st
         **({"tokens": [[base64.b64encode(t).decode(), i] for t, i in sorted(tok.tokens.items(), key=lambda x: x[1])],
             "segmentation": tok.segmentation} if tok.tokens else {}),
         **({"normalize": tok.normalize} if tok.normalize else {}),
+        **({"reserved_ids": list(tok.reserved_ids)} if tok.reserved_ids else {}),
         "vocab_size": tok.n_vocab,
         "config": config,
     }

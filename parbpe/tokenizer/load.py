@@ -42,7 +42,7 @@ def check_token_ids(found: dict[str, Any], where: str) -> None:
     that tables indexed by id would be huge."""
     ids = [*found.get("byte_ids", ()), *(m[2] for m in found.get("merges", ()) if len(m) == 3),
            *found.get("stop_words", {}).values(), *found.get("tokens", {}).values(),
-           *found.get("special_tokens", {}).values()]
+           *found.get("special_tokens", {}).values(), *found.get("reserved_ids", ())]
     for i in ids:
         token_id(i, where)
     if ids and max(ids) >= len(ids) + SPARSE_IDS:
@@ -80,6 +80,7 @@ def read_parbpe_json(path: str) -> dict[str, Any]:
         **({"tokens": {base64.b64decode(t): i for t, i in data["tokens"]}, "segmentation": data.get("segmentation")}
            if data.get("tokens") else {}),
         **({"normalize": data["normalize"]} if data.get("normalize") else {}),
+        **({"reserved_ids": [token_id(i, path) for i in data["reserved_ids"]]} if data.get("reserved_ids") else {}),
     }
 
 
@@ -364,6 +365,11 @@ TIKTOKEN_ENCODINGS = {
 }
 
 
+# How many ranks each published encoding's file holds: a file named after one must be it.
+TIKTOKEN_RANKS = {"gpt2": 50256, "r50k_base": 50256, "p50k_base": 50280, "cl100k_base": 100256,
+                  "o200k_base": 199998}
+
+
 def read_tiktoken(path: str, pattern: str | None = None) -> dict[str, Any]:
     """A tiktoken rank file (one "base64-token rank" a line; the rank is the id). The merges are
     rebuilt as tiktoken encodes: a token of rank r is what its bytes become when merged by the
@@ -371,8 +377,10 @@ def read_tiktoken(path: str, pattern: str | None = None) -> dict[str, Any]:
     are not in the file: one named after a published encoding (TIKTOKEN_ENCODINGS) gets its
     pattern and all its special tokens; any other, GPT-4's pattern and no special token unless given
     (--pattern, --special-tokens). A "= N" line (an empty token, which tiktoken accepts) is skipped."""
-    known = TIKTOKEN_ENCODINGS.get(os.path.basename(path).rsplit(".", 1)[0].lower())
+    name = os.path.basename(path).rsplit(".", 1)[0].lower()
+    known = TIKTOKEN_ENCODINGS.get(name)
     ranks: dict[bytes, int] = {}
+    reserved: list[int] = []
     with open_text(path) as f:
         for line_no, line in enumerate(f, start=1):
             if not line.strip():
@@ -386,10 +394,15 @@ def read_tiktoken(path: str, pattern: str | None = None) -> dict[str, Any]:
                 if len(parts) != 2:
                     raise ValueError
                 if not token:  # "= N" (base64 of nothing): tiktoken keeps the id, never produces it
+                    reserved.append(token_id(rank, f"{path}:{line_no}"))
                     continue
             except (ValueError, IndexError):
                 raise ValueError(f"{path}:{line_no}: expected a base64 token and its rank (a tiktoken file)") from None
             ranks[token] = token_id(rank, f"{path}:{line_no}")
+    if known is not None and len(ranks) != TIKTOKEN_RANKS[name]:
+        raise ValueError(f"{path} is named after the {name} encoding but holds {len(ranks):,} ranks, not its "
+                         f"{TIKTOKEN_RANKS[name]:,}: it would get that encoding's pattern and special tokens; rename it "
+                         "(any other name is read as a rank file of its own: --pattern, --special-tokens)")
     try:
         byte_ids = [ranks[bytes([b])] for b in range(256)]
     except KeyError as exc:
@@ -405,7 +418,9 @@ def read_tiktoken(path: str, pattern: str | None = None) -> dict[str, Any]:
     taken = set(ranks.values())
     specials = {name: id_ for name, id_ in (known[1] if known is not None else {}).items() if id_ not in taken}
     pattern = pattern or (known[0] if known is not None else "gpt4")
-    return {"pattern": resolve_pattern(pattern), "merges": merges, "byte_ids": byte_ids, "special_tokens": specials}
+    specials = {name: id_ for name, id_ in specials.items() if id_ not in reserved}
+    return {"pattern": resolve_pattern(pattern), "merges": merges, "byte_ids": byte_ids, "special_tokens": specials,
+            **({"reserved_ids": sorted(set(reserved))} if reserved else {})}
 
 
 def _tiktoken_parts(token: bytes, rank: int, ranks: dict[bytes, int]) -> list[bytes]:
