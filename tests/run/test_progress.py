@@ -71,3 +71,29 @@ def test_a_pipe_gets_plain_lines_and_tools_get_json():
     assert events[0]["event"] == "config" and events[-1]["event"] == "done"
     assert {"event": "progress", "stage": "merge", "done": 32512, "total": 32512} == {
         k: v for k, v in events[-2].items() if k != "time"} and isinstance(events[-2]["time"], float)
+
+
+def _a_few_milliseconds(task: int) -> int:
+    import time
+
+    time.sleep(0.004)
+    return task
+
+
+def test_progress_is_read_while_workers_answer_often():
+    """Issue 55 item 15: the count bar sat at 0% and jumped to 100%: the pool read progress (tick) only
+    after half a second without a worker's message, so tasks that finish often never moved it. Here 2
+    workers answer every few milliseconds for about a second: tick runs on the way, every poll."""
+    import time
+
+    from parbpe.run.pool import get_context, parallel
+
+    ticks: list[float] = []
+    started = time.monotonic()
+    results = list(parallel(_a_few_milliseconds, list(range(400)), 2, get_context("fork"),
+                            tick=lambda: ticks.append(time.monotonic() - started), poll=0.2))
+    elapsed = time.monotonic() - started
+    assert results == list(range(400))
+    assert elapsed > 0.6, f"the tasks took {elapsed:.2f} s: too fast to tell"
+    times = [0.0, *ticks, elapsed]
+    assert len(ticks) >= 2 and max(b - a for a, b in zip(times, times[1:])) < 0.5, (ticks, elapsed)
