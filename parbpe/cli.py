@@ -218,8 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="processes counting and segmenting (default: all cores)")
     ev.add_argument("--memory-budget", default=None, metavar="SIZE",
                     help="memory for counting the text, e.g. 2GB (default: half the available RAM)")
-    ev.add_argument("--progress", choices=("bar", "jsonl", "none"), default="none",
-                    help="progress of the counting on stderr (default: none)")
+    ev.add_argument("--progress", choices=("bar", "jsonl", "none"), default="bar",
+                    help="progress of the counting and the segmentation on stderr (default: bar)")
     ev.add_argument("--json", action="store_true", help="print the rows as a JSON list")
     ev.add_argument("--plot", default=None, metavar="FILE.png",
                     help="also draw bytes/token and Renyi efficiency per tokenizer and method (pip install "
@@ -387,9 +387,14 @@ def _train(args: argparse.Namespace) -> int:
               + (f" Measured on training text: {', '.join(h['also_training'])} is also training input."
                  if h.get("also_training") else ""))
     print(f"Wrote to {args.out}:")
-    for name, outcome in (result.files or {}).items():
+    files = result.files or {}
+    for name, outcome in files.items():
         if "/" not in name:
             print(f"  {name:24s} {outcome}")
+    saved = {f"vocab-{row['vocab_size']}" for row in s.get("also_save", [])}
+    for folder in sorted({n.split("/")[0] for n, outcome in files.items() if "/" in n and outcome.startswith("removed")}
+                         - saved):
+        print(f"  {folder + '/':24s} removed: an earlier run's folder")
     for row in s.get("also_save", []):
         scores = f": {row['bytes_per_token']:.4f} bytes/token held-out" if "bytes_per_token" in row else ""
         print(f"  {row['directory'] + '/':24s} the {row['vocab_size']}-token tokenizer{scores}")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -45,7 +45,7 @@ from ..tokenizer.evaluate import is_superword
 from ..tokenizer.inherit import inherit
 from ..tokenizer.model import KERNEL_MIN_BYTES, Tokenizer
 from ..tokenizer.score import METHODS, renyi_efficiency
-from .context import RunContext, run_context
+from .context import RunContext, reporter_of, run_context
 from .count import count_units, nothing_counted, reduce_partitions
 
 # The keys of every row (parbpe eval --json, parbpe.evaluate); superword_share and documents follow.
@@ -165,21 +165,23 @@ def _slices(offsets: np.ndarray, slice_bytes: int) -> list[tuple[int, int]]:
 
 def score_text(text: CountedText, tokenizers: Sequence[Tokenizer], methods: Sequence[str] | Sequence[Sequence[str]],
                workers: int, start_method: str | None = None,
-               slice_bytes: int | None = None) -> dict[tuple[int, str], np.ndarray]:
+               slice_bytes: int | None = None,
+               on_task: Callable[[int, int], None] | None = None) -> dict[tuple[int, str], np.ndarray]:
     """Per-token counts of the text for every (tokenizer index, method); methods: the same for every
     tokenizer, or a list of them per tokenizer. A task is a slice of the chunks for one tokenizer and
-    all its methods."""
+    all its methods; on_task(done, total) as tasks finish (the segmentation's progress)."""
     per = [[methods] if isinstance(methods, str) else list(methods)] * len(tokenizers)
     if methods and not isinstance(methods[0], str):
         per = [list(m) for m in methods]
     if not jit.worth(int(text.offsets[-1] - text.offsets[0]), KERNEL_MIN_BYTES):
         with jit.using("off"):  # a small text: numpy's segmentation costs less than loading numba
-            return _score(text, tokenizers, per, workers, start_method, slice_bytes)
-    return _score(text, tokenizers, per, workers, start_method, slice_bytes)
+            return _score(text, tokenizers, per, workers, start_method, slice_bytes, on_task)
+    return _score(text, tokenizers, per, workers, start_method, slice_bytes, on_task)
 
 
 def _score(text: CountedText, tokenizers: Sequence[Tokenizer], per: list[list[str]], workers: int,
-           start_method: str | None, slice_bytes: int | None) -> dict[tuple[int, str], np.ndarray]:
+           start_method: str | None, slice_bytes: int | None,
+           on_task: Callable[[int, int], None] | None = None) -> dict[tuple[int, str], np.ndarray]:
     """score_text with the JIT mode settled."""
     if jit.enabled():  # the tables and kernels made here, before any worker starts: they share them
         for tok, mine in zip(tokenizers, per):
@@ -198,9 +200,11 @@ def _score(text: CountedText, tokenizers: Sequence[Tokenizer], per: list[list[st
                                stage="eval", describe=lambda k, i: f"eval worker {k} (task {i})")
         else:
             results = map(_task, tasks)
-        for (t, _, _, _), found in zip(tasks, results):
+        for done, ((t, _, _, _), found) in enumerate(zip(tasks, results), start=1):
             for m, counts in found.items():
                 totals[t, m] = counts if (t, m) not in totals else totals[t, m] + counts
+            if on_task is not None:
+                on_task(done, len(tasks))
     finally:
         _SHARED.clear()
     return totals
@@ -256,8 +260,11 @@ def evaluate_corpus(tokenizers: Sequence[Tokenizer], inputs: Sequence[str], *, n
     for pattern, normalize in dict.fromkeys((tok.pattern, tok.normalize) for tok in tokenizers):
         mine = [k for k, tok in enumerate(tokenizers) if (tok.pattern, tok.normalize) == (pattern, normalize)]
         text = count_text(inputs, pattern, normalize, config, options)
+        reporter = reporter_of(options.progress)
         totals = score_text(text, [tokenizers[k] for k in mine], [per[k] for k in mine], config.workers,
-                            options.start_method)
+                            options.start_method, on_task=lambda done, total: reporter.update(
+                                "segment", done, total, force=done == total))
+        reporter.close()
         for (t, method), counts in totals.items():
             k = mine[t]
             rows[k, method] = row(names[k], tokenizers[k], method, counts, text, alpha)

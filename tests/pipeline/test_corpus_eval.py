@@ -190,3 +190,15 @@ def test_rows_equal_encoding_for_superbpe_pathpiece_and_init_on_text_of_many_lin
         expected = _reference(tokenizers[r["tokenizer"]], heldout, r["method"])
         assert (r["tokenizer"], r["tokens"]) == (r["tokenizer"], expected["tokens"])
         assert r["bytes"] == expected["bytes"] and r["words"] == expected["words"]
+
+
+def test_eval_reports_the_segmentation_and_shows_progress_by_default(setup, tmp_path, capsys):
+    """Issue 55 item 15: eval showed no progress by default, and its segmentation never reported."""
+    corpus, tokenizers = setup
+    tokenizers["plain"].save(str(tmp_path / "tok"))
+    assert main(["eval", "--tokenizer", str(tmp_path / "tok"), *corpus, "--progress", "jsonl", "--workers", "2"]) == 0
+    events = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
+    segment = [e for e in events if e.get("event") == "progress" and e.get("stage") == "segment"]
+    assert segment and segment[-1]["done"] == segment[-1]["total"], events
+    assert main(["eval", "--tokenizer", str(tmp_path / "tok"), *corpus]) == 0
+    assert "[parbpe]" in capsys.readouterr().err  # the default: progress on stderr

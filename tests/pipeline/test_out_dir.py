@@ -41,6 +41,7 @@ def test_a_stop_list_run_after_an_also_save_run_leaves_no_file_of_the_earlier_ru
     assert _tree(out) == ["parbpe.json", "stats.json"]  # the stop list writes these only
     printed = capsys.readouterr().out
     assert "tokenizer.json" in printed and "earlier run's file removed" in printed
+    assert "vocab-280/  " in printed and "vocab-300/  " in printed  # the summary lists the folders removed too
     stats = json.loads((out / "stats.json").read_text())
     assert "removed" in stats["files"]["vocab-280/tokenizer.json"]
     assert json.loads((out / "parbpe.json").read_text())["vocab_size"] == 300

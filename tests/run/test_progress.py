@@ -97,3 +97,25 @@ def test_progress_is_read_while_workers_answer_often():
     assert elapsed > 0.6, f"the tasks took {elapsed:.2f} s: too fast to tell"
     times = [0.0, *ticks, elapsed]
     assert len(ticks) >= 2 and max(b - a for a, b in zip(times, times[1:])) < 0.5, (ticks, elapsed)
+
+
+def test_the_superword_counts_progress_closes_each_stages_bar():
+    """Issue 55 item 15: SuperBPE on a terminal left 'count 0/24' and 'reduce 1/32' bars on screen: the count
+    beside stage 1's merge forwarded only its latest line per look, unforced. Each stage's last report of a
+    look now goes through, forced at the stage's end, and stage 2's merge bar counts merges."""
+    from parbpe.pipeline.count_beside import forward_progress
+
+    lines = [{"event": "progress", "stage": "count", "done": d, "total": 24, "MB": d * 6.0} for d in range(0, 25, 6)]
+    lines += [{"event": "note", "message": "counted"}]
+    lines += [{"event": "progress", "stage": "reduce", "done": d, "total": 32} for d in range(1, 33)]
+    screen = Terminal()
+    progress = Progress("bar", screen, interval=10.0)  # a slow terminal rate: only forced reports draw at once
+    text = "".join(json.dumps({"time": 0.0, **e}) + "\n" for e in lines).encode()
+    forward_progress(text[: len(text) // 3].rsplit(b"\n", 1)[0] + b"\n", progress)  # one look, mid-count
+    forward_progress(text[len(text[: len(text) // 3].rsplit(b"\n", 1)[0]) + 1:], progress)  # the rest
+    progress.update("superbpe_merge", 25958, 32512)
+    progress.update("superbpe_merge", 32512, 32512, force=True)
+    progress.close()
+    bars = [line for line in _screen_lines(screen.getvalue()) if "|" in line and not line.startswith("[parbpe]")]
+    assert [b.split(":")[0] for b in bars] == ["count", "reduce", "superbpe_merge"], bars
+    assert "24/24" in bars[0] and "32/32" in bars[1] and "merges" in bars[2] and "steps" not in bars[2], bars
