@@ -197,7 +197,10 @@ def _score(text: CountedText, tokenizers: Sequence[Tokenizer], per: list[list[st
                 results = list(pool.map(_task, tasks))
         elif workers > 1 and len(tasks) > 1:
             results = parallel(_task, tasks, workers, get_context(start_method or default_start_method()),
-                               stage="eval", describe=lambda k, i: f"eval worker {k} (task {i})")
+                               stage="eval", describe=lambda k, i: _describe_task(k, tasks[i] if i is not None and
+                                                                               i >= 0 else None),
+                               hint="try fewer --workers: each holds a slice of the chunk table and its "
+                                    "segmentation, outside the counting's memory budget")
         else:
             results = map(_task, tasks)
         for done, ((t, _, _, _), found) in enumerate(zip(tasks, results), start=1):
@@ -208,6 +211,14 @@ def _score(text: CountedText, tokenizers: Sequence[Tokenizer], per: list[list[st
     finally:
         _SHARED.clear()
     return totals
+
+
+def _describe_task(k: int, task: tuple[int, list[str], int, int] | None) -> str:
+    """An eval worker and what it was doing, for the message of its death."""
+    if task is None:
+        return f"eval worker {k}"
+    t, methods, c0, c1 = task
+    return f"eval worker {k} (segmenting chunks {c0}-{c1} with tokenizer {t + 1}, {'/'.join(methods)})"
 
 
 def row(name: str, tok: Tokenizer, method: str, counts: np.ndarray, text: CountedText, alpha: float) -> dict:

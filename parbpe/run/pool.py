@@ -312,8 +312,9 @@ def parallel(func: Callable, tasks: list, workers: int, context, tick: Callable[
     """Yield func(task) for every task, in order, computed on `workers` processes.
 
     Tasks go out one at a time to whichever worker is free. tick() is called every `poll` seconds
-    while waiting, whether or not answers came in between. stage names the tasks for the test hook (fault_point). A worker's exception is
-    re-raised here (its traceback as a note); a worker that dies raises WorkerDied naming
+    while waiting, whether or not answers came in between. stage names the tasks for the test hook
+    (fault_point). A worker's exception is re-raised here (its traceback as a note); a worker that
+    dies raises WorkerDied naming
     describe(worker, task index) (default "worker k (task i)", and "(finishing)" for finish) and why.
     The workers are stopped on every exit path. finish: once every task is done, each worker runs
     finish() (state its tasks built up, e.g. a counter: worker_rank() tells them apart), and its

@@ -202,3 +202,21 @@ def test_eval_reports_the_segmentation_and_shows_progress_by_default(setup, tmp_
     assert segment and segment[-1]["done"] == segment[-1]["total"], events
     assert main(["eval", "--tokenizer", str(tmp_path / "tok"), *corpus]) == 0
     assert "[parbpe]" in capsys.readouterr().err  # the default: progress on stderr
+
+
+def test_an_eval_worker_killed_while_segmenting_is_said_so(setup, monkeypatch):
+    """Issue 55 item 14: a segmenting worker's death named what it was doing and a hint that fits (the
+    segmentation is not bounded by --memory-budget: fewer --workers is what helps)."""
+    from parbpe.config import RunOptions, TrainConfig
+    from parbpe.pipeline.corpus_eval import count_text, score_text
+    from parbpe.run.pool import WorkerDied
+
+    corpus, tokenizers = setup
+    monkeypatch.setenv("PARBPE_JIT", "off")  # worker processes (the kernels run in threads)
+    text = count_text(corpus, tokenizers["plain"].pattern, None, TrainConfig(workers=1), RunOptions(progress="none"))
+    monkeypatch.setenv("PARBPE_TEST_KILL", "eval:2")
+    with pytest.raises(WorkerDied) as died:
+        score_text(text, [tokenizers["plain"]], ["merges"], workers=2, start_method="fork", slice_bytes=100)
+    said = str(died.value)
+    assert "segmenting" in said and "fewer --workers" in said and "--memory-budget" not in said, said
+    assert "finishing" not in said, said
