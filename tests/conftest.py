@@ -11,7 +11,8 @@ import pytest
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
 # ../shared/data beside the checkout; PARBPE_SHARED_DATA names it for a checkout elsewhere (a git worktree).
-SHARED_DATA = Path(os.environ.get("PARBPE_SHARED_DATA") or Path(__file__).resolve().parents[1].parent / "shared" / "data")
+SHARED_DATA = Path(os.environ.get("PARBPE_SHARED_DATA")
+                   or Path(__file__).resolve().parents[1].parent / "shared" / "data")
 
 # A shell without job control starts background commands with SIGINT ignored, and an ignored
 # signal stays ignored in every program they start: `make test &` would hand each `parbpe train`

@@ -234,10 +234,10 @@ def test_unreadable_tokenizers_are_named_with_what_is_wrong(corpus, tmp_path, ca
 def test_a_tiktoken_file_named_after_its_encoding_brings_its_pattern_and_end_of_text(corpus, tmp_path, capsys):
     """gpt2.tiktoken (openai-whisper's asset) needs no --pattern or --special-tokens: the name says
     GPT-2's pattern and <|endoftext|> at 50256, as tiktoken's gpt2 encoding has them."""
+    from run.test_rank_file_quirks import _write_ranks
+
     from parbpe.patterns import resolve_pattern
     from parbpe.tokenizer.load import read_any
-
-    from run.test_rank_file_quirks import _write_ranks
 
     # files of the published encodings' sizes (a file of another size named so is refused: test_rank_file_quirks)
     for name, pattern, specials, n in [("gpt2.tiktoken", "gpt2", {"<|endoftext|>": 50256}, 50256),

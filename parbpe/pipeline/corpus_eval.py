@@ -85,9 +85,9 @@ def count_text_in(ctx: RunContext, inputs: Sequence[str], pattern: str, normaliz
     counts are taken as they come (no selection, no sort: the rows are sums over chunks). The chunks
     are encoding's: the superword split runs over whole documents, not line by line as training
     counts it (patterns.encoding_split)."""
-    config = dataclasses.replace(ctx.config, pattern=encoding_split(pattern), special_tokens=(), eos_token=None, bos_token=None,
-                                 pad_token=None, freq_cutoff=0, stop_list_size=0, digits=None, normalize=normalize,
-                                 sample_docs=None, sample_bytes=None, sample_share=None,
+    config = dataclasses.replace(ctx.config, pattern=encoding_split(pattern), special_tokens=(), eos_token=None,
+                                 bos_token=None, pad_token=None, freq_cutoff=0, stop_list_size=0, digits=None,
+                                 normalize=normalize, sample_docs=None, sample_bytes=None, sample_share=None,
                                  count_words=True, superbpe_transition=None, init=None)
     units = [u for u in plan([str(p) for p in inputs], text_column=config.text_column)]
     if any(u.kind.startswith("counts") for u in units):

@@ -22,7 +22,6 @@ from ..patterns import GPT2_PATTERN, NORMAL_FORMS, resolve_pattern
 from .byte_level import unicode_to_token
 from .exports import FORMAT_VERSION
 
-
 # Token ids are int32 in parbpe's tables and u32 in HF tokenizers' files: at most this. And at most
 # SPARSE_IDS more than there are tokens: tables indexed by id (the evaluation's counts, the kernels')
 # must stay small however the ids are spread.
@@ -401,8 +400,8 @@ def read_tiktoken(path: str, pattern: str | None = None) -> dict[str, Any]:
             ranks[token] = token_id(rank, f"{path}:{line_no}")
     if known is not None and len(ranks) != TIKTOKEN_RANKS[name]:
         raise ValueError(f"{path} is named after the {name} encoding but holds {len(ranks):,} ranks, not its "
-                         f"{TIKTOKEN_RANKS[name]:,}: it would get that encoding's pattern and special tokens; rename it "
-                         "(any other name is read as a rank file of its own: --pattern, --special-tokens)")
+                         f"{TIKTOKEN_RANKS[name]:,}: it would get that encoding's pattern and special tokens; "
+                         "rename it (any other name is read as a rank file of its own: --pattern, --special-tokens)")
     try:
         byte_ids = [ranks[bytes([b])] for b in range(256)]
     except KeyError as exc:

@@ -170,7 +170,7 @@ def lines_setup(tmp_path_factory):
     (root / "heldout.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs[160:]))
     train, heldout = str(root / "train.jsonl"), [str(root / "heldout.jsonl")]
     superbpe = parbpe.train(train, vocab_size=500, superbpe_transition=0.6, workers=1).tokenizer
-    base = parbpe.train(train, vocab_size=350, workers=1, out_dir=root / "base")
+    parbpe.train(train, vocab_size=350, workers=1, out_dir=root / "base")
     init = parbpe.train(train, vocab_size=420, init=str(root / "base"), workers=1).tokenizer
     pathpiece = parbpe.train(train, algorithm="pathpiece", vocab_size=330, initial_vocab_size=500,
                              workers=1).tokenizer
