@@ -468,6 +468,8 @@ def check_run_dir_ours(path: str, option: str = "--run-dir") -> None:
         entries = sorted(os.listdir(path))
     except (FileNotFoundError, NotADirectoryError):
         return
+    # a record being written when the run was killed (write_atomically's .tmp-XXXXXXXX<name>) is the run's
+    entries = [e for e in entries if not (e.startswith(".tmp-") and e[len(".tmp-") + 8:] in _RUN_FILES)]
     if not entries:
         return
     record = None

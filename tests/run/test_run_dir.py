@@ -173,6 +173,11 @@ def test_a_directory_that_is_not_a_runs_is_refused_and_links_are_not_followed(tm
     (path / "plan.json").symlink_to(elsewhere / "plan.json")
     run, _ = rd.RunDirectory.open(str(path), identity={}, settings={}, inputs=[], resume=False)
     assert (elsewhere / "plan.json").read_text() == "mine" and (elsewhere / "count").is_dir()
+    killed = tmp_path / "killed"  # a run killed while writing its first record: the directory is still the run's
+    killed.mkdir()
+    (killed / ".tmp-a1b2c3d4run.json").write_text('{"format"')
+    rd.RunDirectory.open(str(killed), identity={}, settings={}, inputs=[], resume=False)
+    assert os.listdir(killed) == ["run.json"]  # the half-written record removed with the earlier run's files
 
 
 def _parts(run: rd.RunDirectory, pieces: list[list[tuple[bytes, int]]]) -> list[tuple[str, int, int]]:
