@@ -86,7 +86,9 @@ def check_out_dir_reusable(out_dir: str) -> None:
     _, foreign = earlier_outputs(out_dir)
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-        raise ValueError(f"--out {out_dir} holds files parbpe did not write ({shown}): give a new or empty "
+        older = (" (its stats.json records no digests of the files it wrote, as parbpe's before this one: "
+                 "remove them to write there)") if STATS in foreign else ""
+        raise ValueError(f"--out {out_dir} holds files parbpe did not write ({shown}){older}: give a new or empty "
                          "directory, or one an earlier parbpe run wrote, unchanged since (its files are then "
                          "replaced)")
 
