@@ -7,6 +7,7 @@ import dataclasses
 import difflib
 import json
 import os
+import re
 import signal
 import sys
 import warnings
@@ -51,6 +52,10 @@ class Parser(argparse.ArgumentParser):
             self.error(f"unrecognized arguments: {' '.join(unknown)}"
                        + "".join(f"; {hint}" for hint in self._hints(unknown, getattr(parsed, "command", None))))
         return parsed
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """argparse's error without its usage lines: one line, exit 2 (--help shows the usage)."""
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
     def _hints(self, unknown: list[str], command: str | None) -> list[str]:
         """For each unknown --option: the command that has it, or the nearest option of this one."""
@@ -136,6 +141,20 @@ def settings_from(args: argparse.Namespace) -> tuple[Job, TrainConfig, RunOption
     return made[0], made[1], made[2]
 
 
+def _renyi_alpha(text: str) -> float:
+    """--renyi-alpha's value: a positive, finite number."""
+    from .pipeline.corpus_eval import check_renyi_alpha
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"cannot read {text!r} as a number") from None
+    try:
+        return check_renyi_alpha(value)
+    except ValueError:
+        raise ValueError(f"must be a positive number (2.5 by default, 1 for Shannon's entropy), got {text!r}") from None
+
+
 def _add_debug(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debug", action="store_true", help="show the full traceback of an error (default: off)")
 
@@ -192,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="segmentation: merges (BPE's), greedy (longest prefix first), shortest (fewest tokens, "
                          "PathPiece's), as a comma list (default: each tokenizer's own: merges, or shortest for a "
                          "vocabulary without merges)")
-    ev.add_argument("--renyi-alpha", type=float, default=2.5, metavar="A",
+    ev.add_argument("--renyi-alpha", type=_cli_type(_renyi_alpha), default=2.5, metavar="A",
                     help="the order of the Renyi entropy in the efficiency (default: 2.5, as Zouhar et al.)")
     ev.add_argument("--text-column", default="text",
                     help="parquet/arrow column or jsonl field with the text (default: text)")
@@ -200,8 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="processes counting and segmenting (default: all cores)")
     ev.add_argument("--memory-budget", default=None, metavar="SIZE",
                     help="memory for counting the text, e.g. 2GB (default: half the available RAM)")
-    ev.add_argument("--progress", choices=("bar", "jsonl", "none"), default="none",
-                    help="progress of the counting on stderr (default: none)")
+    ev.add_argument("--progress", choices=("bar", "jsonl", "none"), default="bar",
+                    help="progress of the counting and the segmentation on stderr (default: bar)")
     ev.add_argument("--json", action="store_true", help="print the rows as a JSON list")
     ev.add_argument("--plot", default=None, metavar="FILE.png",
                     help="also draw bytes/token and Renyi efficiency per tokenizer and method (pip install "
@@ -265,7 +284,7 @@ def _guarded(args: argparse.Namespace) -> int:
     except (ValueError, OSError, WorkerDied) as exc:
         if args.debug:
             raise
-        print(f"parbpe {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"parbpe {args.command}: error: {cli_names(_one_line(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         if args.debug:
@@ -290,6 +309,27 @@ def _one_line(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
+def _setting_flags() -> dict[str, tuple[str, bool]]:
+    """Each setting's Python name: its flag and whether it is a flag without value."""
+    return {f.name: (_flag(f.name), f.metadata["kind"] == "flag") for cls in SETTINGS for f in dataclasses.fields(cls)
+            if f.metadata.get("kind") != "positional"}
+
+
+def cli_names(message: str) -> str:
+    """A library message as a CLI user needs it: the settings' Python names (vocab_size=10, sample_docs)
+    spelled as their flags (--vocab-size 10, --sample-docs), once where the message gives both."""
+    flags = _setting_flags()
+    for name in sorted(flags, key=len, reverse=True):
+        flag, bare = flags[name]
+        message = re.sub(rf"({re.escape(flag)}) \({re.escape(name)}(=[^)]*)?\)", r"\1", message)  # --x (x=...)
+        message = re.sub(rf"(?<![\w-]){re.escape(name)} \({re.escape(flag)}\)", flag, message)  # x (--x)
+        message = re.sub(rf"(?<![\w-]){re.escape(name)}=True\b" if bare else
+                         rf"(?<![\w-]){re.escape(name)}=", flag if bare else f"{flag} ", message)
+        if "_" in name:  # a bare word that is only a Python name (pattern, seed, ... are words too)
+            message = re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w(])", flag, message)
+    return message
+
+
 def _run(args: argparse.Namespace) -> int:
     """The command's function: each prints its result and returns the exit status."""
     return COMMANDS[args.command](args)
@@ -305,7 +345,11 @@ def _train(args: argparse.Namespace) -> int:
     s = result.stats
     source = f"{s['bytes_read'] / 1e6:.1f} MB of text" if s["bytes_read"] else "counts files"
     inherited = f" after {s['init']['inherited_merges']:,} inherited" if "init" in s else ""
-    print(f"Trained {s['vocab_size']} tokens ({s['merges']} merges{inherited} in {s['rounds']} rounds) from "
+    made = f"{s['merges']} merges{inherited} in {s['rounds']} rounds"
+    if "pathpiece" in s:
+        pp = s["pathpiece"]
+        made = f"PathPiece: {pp.get('initial_tokens', 0):,} tokens pruned in {pp.get('iterations', 0)} iterations"
+    print(f"Trained {s['vocab_size']} tokens ({made}) from "
           f"{source}, {s['unique_chunks']:,} unique chunks, "
           f"in {sum(s['seconds'].values()):.1f} s; peak RSS {format_size(s['peak_rss_bytes'])}."
           + "".join(f" {_changed(change)}." for change in s.get("result_changes", [])))
@@ -313,19 +357,30 @@ def _train(args: argparse.Namespace) -> int:
     if kernels.get("compile_seconds", 0) > 1:
         print(f"Compiled {len(kernels['compiled'])} numba kernels in {kernels['compile_seconds']:.1f} s "
               "(the first run after an install: later runs load them from numba's cache).")
+    if s.get("init", {}).get("reserved_ids"):
+        print(f"Kept id(s) {', '.join(map(str, s['init']['reserved_ids']))} reserved (an empty token of the --init "
+              "file, held by no token): no new token takes them.")
     if s.get("sample"):
         sample = s["sample"]
-        print(f"Sampled {100 * sample['share']:.2f}% of the documents (seed {sample['seed']}): "
+        print(f"Sampled {100 * sample['taken_share']:.2f}% of the documents ({100 * sample['share']:.2f}% asked, "
+              f"seed {sample['seed']}): "
               f"{sample['documents']:,} documents, {sample['bytes'] / 1e6:.1f} MB.")
     if "heldout" in s:
         h = s["heldout"]
         print(f"Held-out ({h['documents']:,} documents, {h['bytes'] / 1e6:.1f} MB): "
               f"{h['bytes_per_token']:.4f} bytes/token, {h['tokens_per_word']:.4f} tokens/word, "
-              f"{100 * h['vocab_unused_share']:.2f}% of the vocabulary unused.")
+              f"{100 * h['vocab_unused_share']:.2f}% of the vocabulary unused."
+              + (f" Measured on training text: {', '.join(h['also_training'])} is also training input."
+                 if h.get("also_training") else ""))
     print(f"Wrote to {args.out}:")
-    for name, outcome in (result.files or {}).items():
+    files = result.files or {}
+    for name, outcome in files.items():
         if "/" not in name:
             print(f"  {name:24s} {outcome}")
+    saved = {f"vocab-{row['vocab_size']}" for row in s.get("also_save", [])}
+    for folder in sorted({n.split("/")[0] for n, outcome in files.items() if "/" in n and outcome.startswith("removed")}
+                         - saved):
+        print(f"  {folder + '/':24s} removed: an earlier run's folder")
     for row in s.get("also_save", []):
         scores = f": {row['bytes_per_token']:.4f} bytes/token held-out" if "bytes_per_token" in row else ""
         print(f"  {row['directory'] + '/':24s} the {row['vocab_size']}-token tokenizer{scores}")
@@ -365,16 +420,18 @@ ANY_TOKENIZER = ("a tokenizer: a directory written by parbpe train, a tokenizer.
 
 def _add_rank_pattern(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pattern", metavar="PATTERN", default=None,
-                        help="the split pattern of a .tiktoken rank file, which holds none (default: the encoding's "
-                             "own for cl100k_base/o200k_base files, else gpt4); other formats carry theirs")
+                        help="the split pattern of a format that holds none: a .tiktoken rank file (default: the "
+                             "encoding's own for cl100k_base/o200k_base files, else gpt4), a hex vocabulary (gpt4), "
+                             "GPT-2's vocab.json + merges.txt (gpt2); other formats carry theirs")
 
 
 def load_tokenizer(path: str, pattern: str | None = None):
-    """Any tokenizer --init reads; pattern applies to a rank file only (the other formats carry theirs)."""
-    from .tokenizer.load import is_rank_file
+    """Any tokenizer --init reads; pattern applies to the formats without one (rank files, hex
+    vocabularies, GPT-2's vocab.json + merges.txt); the others carry theirs."""
+    from .tokenizer.load import carries_no_pattern
     from .tokenizer.model import Tokenizer
 
-    return Tokenizer.load(path, pattern=pattern if is_rank_file(path) else None)
+    return Tokenizer.load(path, pattern=pattern if carries_no_pattern(path) else None)
 
 
 def _encode(args: argparse.Namespace) -> int:
@@ -390,6 +447,10 @@ def _encode(args: argparse.Namespace) -> int:
             sys.stdout.write(ids + "\n")
         return 0
     text = args.text if args.text is not None else sys.stdin.read()
+    held = sorted(s for s in tok.special_tokens if s in text) if not args.allow_special else []
+    if held:
+        raise ValueError(f"the text contains the special token {held[0]!r}: pass --allow-special to encode it as "
+                         "that special token (without it, remove it from the text)")
     ids = tok.encode(text, allowed_special="all" if args.allow_special else set(), method=args.method,
                      dropout=args.dropout, seed=args.seed)
     if args.show:
@@ -415,6 +476,10 @@ def _eval(args: argparse.Namespace) -> int:
     from .config import RunOptions, TrainConfig
     from .pipeline.corpus_eval import evaluate_corpus
 
+    if args.plot:  # before any work: the evaluation may take minutes
+        from .pipeline.eval_plot import check_plot_available
+
+        check_plot_available()
     methods = [m.strip() for m in args.method.split(",") if m.strip()] if args.method is not None else None
     tokenizers = [load_tokenizer(d, args.pattern) for d in args.tokenizer]  # all loaded before any is measured
     config = TrainConfig(workers=args.workers, text_column=args.text_column, memory_budget=args.memory_budget)

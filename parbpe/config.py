@@ -67,9 +67,40 @@ def parse_sizes(text: str) -> list[int]:
     return [parse_count(t) for t in text.split(",") if t.strip()]
 
 
+_OPEN, _CLOSE = "<[{(", ">]})"
+
+
 def split_specials(text: str) -> list[str]:
-    """--special-tokens: a comma list (the flag may also be repeated)."""
-    return [t for t in text.split(",") if t]
+    """--special-tokens: a comma list (the flag may also be repeated); "\\," is a comma within a token.
+    A comma that would cut a bracketed token in two ('<|a,b|>') is refused, not split silently."""
+    tokens, piece, k = [], "", 0
+    while k < len(text):
+        if text.startswith("\\,", k):
+            piece, k = piece + ",", k + 2
+            continue
+        if text[k] == ",":
+            tokens.append(piece)
+            piece = ""
+        else:
+            piece += text[k]
+        k += 1
+    tokens.append(piece)
+    tokens = [t for t in tokens if t]
+    if len(tokens) > 1:
+        for a, b in zip(tokens, tokens[1:]):
+            if _unclosed(a) and _unopened(b):
+                raise ValueError(f"--special-tokens {text!r} would cut {a + ',' + b!r} at its comma into {a!r} and "
+                                 f"{b!r}: write '{a}{chr(92)},{b}' for one token holding a comma, or give "
+                                 "each token its own --special-tokens")
+    return tokens
+
+
+def _unclosed(token: str) -> bool:
+    return any(token.count(o) > token.count(c) for o, c in zip(_OPEN, _CLOSE))
+
+
+def _unopened(token: str) -> bool:
+    return any(token.count(c) > token.count(o) for o, c in zip(_OPEN, _CLOSE))
 
 
 def setting(default: Any = None, *, help: str, group: str, commands: tuple[str, ...] = ("train",),

@@ -205,9 +205,20 @@ SUPERWORD_LINES_PATTERN = (
     rf"|(?:\p{{L}}|[^\S \n]| (?=\S)(?!{_SYMBOL}{{2}})|{_SYMBOL}(?!{_SYMBOL}))+\n?|\n"
 )
 
+# The superword split over whole documents, as encoding applies it: for a count whose chunks must be
+# the encoder's (parbpe eval, --heldout). The same expression grouped, so that training_pattern, which
+# counts SUPERWORD_PATTERN line by line, leaves it as it is.
+SUPERWORD_DOCUMENT_PATTERN = f"(?:{SUPERWORD_PATTERN})"
+
 PATTERNS["superword"] = SUPERWORD_PATTERN
 
 
 def training_pattern(pattern: str) -> str:
     """The pattern the count stage applies: the superword split line by line, any other as it is."""
     return SUPERWORD_LINES_PATTERN if pattern == SUPERWORD_PATTERN else pattern
+
+
+def encoding_split(pattern: str) -> str:
+    """The pattern to count text with so that its chunks are those encoding finds with pattern: the
+    superword split over whole documents (SUPERWORD_DOCUMENT_PATTERN), any other as it is."""
+    return SUPERWORD_DOCUMENT_PATTERN if pattern == SUPERWORD_PATTERN else pattern

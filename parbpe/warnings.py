@@ -21,3 +21,7 @@ class EarlyStopWarning(ResultChangedWarning):
 
 class PrefixSizesWarning(ResultChangedWarning):
     """--also-save sizes are the first merges of the run, not runs of their own (BatchBPE batches)."""
+
+
+class HeldoutOverlapWarning(ParbpeWarning):
+    """A --heldout file is also training input: the held-out numbers then measure training text."""

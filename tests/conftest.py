@@ -10,7 +10,9 @@ import pytest
 # listen on 127.0.0.1 only, as every server a test starts must.
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+# ../shared/data beside the checkout; PARBPE_SHARED_DATA names it for a checkout elsewhere (a git worktree).
+SHARED_DATA = Path(os.environ.get("PARBPE_SHARED_DATA")
+                   or Path(__file__).resolve().parents[1].parent / "shared" / "data")
 
 # A shell without job control starts background commands with SIGINT ignored, and an ignored
 # signal stays ignored in every program they start: `make test &` would hand each `parbpe train`

@@ -211,3 +211,168 @@ def test_a_full_disk_while_writing_the_outputs_leaves_no_file(corpus, tmp_path, 
     _one_line(status, err, "no space left on device writing", str(out), "it needs", "free")
     _no_output(out)
     assert sorted(os.listdir(small)) in (["filler"], ["filler", "out"])
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file under folder (symlinks not followed) with its bytes."""
+    return {os.path.relpath(os.path.join(d, f), folder): Path(d, f).read_bytes()
+            for d, _, names in os.walk(folder) for f in names}
+
+
+def _users_run_dir_names(folder: Path) -> None:
+    """A user's files under the names a parbpe run directory uses (issue 55 item 9)."""
+    for sub in ("count", "superword", "reduced-parts"):
+        (folder / sub / "inner").mkdir(parents=True)
+        (folder / sub / "inner" / "data.bin").write_bytes(b"mine " + sub.encode())
+    for name in ("plan.json", "merges.json", "table.json", "reduced.arrow", "pathpiece.json", "notes.txt"):
+        (folder / name).write_text(f"my {name}")
+
+
+def test_a_run_dir_that_is_not_a_parbpe_run_is_refused_and_left_as_it_was(corpus, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys.modules["parbpe.pipeline.inputs"], "plan", lambda *a, **k: pytest.fail("planning began"))
+    run_dir = tmp_path / "mine"
+    _users_run_dir_names(run_dir)
+    before = _files(run_dir)
+    status, err = _train(capsys, corpus, "--out", str(tmp_path / "out"), "--run-dir", str(run_dir))
+    _one_line(status, err, f"--run-dir {run_dir}", "not a parbpe run directory")
+    assert _files(run_dir) == before
+    _no_output(tmp_path / "out")
+    monkeypatch.undo()
+    empty = tmp_path / "empty"  # an empty one is used, and left empty
+    empty.mkdir()
+    status, err = _train(capsys, corpus, "--out", str(tmp_path / "out"), "--run-dir", str(empty))
+    assert status == 0, err
+    assert not empty.exists() or list(empty.iterdir()) == []
+
+
+def test_a_symlinked_run_directory_is_not_cleaned_through(corpus, tmp_path, capsys):
+    """OUT/.parbpe-run linked to a folder of the user's: nothing in that folder is removed."""
+    elsewhere = tmp_path / "elsewhere"
+    _users_run_dir_names(elsewhere)
+    before = _files(elsewhere)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".parbpe-run").symlink_to(elsewhere)
+    status, err = _train(capsys, corpus, "--out", str(out))
+    _one_line(status, err, str(out / ".parbpe-run"), "not a parbpe run directory")
+    assert _files(elsewhere) == before
+
+
+def _counts_parquet(path: Path, rows: list[tuple[str, int]]) -> str:
+    """A parbpe counts file (the GPT-4 split, no special tokens) holding exactly these rows."""
+    from parbpe.config import TrainConfig
+    from parbpe.io.counts_files import COUNTS_MAGIC
+
+    meta = {"pattern": TrainConfig().pattern, "special_tokens": [], "freq_cutoff": 0, "format": 1}
+    schema = pa.schema([("chunk", pa.binary()), ("count", pa.int64())]).with_metadata(
+        {COUNTS_MAGIC: json.dumps(meta).encode()})
+    pq.write_table(pa.table({"chunk": [c.encode() for c, _ in rows], "count": [n for _, n in rows]}, schema=schema),
+                   path)
+    return str(path)
+
+
+@pytest.mark.parametrize("jit", ["on", "off"])
+def test_counts_past_int64_are_refused_in_one_line_never_a_wrong_merge(tmp_path, capsys, monkeypatch, jit):
+    """Issue 55 item 7: a chunk counted 2**62 whose pairs add past int64, a count of 2**63-1, two counts
+    files whose sum passes int64, a negative count: one line, exit 2, the limit named. 2**62 on a chunk
+    of one pair is within the limit and gives the right merges."""
+    monkeypatch.setenv("PARBPE_JIT", jit)
+    limit = "4,611,686,018,427,387,904"
+    cases = {
+        "pairs": [_counts_parquet(tmp_path / "pairs.parquet", [(" eeeee", 2**62), (" ab", 5)])],
+        "max": [_counts_parquet(tmp_path / "max.parquet", [(" ab", 2**63 - 1), (" cd", 5)])],
+        "sum": [_counts_parquet(tmp_path / "s1.parquet", [(" ab", 2**62), (" cd", 5)]),
+                _counts_parquet(tmp_path / "s2.parquet", [(" ab", 2**62), (" ef", 5)])],
+        "negative": [_counts_parquet(tmp_path / "neg.parquet", [(" ab", -3), (" cd", 5)])],
+    }
+    for case, files in cases.items():
+        status = main(["train", *files, "--vocab-size", "260", "--workers", "1", "--progress", "none", "--out",
+                       str(tmp_path / f"out-{case}")])
+        err = capsys.readouterr().err.strip()
+        _one_line(status, err, *(["negative count", "neg.parquet"] if case == "negative" else [limit]))
+        _no_output(tmp_path / f"out-{case}")
+    status = main(["count", *cases["sum"], "--out", str(tmp_path / "c.parquet"), "--progress", "none"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and len(err.splitlines()) == 1 and limit in err and not (tmp_path / "c.parquet").exists()
+    fine = _counts_parquet(tmp_path / "fine.parquet", [(" a", 2**62), (" cd", 5), (" cde", 3)])
+    assert main(["train", fine, "--vocab-size", "259", "--workers", "1", "--progress", "none",
+                 "--out", str(tmp_path / "tok")]) == 0
+    assert json.loads((tmp_path / "tok" / "parbpe.json").read_text())["merges"] == [
+        [32, 97, 256], [99, 100, 257], [32, 257, 258]]  # " a" (2**62 times), then "cd" and " cd" (8 times each)
+
+
+@pytest.mark.parametrize("bad", [10**30, 1e30, -1, 2**32, "seven", 1 << 40])
+def test_init_token_ids_out_of_range_are_refused(corpus, tmp_path, capsys, bad):
+    """Issue 55 item 8: --init of a vocab.json whose ids are not integers from 0 to 2**31-1 (or so sparse
+    that tables over them would not fit) is one line, exit 2, naming the file; never a tokenizer.json that
+    HF tokenizers refuses or negative ids from parbpe encode."""
+    base = tmp_path / "base"
+    status, err = _train(capsys, corpus, "--out", str(base))
+    assert status == 0, err
+    vocab = json.loads((base / "vocab.json").read_text())
+    vocab[max(vocab, key=vocab.get)] = bad  # the last merge's token
+    (base / "vocab.json").write_text(json.dumps(vocab))
+    (base / "parbpe.json").unlink()  # read as GPT-2's files
+    (base / "tokenizer.json").unlink()
+    status = main(["train", corpus, "--init", str(base), "--vocab-size", "320", "--workers", "1", "--progress",
+                   "none", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    _one_line(status, err, str(base / "vocab.json"), "token id")
+    _no_output(tmp_path / "out")
+    status = main(["encode", "--tokenizer", str(base), "hello"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and len(err.splitlines()) == 1 and "token id" in err, err
+
+
+def _malformed_tokenizers(base: Path, tmp_path: Path) -> dict[str, Path]:
+    """Tokenizer files broken the ways issue 55 item 12 lists, from a run's good files in base."""
+    from parbpe.tokenizer.byte_level import token_to_unicode
+
+    out = {}
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    out["nested 100,000 deep"] = deep
+    good = json.loads((base / "tokenizer.json").read_text())
+    for name, change in (("huge id", lambda d: d["model"]["vocab"].update({"Ġzz": 10**400})),
+                         ("float id", lambda d: d["model"]["vocab"].update({"Ġzz": 1e300})),
+                         ("sparse ids", lambda d: d["added_tokens"].append({"content": "<s>", "id": 2**31 - 1,
+                                                                            "special": True})),
+                         ("vocab as a list", lambda d: d["model"].update(vocab=list(d["model"]["vocab"].items()))),
+                         ("merges not a list", lambda d: d["model"].update(merges=7)),
+                         ("added token without id", lambda d: d["added_tokens"].append({"content": "<t>"}))):
+        data = json.loads(json.dumps(good))
+        change(data)
+        path = tmp_path / f"{name.replace(' ', '-')}.json"
+        path.write_text(json.dumps(data))
+        out[name] = path
+    unigram = {"model": {"type": "Unigram", "vocab": [[token_to_unicode(bytes([b])), 0.0] for b in range(255)]},
+               "pre_tokenizer": {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"}}
+    (tmp_path / "unigram.json").write_text(json.dumps(unigram))
+    out["Unigram missing a byte"] = tmp_path / "unigram.json"
+    parbpe_json = json.loads((base / "parbpe.json").read_text())
+    del parbpe_json["pattern"]
+    (tmp_path / "nopattern").mkdir()
+    (tmp_path / "nopattern" / "parbpe.json").write_text(json.dumps(parbpe_json))
+    out["parbpe.json without a pattern"] = tmp_path / "nopattern"
+    merges_as_text = json.loads((base / "parbpe.json").read_text())
+    merges_as_text["merges"] = "abc"
+    (tmp_path / "badmerges").mkdir()
+    (tmp_path / "badmerges" / "parbpe.json").write_text(json.dumps(merges_as_text))
+    out["parbpe.json merges as text"] = tmp_path / "badmerges"
+    return out
+
+
+def test_malformed_tokenizer_files_are_one_line_exit_2(corpus, tmp_path, capsys):
+    """Issue 55 item 12: malformed tokenizer files are bad input (exit 2, one line naming the file), never
+    "internal error, please report" (exit 3), for encode, eval and train --init."""
+    base = tmp_path / "base"
+    status, err = _train(capsys, corpus, "--out", str(base))
+    assert status == 0, err
+    for name, path in _malformed_tokenizers(base, tmp_path).items():
+        for command in (["encode", "--tokenizer", str(path), "hello"], ["eval", "--tokenizer", str(path), corpus],
+                        ["train", corpus, "--init", str(path), "--vocab-size", "600", "--out", str(tmp_path / "o"),
+                         "--progress", "none"]):
+            status = main(command)
+            err = capsys.readouterr().err.strip()
+            assert status == 2 and len(err.splitlines()) == 1 and str(path) in err, (name, command[0], err)
+            assert "internal error" not in err and "Traceback" not in err, (name, err)

@@ -72,7 +72,7 @@ def test_bad_input_is_an_error_message_not_a_traceback(tmp_path, capsys):
     assert main(["train", str(tmp_path / "missing.parquet"), "--vocab-size", "300", "--out", str(tmp_path / "o")]) == 2
     assert "error: no such file" in capsys.readouterr().err
     assert main(["train", "--vocab-size", "100", "--out", str(tmp_path / "o")]) == 2
-    assert "vocab_size=100 is too small" in capsys.readouterr().err
+    assert "--vocab-size 100 is too small" in capsys.readouterr().err
 
 
 def test_train_with_no_input_is_an_error_unless_the_sample_corpus_is_asked_for(tmp_path, monkeypatch, capsys):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -203,3 +204,208 @@ def test_the_command_ends_with_its_output_and_exit_functions_whether_numba_ran_o
     bad = subprocess.run([sys.executable, "-c", code, "train", str(tmp_path / "missing.txt"), "--jit", jit_mode],
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert bad.returncode == 2 and "exit functions ran" in bad.stderr
+
+
+def test_count_never_reads_its_own_output_and_train_says_when_counts_join_text(tmp_path, capsys):
+    """Issue 55 item 3: `parbpe count DIR --out DIR/c.parquet` run twice counts DIR's text twice alike
+    (not the first run's counts as well); `train DIR` then warns that a counts file joins the text."""
+    folder = tmp_path / "d"
+    folder.mkdir()
+    (folder / "a.txt").write_text(TEXT)
+    out = folder / "c.parquet"
+    args = ["count", str(folder), "--out", str(out), "--workers", "1", "--progress", "none"]
+    assert main(args) == 0
+    first = out.read_bytes()
+    capsys.readouterr()
+    assert main(args) == 0
+    assert out.read_bytes() == first
+    assert main(["count", str(out), "--out", str(out), "--progress", "none"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out" in err and "also an input" in err
+    assert main(["train", str(folder), "--vocab-size", "300", "--workers", "1", "--out", str(tmp_path / "tok")]) == 0
+    err = capsys.readouterr().err
+    assert "counts file" in err and str(out) in err
+
+
+def test_heldout_text_that_is_also_training_input_is_said_or_refused_with_strict(tmp_path, capsys):
+    """Issue 55 item 4: `train DIR --heldout DIR/heldout.txt` measures training text: said on the summary,
+    in stats.json and as a warning; refused before any work with --strict."""
+    from parbpe.warnings import HeldoutOverlapWarning
+
+    folder = tmp_path / "d"
+    folder.mkdir()
+    (folder / "train.txt").write_text(TEXT)
+    held = folder / "heldout.txt"
+    held.write_text("The dog sat on the mat. A cat sat on the log.\n" * 20)
+    out = tmp_path / "tok"
+    args = ["train", str(folder), "--vocab-size", "280", "--out", str(out), "--workers", "1", "--progress", "none",
+            "--heldout", str(held)]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "also training input" in printed and str(held) in printed
+    assert _stats(out)["heldout"]["also_training"] == [str(held)]
+    with pytest.warns(HeldoutOverlapWarning, match="also training input"):
+        parbpe.train(str(folder), vocab_size=280, workers=1, heldout=[str(held)], progress="none")
+    assert main([*args, "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--heldout" in err and str(held) in err and "--strict" in err
+    assert main(["train", str(folder / "train.txt"), "--vocab-size", "280", "--out", str(tmp_path / "t2"),
+                 "--workers", "1", "--progress", "none", "--heldout", str(held), "--strict"]) == 0
+
+
+def _exit_and_err(argv: list[str], capsys) -> tuple[int, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("args", "flag"), [
+    (["--normalize", "bogus"], "--normalize"), (["--digits", "2"], "--digits"),
+    (["--max-token-bytes", "-1"], "--max-token-bytes"), (["--min-pair-count", "-1"], "--min-pair-count"),
+    (["--sample-bytes", "-5"], "--sample-bytes"), (["--superbpe-transition", "nan"], "--superbpe-transition"),
+    (["--memory-budget", "1PB"], "--memory-budget"), (["--vocab-size", "10"], "--vocab-size"),
+    (["--max-token-bytes", "1"], "--max-token-bytes"), (["--sample-docs", "2"], "--sample-docs"),
+    (["--superbpe-transition", "0.8", "--stop-list-size", "5"], "--stop-list-size"),
+])
+def test_a_bad_option_value_is_one_line_naming_the_flag(data, tmp_path, capsys, args, flag):
+    """Issue 55 item 13: one line (no usage), exit 2, the flag as the CLI spells it, no Python parameter name."""
+    code, err = _exit_and_err(["train", str(data), "--out", str(tmp_path / "o"), "--progress", "none", *args], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("parbpe train: error:"), err
+    assert flag in lines[0], err
+    assert not any(f"{name}" in lines[0] for name in ("vocab_size", "sample_bytes", "sample_docs", "max_token_bytes",
+                                                      "stop_list_size", "min_pair_count", "superbpe_transition")), err
+
+
+def test_encode_tells_a_cli_user_the_flag_for_special_tokens(data, tmp_path, capsys):
+    out = tmp_path / "tok"
+    assert main(["train", str(data), "--vocab-size", "280", "--special-tokens", "<|endoftext|>", "--out", str(out),
+                 "--workers", "1", "--progress", "none"]) == 0
+    capsys.readouterr()
+    code, err = _exit_and_err(["encode", "--tokenizer", str(out), "a <|endoftext|> b"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "--allow-special" in err and "allowed_special" not in err, err
+
+
+@pytest.fixture
+def small_tok(data, tmp_path, capsys) -> Path:
+    out = tmp_path / "small"
+    assert main(["train", str(data), "--vocab-size", "280", "--out", str(out), "--workers", "1",
+                 "--progress", "none"]) == 0
+    capsys.readouterr()
+    return out
+
+
+@pytest.mark.parametrize("alpha", ["nan", "-3", "0", "inf"])
+def test_a_renyi_order_that_is_not_a_positive_number_is_refused(small_tok, data, capsys, alpha):
+    """Issue 55 item 14: --renyi-alpha nan and -3 gave an efficiency of nan and 1.26."""
+    code, err = _exit_and_err(["eval", "--tokenizer", str(small_tok), str(data), "--renyi-alpha", alpha], capsys)
+    assert code == 2 and err.count("\n") == 1 and "--renyi-alpha" in err, err
+    with pytest.raises(ValueError, match="renyi_alpha"):
+        parbpe.evaluate(str(small_tok), [str(data)], renyi_alpha=float(alpha))
+
+
+def test_eval_plot_without_matplotlib_fails_before_the_evaluation(small_tok, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as where the plot extra is not installed
+    code, err = _exit_and_err(["eval", "--tokenizer", str(small_tok), str(tmp_path / "not-read-yet.txt"), "--plot",
+                               str(tmp_path / "p.png")], capsys)
+    assert code == 2 and err.count("\n") == 1 and "matplotlib" in err, err
+
+
+def test_an_empty_sample_is_said_to_be_the_sample(data, tmp_path, capsys):
+    code, err = _exit_and_err(["train", str(data), "--vocab-size", "280", "--out", str(tmp_path / "o"),
+                               "--sample-docs", "1e-300", "--progress", "none"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "sample" in err and "--sample-docs" in err, err
+    assert "split pattern" not in err
+
+
+def test_the_sample_line_shows_the_share_taken(tmp_path, capsys):
+    (tmp_path / "d.txt").write_text("".join(f"line {k} of the text, a cat and a dog\n" for k in range(2000)))
+    out = tmp_path / "o"
+    assert main(["train", str(tmp_path / "d.txt"), "--vocab-size", "280", "--out", str(out), "--sample-docs", "0.3",
+                 "--workers", "1", "--progress", "none"]) == 0
+    sample = _stats(out)["sample"]
+    taken = sample["documents"] / _stats(out)["documents"]
+    assert taken != 0.3 and sample["taken_share"] == taken
+    assert f"Sampled {100 * taken:.2f}% of the documents" in capsys.readouterr().out
+
+
+def test_count_out_must_be_a_parquet_name(data, tmp_path, capsys):
+    code, err = _exit_and_err(["count", str(data), "--out", str(tmp_path / "x.txt"), "--progress", "none"], capsys)
+    assert code == 2 and err.count("\n") == 1 and ".parquet" in err and not (tmp_path / "x.txt").exists(), err
+
+
+def test_pathpiece_summary_says_what_pathpiece_did(data, tmp_path, capsys):
+    assert main(["train", str(data), "--algorithm", "pathpiece", "--vocab-size", "270", "--initial-vocab-size", "290",
+                 "--out", str(tmp_path / "pp"), "--workers", "1", "--progress", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "0 merges in 0 rounds" not in out and "iterations" in out, out
+
+
+def test_the_recount_command_for_counts_without_special_tokens_can_be_pasted(data, tmp_path, capsys):
+    import shlex
+
+    counts = tmp_path / "c.parquet"
+    assert main(["count", str(data), "--out", str(counts), "--progress", "none"]) == 0
+    capsys.readouterr()
+    code, err = _exit_and_err(["train", str(counts), "--vocab-size", "280", "--special-tokens", "<|endoftext|>",
+                               "--out", str(tmp_path / "o"), "--progress", "none"], capsys)
+    assert code == 2, err
+    command = err[err.index("(parbpe count"):].split(")", 1)[0][1:] if "(parbpe count" in err else ""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)  # as a shell reads it: < and | are operators
+    lexer.whitespace_split = True
+    words = list(lexer)
+    assert words[:2] == ["parbpe", "count"] and "<|endoftext|>" in words, (command, err)
+
+
+def test_a_hex_vocabulary_is_known_by_its_content(small_tok, data, tmp_path, capsys):
+    """PathPiece's published vocabularies (vdump_32768.vocab: hex tokens one a line) are not tiktoken files."""
+    tok = parbpe.Tokenizer.load(str(small_tok))
+    path = tmp_path / "vdump_300.vocab"
+    path.write_text("".join(tok.vocab[i].hex() + "\n" for i in sorted(tok.vocab)))
+    loaded = parbpe.Tokenizer.load(str(path))
+    assert loaded.segmentation == "shortest" and loaded.n_vocab == tok.n_vocab
+    assert main(["eval", "--tokenizer", str(path), str(data)]) == 0
+
+
+def test_a_special_token_holding_a_comma_is_not_split_silently(data, tmp_path, capsys):
+    code, err = _exit_and_err(["train", str(data), "--vocab-size", "280", "--special-tokens", "<|a,b|>", "--out",
+                               str(tmp_path / "a"), "--progress", "none"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "\\," in err and "--special-tokens" in err, err
+    out = tmp_path / "b"
+    assert main(["train", str(data), "--vocab-size", "280", "--special-tokens", "<|a\\,b|>,<|c|>", "--out", str(out),
+                 "--workers", "1", "--progress", "none"]) == 0
+    assert _stats(out)["config"]["special_tokens"] == ["<|a,b|>", "<|c|>"]
+
+
+def test_gpt2_files_say_they_lose_the_split_and_pattern_applies_to_them(data, tmp_path, capsys):
+    """Issue 55 item 5: vocab.json + merges.txt cannot carry the GPT-4 split: the summary and stats.json say
+    so, and --pattern (ignored for them before) applies to them in eval and encode."""
+    import shutil
+
+    out = tmp_path / "tok"
+    assert main(["train", str(data), "--vocab-size", "280", "--out", str(out), "--workers", "1",
+                 "--progress", "none"]) == 0
+    printed = capsys.readouterr().out
+    for name in ("vocab.json", "merges.txt"):
+        assert "split pattern" in _stats(out)["files"][name] and "--pattern gpt4" in _stats(out)["files"][name]
+    assert printed.count("without the split pattern") == 2
+    gpt2_files = tmp_path / "gpt2files"
+    gpt2_files.mkdir()
+    for name in ("vocab.json", "merges.txt"):
+        shutil.copy(out / name, gpt2_files / name)
+    text = "Hello   world.\n\n  The cat's mat, 123456 dogs!"
+    (tmp_path / "t.txt").write_text(text)
+
+    def tokens(*args: str) -> int:
+        assert main(["eval", *args, str(tmp_path / "t.txt"), "--json"]) == 0
+        return json.loads(capsys.readouterr().out)[0]["tokens"]
+
+    ours = tokens("--tokenizer", str(out))
+    assert tokens("--tokenizer", str(gpt2_files), "--pattern", "gpt4") == ours
+    assert tokens("--tokenizer", str(gpt2_files / "vocab.json"), "--pattern", "gpt4") == ours
+    assert main(["encode", "--tokenizer", str(gpt2_files), "--pattern", "gpt4", text]) == 0
+    assert main(["encode", "--tokenizer", str(out), text]) == 0
+    first, second = capsys.readouterr().out.strip().splitlines()
+    assert first == second

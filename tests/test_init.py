@@ -172,7 +172,7 @@ def test_also_save_with_init(corpus, tmp_path, capsys):
     (["--init", "{tmp}/nothing-here"], "no tokenizer at"),
     (["--init", "{tmp}/garbage.tiktoken"], "garbage.tiktoken:1: expected a base64 token and its rank"),
     (["--init", "{tmp}/k", "--vocab-size", "300"], "leaves nothing to learn"),
-    (["--init", "{tmp}/k", "--stop-list-size", "3"], "init cannot be combined with stop_list_size"),
+    (["--init", "{tmp}/k", "--stop-list-size", "3"], "init cannot be combined with --stop-list-size"),
     (["--init", "{tmp}/k", "--superbpe-transition", "0.8"], "use --init with --pattern superword"),
     (["--also-save", "900"], "--also-save size 900 must be an integer between 256"),
     (["--also-save", "200"], "--also-save size 200 must be an integer between 256"),
@@ -234,26 +234,28 @@ def test_unreadable_tokenizers_are_named_with_what_is_wrong(corpus, tmp_path, ca
 def test_a_tiktoken_file_named_after_its_encoding_brings_its_pattern_and_end_of_text(corpus, tmp_path, capsys):
     """gpt2.tiktoken (openai-whisper's asset) needs no --pattern or --special-tokens: the name says
     GPT-2's pattern and <|endoftext|> at 50256, as tiktoken's gpt2 encoding has them."""
+    from run.test_rank_file_quirks import _write_ranks
+
     from parbpe.patterns import resolve_pattern
     from parbpe.tokenizer.load import read_any
 
-    gpt2 = _gpt2_like(corpus, tmp_path, capsys)
-    ranks = (gpt2 / "tokenizer.tiktoken").read_bytes()
-    for name, pattern, specials in [("gpt2.tiktoken", "gpt2", {"<|endoftext|>": 50256}),
-                                    ("CL100K_BASE.tiktoken", "gpt4",
-                                     {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
-                                      "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276}),
-                                    ("mine.tiktoken", "gpt4", {})]:
-        (tmp_path / name).write_bytes(ranks)
+    # files of the published encodings' sizes (a file of another size named so is refused: test_rank_file_quirks)
+    for name, pattern, specials, n in [("gpt2.tiktoken", "gpt2", {"<|endoftext|>": 50256}, 50256),
+                                       ("CL100K_BASE.tiktoken", "gpt4",
+                                        {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+                                         "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276}, 100256),
+                                       ("mine.tiktoken", "gpt4", {}, 600)]:
+        _write_ranks(tmp_path / name, n)
         found = read_any(str(tmp_path / name))
         assert found["pattern"] == resolve_pattern(pattern) and found["special_tokens"] == specials, name
         assert read_any(str(tmp_path / name), pattern="gpt4o")["pattern"] == resolve_pattern("gpt4o")
-    old_vocab = json.loads((gpt2 / "vocab.json").read_text())
+    old = Tokenizer.load(str(tmp_path / "gpt2.tiktoken"))
     out = tmp_path / "grown"
-    _train(corpus, out, len(old_vocab) + 100, "--init", str(tmp_path / "gpt2.tiktoken"), capsys=capsys)
+    _train(corpus, out, old.n_vocab + 100, "--init", str(tmp_path / "gpt2.tiktoken"), capsys=capsys)
     vocab = json.loads((out / "vocab.json").read_text())
     assert vocab["<|endoftext|>"] == 50256 and max(vocab.values()) == 50256 + 100
-    assert all(vocab[t] == i for t, i in old_vocab.items() if t != "<|endoftext|>")
+    grown = Tokenizer.load(str(out))
+    assert all(grown.vocab[i] == t for i, t in old.vocab.items())
     stats = json.loads((out / "stats.json").read_text())
     assert stats["config"]["pattern_name"] == "gpt2"
     tok = Tokenizer.load(str(out))

@@ -212,15 +212,15 @@ def test_resume_with_other_settings_or_inputs_is_refused(corpus, tmp_path):
 
     other = _in_process(_command(corpus, out, "plain", "--resume", vocab_size=1300))
     assert other.returncode == 2
-    assert "cannot resume" in other.stderr and "vocab_size was 1000, now 1300" in other.stderr
+    assert "cannot resume" in other.stderr and "--vocab-size was 1000, now 1300" in other.stderr
 
     pattern = _in_process(_command(corpus, out, "plain", "--pattern", "gpt2", "--resume"))
     assert pattern.returncode == 2 and "pattern was" in pattern.stderr and "pattern_name was 'gpt4'" in pattern.stderr
 
-    for flags, said in ((["--max-token-bytes", "8"], "max_token_bytes was 0, now 8"),
+    for flags, said in ((["--max-token-bytes", "8"], "--max-token-bytes was 0, now 8"),
                         (["--normalize", "nfc"], "normalize was None, now 'nfc'"),
                         (["--digits", "1"], "digits was None, now 1"),
-                        (["--sample-docs", "0.5"], "sample_docs was None, now 0.5"),
+                        (["--sample-docs", "0.5"], "--sample-docs was None, now 0.5"),
                         (["--sample-docs", "0.5", "--seed", "3"], "seed was 0, now 3")):
         refused = _in_process(_command(corpus, out, "plain", *flags, "--resume"))
         assert refused.returncode == 2 and said in refused.stderr, (flags, refused.stderr)

@@ -59,3 +59,25 @@ def test_piece_shortcut_is_exact_on_real_text(shared_data, pattern, tmp_path):
     fast = _summed_rows(table) + shard.plain
     compiled = regex.compile(config.pattern)
     assert fast == Counter(c for text in texts.to_pylist() for c in compiled.findall(text))
+
+
+@pytest.mark.parametrize("kind", ["superbpe", "pathpiece", "init"])
+def test_eval_on_heldout_equals_encoding_each_document(shared_data, tmp_path, kind):
+    """Issue 55 item 2 on real text: parbpe eval, --heldout and parbpe.evaluate give the token count of encoding
+    each held-out document, for SuperBPE (its lines are not split apart as training's are), PathPiece and
+    --init tokenizers."""
+    shard = shared_data / "realmix" / "train-00003-of-00008.parquet"
+    heldout = shared_data / "realmix" / "heldout.parquet"
+    out = tmp_path / kind
+    settings = {"superbpe": {"vocab_size": 1024, "superbpe_transition": 0.5},
+                "pathpiece": {"algorithm": "pathpiece", "vocab_size": 768, "initial_vocab_size": 1024},
+                "init": {"vocab_size": 1024}}[kind]
+    if kind == "init":
+        parbpe.train([str(shard)], vocab_size=640, out_dir=str(tmp_path / "base"), progress="none")
+        settings["init"] = str(tmp_path / "base")
+    result = parbpe.train([str(shard)], out_dir=str(out), heldout=[str(heldout)], progress="none", **settings)
+    tok = parbpe.Tokenizer.load(str(out))
+    docs = pq.read_table(heldout, columns=["text"]).column(0).to_pylist()
+    encoded = sum(len(tok.encode_ordinary(doc)) for doc in docs)
+    [row] = parbpe.evaluate(str(out), [str(heldout)], progress="none")
+    assert (row["tokens"], result.stats["heldout"]["tokens"]) == (encoded, encoded)

@@ -249,7 +249,7 @@ def test_eval_side_by_side(corpus, superbpe_run, tmp_path, capsys):
     (["--superbpe-transition", "1.5"], "between 0 and 1"),
     (["--superbpe-transition", "5000"], "outside 0..443"),
     (["--superbpe-transition", "lots"], "cannot read 'lots' as a transition"),
-    (["--superbpe-transition", "0.8", "--stop-list-size", "5"], "cannot be combined with stop_list_size"),
+    (["--superbpe-transition", "0.8", "--stop-list-size", "5"], "cannot be combined with --stop-list-size"),
     (["--superbpe-transition", "0.8", "--pattern", "superword"], "stage 2 uses the superword split by itself"),
 ])
 def test_bad_settings_are_one_line_errors(corpus, tmp_path, capsys, args, message):

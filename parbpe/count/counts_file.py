@@ -9,6 +9,7 @@ whether the run spilled or not.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterable
 
 import pyarrow as pa
@@ -21,7 +22,7 @@ from ..io.counts_files import COUNTS_MAGIC, read_counts
 from ..io.units import WorkUnit
 from ..patterns import pattern_name
 from .partitions import sort_by_chunk
-from .pieces import SCHEMA, sum_tables
+from .pieces import COUNT_LIMIT, SCHEMA, check_counts, sum_tables
 
 
 def counts_file_table(unit: WorkUnit, config: TrainConfig) -> pa.Table:
@@ -39,14 +40,20 @@ def counts_file_table(unit: WorkUnit, config: TrainConfig) -> pa.Table:
             raise ValueError(
                 f"{unit.path} was counted with special tokens {list(counts.special_tokens)}, but this run uses "
                 f"{list(config.special_tokens)}, and its text may hold them: recount it with them (parbpe count "
-                f"INPUT --special-tokens {','.join(config.special_tokens)} --pattern "
-                f"{pattern_name(config.pattern) or 'REGEX'} --out {unit.path}), or pass the same --special-tokens"
+                f"INPUT --special-tokens {shlex.quote(','.join(config.special_tokens))} --pattern "
+                f"{shlex.quote(pattern_name(config.pattern) or 'REGEX')} --out {shlex.quote(unit.path)}), or pass "
+                "the same --special-tokens"
             )
     try:
         chunks = pa.array(counts.chunks, pa.large_binary()).cast(pa.string())
     except pa.ArrowInvalid:
         raise ValueError(f"{unit.path}: a chunk is not valid UTF-8; the counts file is damaged") from None
-    return sum_tables([pa.table({"chunk": chunks, "count": pa.array(counts.counts, pa.int64())}, schema=SCHEMA)])
+    try:
+        numbers = pa.array(counts.counts, pa.int64())
+    except (pa.ArrowInvalid, OverflowError):
+        raise ValueError(f"{unit.path}: a count is not a 64-bit integer (at most {COUNT_LIMIT:,} is taken)") from None
+    check_counts(numbers, unit.path)
+    return sum_tables([pa.table({"chunk": chunks, "count": numbers}, schema=SCHEMA)])
 
 
 def _named(pattern: str) -> str:

@@ -45,6 +45,24 @@ _LEXERS = {"gpt2": (gpt2_chunk_starts, gpt2_chunk_starts_utf8, None),
 # below 2 GB of text each (a worker's held counts are capped by MAX_WORKER_DATA in run/memory.py).
 SCHEMA = pa.schema([("chunk", pa.string()), ("count", pa.int64())])
 _FLOAT_EXACT = 2**53
+# The largest count, sum of counts or pair count parbpe takes: counts are int64, and sums and count changes of
+# either sign stay exact below 2**63 with this margin (a float64 total, inexact past 2**53, decides safely).
+COUNT_LIMIT = 2**62
+
+
+def check_counts(counts: pa.Array | pa.ChunkedArray, where: str = "") -> None:
+    """Refuse counts parbpe cannot add up exactly: a negative one, or a total past COUNT_LIMIT (where: the
+    file they come from, for the message)."""
+    if not len(counts):
+        return
+    source = f"{where}: " if where else ""
+    least = pc.min(counts).as_py()
+    if least is not None and least < 0:
+        raise ValueError(f"{source}negative count {least:,}: a chunk count is how often it was seen")
+    total = pc.sum(pc.cast(counts, pa.float64(), safe=False)).as_py() or 0.0
+    if total > COUNT_LIMIT:
+        raise ValueError(f"{source}chunk counts add up to about {total:.4g}, past the limit of {COUNT_LIMIT:,} "
+                         "(2**62) that parbpe's 64-bit counts hold exactly: scale the counts down")
 _COMPACT_ROWS = 8_000_000  # pending rows (distinct within their batch) that force a compaction
 _CONVERT_BATCH = 200_000  # distinct pieces split per batch (bounds the Python lists and numpy arrays)
 
@@ -129,6 +147,7 @@ def count_table(values: pa.Array, counts: pa.Array | None = None) -> pa.Table:
         found = pc.value_counts(values)
         return pa.table([found.field(0), found.field(1)], schema=SCHEMA)
     counts = counts.cast(pa.int64())
+    check_counts(counts)
     total = pc.sum(counts).as_py() or 0
     if total >= _FLOAT_EXACT:  # the sums below are float64: exact only below 2**53
         table = pa.table({"chunk": values, "count": counts})

@@ -25,7 +25,7 @@ from ..config import TrainConfig
 from ..run.pool import get_context, parallel
 from ..run.run_dir import counts_arrays, write_counts
 from .partitions import N_PARTITIONS, read_partition, sort_by_chunk
-from .pieces import SCHEMA
+from .pieces import COUNT_LIMIT, SCHEMA
 
 
 @dataclass
@@ -89,6 +89,17 @@ class TrainingChunks:
         return [data[a:b] for a, b in zip(self.offsets[:-1].tolist(), self.offsets[1:].tolist())]
 
 
+def check_pair_counts(data_offsets: np.ndarray, counts: np.ndarray) -> None:
+    """Refuse training chunks whose pairs add up past COUNT_LIMIT (a chunk of n bytes holds n - 1 pairs
+    at most, seen count times): no pair count, nor a change to one, can then leave int64."""
+    pairs = np.maximum(np.diff(data_offsets) - 1, 0).astype(np.float64)
+    total = float(np.dot(counts.astype(np.float64), pairs))
+    if total > COUNT_LIMIT:
+        raise ValueError(f"the training chunks hold about {total:.4g} pairs in all (their counts times their "
+                         f"lengths), past the limit of {COUNT_LIMIT:,} (2**62) that parbpe's 64-bit pair counts "
+                         "hold exactly: scale the counts down")
+
+
 def combine_selections(selections: list[Selection], config: TrainConfig) -> TrainingChunks:
     """The stop list from every partition's candidates; the kept chunks minus stop words, sorted (where
     every selection came sorted, select_partition's sort, joined in their order as they are).
@@ -135,6 +146,8 @@ def _partition_job(args: tuple[list[str], int]) -> pa.Table:
         return read_partition(runs, partition)
     except OSError:
         raise  # a disk error names its file already
+    except ValueError as exc:  # the counts themselves (pieces.check_counts): the user's to fix, one line
+        raise ValueError(f"reducing partition {partition}: {exc}") from exc
     except Exception as exc:
         raise RuntimeError(f"reducing partition {partition} failed: {exc}") from exc
 

@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from .filesystems import is_remote, local_path, write_remote
 
@@ -119,17 +122,21 @@ def _mb(n: int) -> str:
 BUFFER_BYTES = 1 << 24
 
 
-def write_files_atomically(directory: str, makers: dict[str, Callable[[], str | Iterable[str | bytes]]]) -> None:
+def write_files_atomically(directory: str, makers: dict[str, Callable[[], str | Iterable[str | bytes]]],
+                           digests: dict[str, str] | None = None) -> None:
     """Write every file of directory or none: each text is made and written to a temporary name in
     turn, and only when all are written are they renamed into place (a full disk leaves nothing).
     A maker returns the text, or its pieces (str, or bytes already UTF-8): a large file (a
-    vocabulary of multi-megabyte tokens) is then never held whole."""
+    vocabulary of multi-megabyte tokens) is then never held whole. digests, when given, gets each
+    file's digest (file_digest's form) once it is written, so a later maker can record those before it."""
     if is_remote(directory):
         for name, make_text in makers.items():
             text = make_text()
             if not isinstance(text, str):
                 text = "".join(p if isinstance(p, str) else p.decode("utf-8") for p in text)
             write_text_atomically(f"{directory.rstrip('/')}/{name}", text)
+            if digests is not None:
+                digests[name] = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
         return
     directory = local_path(directory)
     os.makedirs(directory, exist_ok=True)
@@ -149,8 +156,12 @@ def write_files_atomically(directory: str, makers: dict[str, Callable[[], str | 
                 pieces = None
             path = os.path.join(directory, name)
             os.makedirs(os.path.dirname(path), exist_ok=True)  # a name may hold a subdirectory (vocab-8192/...)
-            done[path] = _write_beside(path, lambda tmp, head=head, rest=pieces: _write_pieces(tmp, head, rest),
+            hasher = hashlib.sha256()
+            done[path] = _write_beside(path, lambda tmp, head=head, rest=pieces, h=hasher: _write_pieces(tmp, head,
+                                                                                                          rest, h),
                                        needed=size if pieces is None else None)
+            if digests is not None:
+                digests[name] = "sha256:" + hasher.hexdigest()
             del head, pieces, text
     except BaseException:
         for tmp in done.values():
@@ -160,12 +171,28 @@ def write_files_atomically(directory: str, makers: dict[str, Callable[[], str | 
         os.replace(tmp, path)
 
 
-def _write_pieces(path: str, head: list[bytes], rest: Iterator[str | bytes] | None) -> None:
+def _write_pieces(path: str, head: list[bytes], rest: Iterator[str | bytes] | None, hasher: Any) -> None:
     with open(path, "wb") as f:
         for data in head:
             f.write(data)
+            hasher.update(data)
         for piece in rest or ():
-            f.write(piece.encode("utf-8") if isinstance(piece, str) else piece)
+            data = piece.encode("utf-8") if isinstance(piece, str) else piece
+            f.write(data)
+            hasher.update(data)
+
+
+def file_digest(path: str) -> str | None:
+    """'sha256:' and the hex digest of the bytes of the regular file at path, read without following a
+    symbolic link; None when path is a link, not a regular file, or unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        return "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def check_output_dir(path: str, option: str = "--out") -> None:

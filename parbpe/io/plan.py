@@ -85,7 +85,9 @@ def _found_files(root: str | None, paths: list[str], skipped: Skipped, outputs: 
             continue
         where = _inside(os.path.abspath(path), this_run)
         if where or _inside(os.path.abspath(path), written):
-            skipped.append((path, "this run's output directory" if where else "a parbpe output directory"))
+            exact = os.path.abspath(path) in this_run
+            skipped.append((path, "this run's output file" if exact else "this run's output directory" if where
+                            else "a parbpe output directory"))
             continue
         why = _not_text(path)
         if why:

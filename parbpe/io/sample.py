@@ -98,13 +98,16 @@ def take_sample(texts: pa.Array, share: float | None, seed: int, stats: ReadStat
     return texts
 
 
-def sample_summary(config, documents: int, nbytes: int) -> dict | None:
-    """stats.json's "sample": the share of documents taken, the seed, and what the sample holds
-    (None: every document was counted)."""
+def sample_summary(config, documents: int, nbytes: int, read_documents: int | None = None) -> dict | None:
+    """stats.json's "sample": the share of documents asked for, the seed, what the sample holds, and
+    (read_documents: the documents read) the share it took (None: every document was counted)."""
     if config.sample_share is None:
         return None
-    return {"share": config.sample_share, "seed": config.seed, "sample_bytes": config.sample_bytes,
-            "documents": documents, "bytes": nbytes}
+    summary = {"share": config.sample_share, "seed": config.seed, "sample_bytes": config.sample_bytes,
+               "documents": documents, "bytes": nbytes}
+    if read_documents is not None:
+        summary["taken_share"] = documents / read_documents if read_documents else 0.0
+    return summary
 
 
 def share_for_bytes(units: Sequence[WorkUnit], size: int, text_column: str) -> float:

@@ -33,7 +33,7 @@ def assemble_stats(ctx: RunContext, job: Inputs, counted: Counted, built: Built,
         "bytes_read": counted.stats["bytes"],
         "replaced_utf8_sequences": counted.stats["replaced_bytes"],
         "sample": sample_summary(ctx.config, counted.stats.get("sampled_documents", 0),
-                                 counted.stats.get("sampled_bytes", 0)),
+                                 counted.stats.get("sampled_bytes", 0), counted.stats["documents"]),
         "memory_budget": counted.stats["budget"],
         "caller_held_bytes": ctx.caller_held,  # held by the calling process at the start: left out of the models
         "worker_data_limit": counted.stats["data_limit"],

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,7 @@ from ..config import RunOptions, TrainConfig
 from ..io.plan import plan
 from ..merge.encode import encode_byte_table, rank_order_batches
 from ..merge.table import table_from_arrays
+from ..patterns import encoding_split
 from ..run.pool import default_start_method, get_context, parallel
 from ..run.run_dir import counts_arrays
 from ..run.temp_dirs import temp_work_dir
@@ -43,7 +45,7 @@ from ..tokenizer.evaluate import is_superword
 from ..tokenizer.inherit import inherit
 from ..tokenizer.model import Tokenizer
 from ..tokenizer.score import METHODS, renyi_efficiency
-from .context import RunContext, run_context
+from .context import RunContext, reporter_of, run_context
 from .count import count_units, nothing_counted, reduce_partitions
 
 # The keys of every row (parbpe eval --json, parbpe.evaluate); superword_share and documents follow.
@@ -80,10 +82,12 @@ def count_text_in(ctx: RunContext, inputs: Sequence[str], pattern: str, normaliz
                   nested: bool = True) -> CountedText:
     """count_text within a run (train's --heldout: nested in its evaluate stage, which times it): all
     of the text, whatever sample the run trained on. The stages 2-3 of `parbpe count`: the partitions'
-    counts are taken as they come (no selection, no sort: the rows are sums over chunks)."""
-    config = dataclasses.replace(ctx.config, pattern=pattern, special_tokens=(), eos_token=None, bos_token=None,
-                                 pad_token=None, freq_cutoff=0, stop_list_size=0, digits=None, normalize=normalize,
-                                 sample_docs=None, sample_bytes=None, sample_share=None,
+    counts are taken as they come (no selection, no sort: the rows are sums over chunks). The chunks
+    are encoding's: the superword split runs over whole documents, not line by line as training
+    counts it (patterns.encoding_split)."""
+    config = dataclasses.replace(ctx.config, pattern=encoding_split(pattern), special_tokens=(), eos_token=None,
+                                 bos_token=None, pad_token=None, freq_cutoff=0, stop_list_size=0, digits=None,
+                                 normalize=normalize, sample_docs=None, sample_bytes=None, sample_share=None,
                                  count_words=True, superbpe_transition=None, init=None)
     units = [u for u in plan([str(p) for p in inputs], text_column=config.text_column)]
     if any(u.kind.startswith("counts") for u in units):
@@ -161,21 +165,23 @@ def _slices(offsets: np.ndarray, slice_bytes: int) -> list[tuple[int, int]]:
 
 def score_text(text: CountedText, tokenizers: Sequence[Tokenizer], methods: Sequence[str] | Sequence[Sequence[str]],
                workers: int, start_method: str | None = None,
-               slice_bytes: int | None = None) -> dict[tuple[int, str], np.ndarray]:
+               slice_bytes: int | None = None,
+               on_task: Callable[[int, int], None] | None = None) -> dict[tuple[int, str], np.ndarray]:
     """Per-token counts of the text for every (tokenizer index, method); methods: the same for every
     tokenizer, or a list of them per tokenizer. A task is a slice of the chunks for one tokenizer and
-    all its methods."""
+    all its methods; on_task(done, total) as tasks finish (the segmentation's progress)."""
     per = [[methods] if isinstance(methods, str) else list(methods)] * len(tokenizers)
     if methods and not isinstance(methods[0], str):
         per = [list(m) for m in methods]
     if not jit.worth(int(text.offsets[-1] - text.offsets[0]), jit.SEGMENT_MIN_BYTES):
         with jit.using("off"):  # a small text: numpy's segmentation costs less than loading numba
-            return _score(text, tokenizers, per, workers, start_method, slice_bytes)
-    return _score(text, tokenizers, per, workers, start_method, slice_bytes)
+            return _score(text, tokenizers, per, workers, start_method, slice_bytes, on_task)
+    return _score(text, tokenizers, per, workers, start_method, slice_bytes, on_task)
 
 
 def _score(text: CountedText, tokenizers: Sequence[Tokenizer], per: list[list[str]], workers: int,
-           start_method: str | None, slice_bytes: int | None) -> dict[tuple[int, str], np.ndarray]:
+           start_method: str | None, slice_bytes: int | None,
+           on_task: Callable[[int, int], None] | None = None) -> dict[tuple[int, str], np.ndarray]:
     """score_text with the JIT mode settled."""
     if jit.enabled():  # the tables and kernels made here, before any worker starts: they share them
         for tok, mine in zip(tokenizers, per):
@@ -191,15 +197,28 @@ def _score(text: CountedText, tokenizers: Sequence[Tokenizer], per: list[list[st
                 results = list(pool.map(_task, tasks))
         elif workers > 1 and len(tasks) > 1:
             results = parallel(_task, tasks, workers, get_context(start_method or default_start_method()),
-                               stage="eval", describe=lambda k, i: f"eval worker {k} (task {i})")
+                               stage="eval", describe=lambda k, i: _describe_task(k, tasks[i] if i is not None and
+                                                                               i >= 0 else None),
+                               hint="try fewer --workers: each holds a slice of the chunk table and its "
+                                    "segmentation, outside the counting's memory budget")
         else:
             results = map(_task, tasks)
-        for (t, _, _, _), found in zip(tasks, results):
+        for done, ((t, _, _, _), found) in enumerate(zip(tasks, results), start=1):
             for m, counts in found.items():
                 totals[t, m] = counts if (t, m) not in totals else totals[t, m] + counts
+            if on_task is not None:
+                on_task(done, len(tasks))
     finally:
         _SHARED.clear()
     return totals
+
+
+def _describe_task(k: int, task: tuple[int, list[str], int, int] | None) -> str:
+    """An eval worker and what it was doing, for the message of its death."""
+    if task is None:
+        return f"eval worker {k}"
+    t, methods, c0, c1 = task
+    return f"eval worker {k} (segmenting chunks {c0}-{c1} with tokenizer {t + 1}, {'/'.join(methods)})"
 
 
 def row(name: str, tok: Tokenizer, method: str, counts: np.ndarray, text: CountedText, alpha: float) -> dict:
@@ -222,6 +241,14 @@ def row(name: str, tok: Tokenizer, method: str, counts: np.ndarray, text: Counte
     }
 
 
+def check_renyi_alpha(alpha: float) -> float:
+    """The order of the Renyi entropy: a positive, finite number (1: Shannon's)."""
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha <= 0:
+        raise ValueError(f"renyi_alpha (--renyi-alpha) must be a positive number (2.5 by default, 1 for Shannon's "
+                         f"entropy), got {alpha!r}")
+    return float(alpha)
+
+
 def evaluate_corpus(tokenizers: Sequence[Tokenizer], inputs: Sequence[str], *, names: Sequence[str] | None = None,
                     methods: Sequence[str] | None = None, alpha: float = 2.5, config: TrainConfig | None = None,
                     options: RunOptions | None = None) -> list[dict]:
@@ -229,6 +256,7 @@ def evaluate_corpus(tokenizers: Sequence[Tokenizer], inputs: Sequence[str], *, n
     pattern. methods: None gives each tokenizer its own segmentation (merges, or shortest for a
     vocabulary without merges). config: the counting's workers, memory budget and text column;
     options: its progress."""
+    check_renyi_alpha(alpha)
     unknown = [m for m in methods or () if m not in METHODS]
     if unknown or (methods is not None and not methods):
         raise ValueError(f"unknown segmentation method(s) {unknown}: use {', '.join(METHODS)}")
@@ -243,8 +271,11 @@ def evaluate_corpus(tokenizers: Sequence[Tokenizer], inputs: Sequence[str], *, n
     for pattern, normalize in dict.fromkeys((tok.pattern, tok.normalize) for tok in tokenizers):
         mine = [k for k, tok in enumerate(tokenizers) if (tok.pattern, tok.normalize) == (pattern, normalize)]
         text = count_text(inputs, pattern, normalize, config, options)
+        reporter = reporter_of(options.progress)
         totals = score_text(text, [tokenizers[k] for k in mine], [per[k] for k in mine], config.workers,
-                            options.start_method)
+                            options.start_method, on_task=lambda done, total: reporter.update(
+                                "segment", done, total, force=done == total))
+        reporter.close()
         for (t, method), counts in totals.items():
             k = mine[t]
             rows[k, method] = row(names[k], tokenizers[k], method, counts, text, alpha)

@@ -22,7 +22,7 @@ from ..config import TrainConfig
 from ..count.counter import CountResult, count_to_runs, prepare, unit_key
 from ..count.jit_lexer import uses_jit
 from ..count.partitions import N_PARTITIONS
-from ..count.reduce import TrainingChunks, combine_selections, reduce_runs
+from ..count.reduce import TrainingChunks, check_pair_counts, combine_selections, reduce_runs
 from ..count.stream import QUEUE_BATCHES_PER_WORKER, count_stream_to_runs
 from ..io.iterables import STREAM_BATCH_BYTES, TextStream, text_batches
 from ..io.plan import unit_text_bytes
@@ -48,10 +48,16 @@ from .context import RunContext
 EMPTY_CORPUS = "the corpus is empty: no text chunk was found in the inputs"
 
 
-def nothing_counted(text_bytes: int, config: TrainConfig) -> str:
-    """Why no chunk was counted: empty inputs, or text the split pattern matched nowhere."""
+def nothing_counted(text_bytes: int, config: TrainConfig, sampled_bytes: int | None = None) -> str:
+    """Why no chunk was counted: empty inputs, an empty sample (sampled_bytes: the sample's text), or
+    text the split pattern matched nowhere."""
     if not text_bytes:
         return EMPTY_CORPUS
+    if config.sample_share is not None and not sampled_bytes:
+        asked = (f"--sample-bytes {config.sample_bytes}" if config.sample_bytes is not None
+                 else f"--sample-docs {config.sample_docs}")
+        return (f"the sample is empty: {asked} took none of the documents in {format_size(text_bytes)} of text (a "
+                f"share of {config.sample_share:.3g}); ask for a larger sample")
     return (f"the split pattern {pattern_name(config.pattern) or repr(config.pattern)} matched nothing in "
             f"{format_size(text_bytes)} of text: check --pattern")
 
@@ -100,12 +106,14 @@ def count_stage(ctx: RunContext, units: list[WorkUnit] | TextStream, config: Tra
             selections = list(reduce_partitions(ctx, counted, config, select=True, sort=by_partition and not in_parts,
                                                 parts_dir=run.reduced_parts_dir() if in_parts else None))
             chunks = None if in_parts else combine_selections(selections, config)
+            if chunks is not None:
+                check_pair_counts(chunks.offsets, chunks.counts)
             meta = {"stop_words": [w.hex() for w in chunks.stop_words] if chunks is not None else [],
                     "unique_chunks": sum(s.unique_chunks for s in selections),
                     "total_chunks": sum(s.total_chunks for s in selections),
                     "dropped_by_cutoff": sum(s.dropped_by_cutoff for s in selections), "counted": stats}
             if not meta["unique_chunks"]:
-                raise ValueError(nothing_counted(stats["bytes"], config))
+                raise ValueError(nothing_counted(stats["bytes"], config, stats["sampled_bytes"]))
             if in_parts:
                 run.save_reduced_parts([s.part for s in selections], meta)
             del selections
@@ -124,6 +132,7 @@ def count_stage(ctx: RunContext, units: list[WorkUnit] | TextStream, config: Tra
 def counted_from_saved(saved: tuple) -> Counted:
     """The Counted of reduced counts as RunDirectory.load_reduced gives them back."""
     data, offsets, counts, meta = saved
+    check_pair_counts(offsets, counts)
     chunks = TrainingChunks(data=data, offsets=offsets, counts=counts,
                             stop_words=[bytes.fromhex(w) for w in meta["stop_words"]],
                             unique_chunks=meta["unique_chunks"], total_chunks=meta["total_chunks"],

@@ -120,16 +120,7 @@ class CountBeside:
             text = stream.read()
         text = text[:text.rfind(b"\n") + 1]  # whole lines only
         self._seen += len(text)
-        latest = None
-        for line in text.splitlines():
-            event = json.loads(line)
-            if event["event"] == "progress":
-                latest = event
-            elif event["event"] in ("warning", "note"):
-                ctx.reporter.event(event["event"], message=event.get("message", ""))
-        if latest is not None:
-            fields = {k: v for k, v in latest.items() if k not in ("event", "time", "stage", "done", "total")}
-            ctx.reporter.update(latest["stage"], latest["done"], latest["total"], **fields)
+        forward_progress(text, ctx.reporter)
 
     def _failure(self, status: int) -> BaseException:
         """The count's error as the parent raises it: the same kind and line where it wrote one."""
@@ -211,3 +202,22 @@ def child(job_path: str) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
+
+
+def forward_progress(text: bytes, reporter: Any) -> None:
+    """The count's progress lines (JSON) as the parent's progress: warnings and notes as they come; for
+    each stage, its last report, forced when the stage is done (done == total), so that every stage's
+    bar reaches its end and is closed (the last lines of a stage come with the next stage's, or with the
+    process's end, between two looks)."""
+    last: dict[str, dict[str, Any]] = {}
+    for line in text.splitlines():
+        event = json.loads(line)
+        if event["event"] == "progress":
+            last.pop(event["stage"], None)
+            last[event["stage"]] = event  # in the order of their last reports
+        elif event["event"] in ("warning", "note"):
+            reporter.event(event["event"], message=event.get("message", ""))
+    for event in last.values():
+        fields = {k: v for k, v in event.items() if k not in ("event", "time", "stage", "done", "total")}
+        done, total = event["done"], event["total"]
+        reporter.update(event["stage"], done, total, force=total is not None and done >= total, **fields)

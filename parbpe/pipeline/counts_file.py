@@ -27,7 +27,12 @@ def counts_file_stage(ctx: RunContext, job: Inputs, out_path: str, freq_cutoff: 
     with temp_work_dir(config.tmp_dir) as run_dir, ctx.executor():
         with ctx.stage("plan", report=False):
             source = job.source
-            units = source if isinstance(source, TextStream) or is_unit_list(source) else plan(source)
+            skipped: list[tuple[str, str]] = []
+            units = source if isinstance(source, TextStream) or is_unit_list(source) else plan(
+                source, skipped=skipped, outputs=[out_path], text_column=config.text_column)
+            if skipped:  # the output file itself among them: a rerun never counts its own earlier output
+                ctx.warn(f"skipped {len(skipped)} file(s): " + "; ".join(f"{p} ({why})" for p, why in skipped[:5])
+                         + (f"; and {len(skipped) - 5} more" if len(skipped) > 5 else ""))
             sample_stage(ctx, units)
             config = ctx.config
         with ctx.stage("count", report=False):
@@ -44,7 +49,7 @@ def counts_file_stage(ctx: RunContext, job: Inputs, out_path: str, freq_cutoff: 
                 totals["chunks"] += pc.sum(table.column("count")).as_py() or 0
                 yield table
             if not totals["unique"]:
-                raise ValueError(nothing_counted(counted.stats.bytes, config))
+                raise ValueError(nothing_counted(counted.stats.bytes, config, counted.stats.sampled_bytes))
 
         with ctx.stage("reduce", report=False):
             rows = write_counts_file(out_path, partitions(), config, freq_cutoff=freq_cutoff)

@@ -23,6 +23,14 @@ def size_curve(directory: str) -> list[tuple[int, float]]:
     return sorted(points + [(stats["vocab_size"], stats["heldout"]["bytes_per_token"])])
 
 
+def check_plot_available() -> None:
+    """Refuse --plot where matplotlib (the plot extra) is not installed, before any work."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ValueError("--plot needs matplotlib: pip install 'parbpe[plot]'") from None
+
+
 def plot_rows(rows: list[dict], path: str, alpha: float, curves: dict[str, list[tuple[int, float]]] | None = None
               ) -> None:
     """Two bar charts (bytes/token, Rényi efficiency), a group of bars per tokenizer, a bar per method;

@@ -25,6 +25,8 @@ def evaluate_stage(ctx: RunContext, job: Inputs, built: Built, tokenizer: Tokeni
         started = time.perf_counter()
         rows = heldout_rows(ctx, job.heldout, [tokenizer, *(small for small, _ in smaller.values())])
         stats["heldout"] = rows[0]
+        if job.heldout_overlap:
+            stats["heldout"]["also_training"] = job.heldout_overlap
         for (_, small_stats), small_row in zip(smaller.values(), rows[1:]):
             small_stats["heldout"] = small_row
         stats["seconds"]["heldout"] = round(time.perf_counter() - started, 3)

@@ -14,6 +14,7 @@ import importlib.util
 import json
 import os
 import tempfile
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,11 +30,12 @@ from ..io.iterables import TextStream, dataset_source, is_datasets_object, is_te
 from ..io.plan import default_corpus_files, expand_inputs, plan
 from ..io.sample import share_for_bytes
 from ..io.units import WorkUnit
-from ..run.run_dir import RunDirectory
+from ..run.run_dir import RunDirectory, check_run_dir_ours
 from ..run.temp_dirs import clean_stale_temp_dirs
 from ..tokenizer.inherit import Inherited, inherit
 from ..tokenizer.load import read_any
 from ..tokenizer.model import Tokenizer
+from ..warnings import HeldoutOverlapWarning
 from .context import RunContext
 from .out_dir import check_out_dir_reusable
 
@@ -54,6 +56,7 @@ class Inputs:
     heldout: list[str] = field(default_factory=list)
     units: list[WorkUnit] | TextStream = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    heldout_overlap: list[str] = field(default_factory=list)  # held-out files that are training input too
 
     @property
     def default_corpus(self) -> bool:
@@ -92,6 +95,9 @@ def check_job(inputs: Any, config: TrainConfig, options: RunOptions, *, out_dir:
     job = Inputs(source=source, described=described, config=config, out_dir=out_dir, inherited=inherited,
                  also_save=sizes, heldout=heldout)
     check_executor(source, options)
+    if not isinstance(source, TextStream) and (where := options.run_dir or (default_run_dir(out_dir) if out_dir
+                                                                            else None)):
+        check_run_dir_ours(where, "--run-dir" if options.run_dir else "the run directory")
     if isinstance(source, TextStream) and config.sample_bytes is not None:
         raise ValueError(f"sample_bytes needs the input's size, which texts from {source.description} do not "
                          "have: use sample_docs (a share of the documents)")
@@ -119,10 +125,18 @@ def check_count_job(inputs: Any, config: TrainConfig, options: RunOptions, out_p
                     sample_corpus: bool) -> Inputs:
     """count_to_file's checks before work: the output file, the work directory, the inputs."""
     check_output_file(out_path)
+    if not os.fspath(out_path).lower().endswith(".parquet"):
+        raise ValueError(f"--out {out_path}: count writes a parquet counts file, which train knows by its .parquet "
+                         "name: give a name ending in .parquet")
     if config.tmp_dir is not None:
         check_work_dir(config.tmp_dir)
     config, _ = init_stage(config)
     source, described = resolve_inputs(inputs, config, sample_corpus)
+    if isinstance(source, list) and not is_remote(out_path):
+        target = os.path.abspath(local_path(out_path))
+        if any(isinstance(p, str) and not is_remote(p) and os.path.abspath(local_path(p)) == target for p in source):
+            raise ValueError(f"--out {out_path} is also an input: count would read the counts it replaces; "
+                             "write them to another file")
     check_executor(source, options)
     return Inputs(source=source, described=described, config=config)
 
@@ -155,6 +169,9 @@ def plan_stage(ctx: RunContext, job: Inputs) -> None:
         outputs = [o for o in (job.out_dir, ctx.options.run_dir) if o is not None]
         job.units = source if isinstance(source, TextStream) or is_unit_list(source) else plan(
             source, skipped=job.skipped, outputs=outputs, text_column=ctx.config.text_column)
+    if not job.streamed:
+        warn_counts_beside_text(ctx, job.units)
+        check_heldout_overlap(ctx, job)
     if job.skipped:
         skipped = job.skipped
         ctx.warn(f"skipped {len(skipped)} file(s): " + "; ".join(f"{p} ({why})" for p, why in skipped[:5])
@@ -168,6 +185,41 @@ def plan_stage(ctx: RunContext, job: Inputs) -> None:
         ctx.run, notes = open_run_dir(where, job.units, ctx.config, ctx.options.resume, job.inherited)
         for note in notes:
             ctx.note(note)
+
+
+def check_heldout_overlap(ctx: RunContext, job: Inputs) -> None:
+    """A --heldout file that is also training input (`train realmix/ --heldout realmix/heldout.parquet`):
+    the held-out numbers would measure training text. Refused with --strict, before any work; else a
+    warning, and stats.json's heldout says which (job.heldout_overlap)."""
+    if not job.heldout:
+        return
+    training = {_same_file(u.path) for u in job.units}
+    both = [p for p in expand_inputs(job.heldout) if _same_file(p) in training]
+    if not both:
+        return
+    shown = ", ".join(both[:3]) + (f" and {len(both) - 3} more" if len(both) > 3 else "")
+    message = (f"--heldout {shown} is also training input: the held-out numbers measure training text; "
+               "train on the other files (e.g. a glob that leaves it out)")
+    if ctx.options.strict:
+        raise ValueError(f"{message}; failing as --strict (strict=True) asks")
+    job.heldout_overlap = both
+    warnings.warn(message, HeldoutOverlapWarning, stacklevel=3)
+    ctx.warn(message)
+
+
+def _same_file(path: str) -> str:
+    """A path as one file has one name (links resolved), for comparing inputs."""
+    return path if is_remote(path) else os.path.realpath(local_path(path))
+
+
+def warn_counts_beside_text(ctx: RunContext, units: list[WorkUnit]) -> None:
+    """A counts file read beside text (often `parbpe count DIR --out DIR/c.parquet`, then `train DIR`): its
+    chunk counts add to the text's, which is right only when they count other text; said, not silent."""
+    counts = sorted({u.path for u in units if u.kind.startswith("counts")})
+    if counts and any(not u.kind.startswith("counts") for u in units):
+        ctx.warn(f"the inputs hold {len(counts)} counts file(s) beside text ({', '.join(counts[:3])}"
+                 + (f" and {len(counts) - 3} more" if len(counts) > 3 else "") + "): their chunk counts are added "
+                 "to the text's; if they count the same text, name the text files only")
 
 
 def sample_stage(ctx: RunContext, units: list[WorkUnit] | TextStream) -> None:

@@ -113,6 +113,13 @@ class Bpe:
             built.stats["init"] = {"source": config.init, "inherited_merges": built.first_new,
                                    "inherited_tokens": len(inherited.tokenizer.vocab),
                                    "encode_workers": merged.encode_workers, "cold_cut": merged.cold_cut}
+            reserved = inherited.tokenizer.reserved_ids
+            if reserved:
+                built.stats["init"]["reserved_ids"] = list(reserved)
+                first = max([*inherited.tokenizer.vocab, *reserved]) + 1
+                ctx.warn(f"--init {config.init}: id(s) {', '.join(map(str, reserved))} hold no token there (an empty "
+                         f"token, tiktoken's '= N' line): kept reserved, never another token's; the new tokens "
+                         f"take ids from {first}")
         return built
 
 

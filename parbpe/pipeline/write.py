@@ -14,7 +14,7 @@ from ..tokenizer.exports import file_makers
 from ..tokenizer.model import Tokenizer
 from .context import RunContext
 from .evaluate import Smaller
-from .out_dir import earlier_files, remove_stale
+from .out_dir import DIGESTS, earlier_files, remove_stale
 
 
 def write_stage(ctx: RunContext, out_dir: str, tokenizer: Tokenizer, smaller: Smaller,
@@ -28,15 +28,17 @@ def write_stage(ctx: RunContext, out_dir: str, tokenizer: Tokenizer, smaller: Sm
               "removed: an earlier run's file" for name in stale}
     stats["files"] = files
     started = time.perf_counter()
+    digests: dict[str, str] = {}
 
     def stats_text() -> str:
         stats["seconds"]["write"] = round(time.perf_counter() - started, 3)
         stats["peak_rss_by_stage"]["write"] = write_sampler.peak
         stats["peak_rss_bytes"] = max(stats["peak_rss_bytes"], write_sampler.peak)
+        stats[DIGESTS] = dict(digests)  # every other file is written by now: what a later run may replace
         return json.dumps(stats, indent=1)
 
     with PeakSampler() as write_sampler:
-        write_files_atomically(out_dir, makers | {"stats.json": stats_text})
+        write_files_atomically(out_dir, makers | {"stats.json": stats_text}, digests=digests)
     remove_stale(out_dir, stale)
     return files
 

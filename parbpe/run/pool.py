@@ -16,6 +16,7 @@ import pickle
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -292,8 +293,9 @@ def parallel(func: Callable, tasks: list, workers: int, context, tick: Callable[
     """Yield func(task) for every task, in order, computed on `workers` processes.
 
     Tasks go out one at a time to whichever worker is free. tick() is called every `poll` seconds
-    while waiting. stage names the tasks for the test hook (fault_point). A worker's exception is
-    re-raised here (its traceback as a note); a worker that dies raises WorkerDied naming
+    while waiting, whether or not answers came in between. stage names the tasks for the test hook
+    (fault_point). A worker's exception is re-raised here (its traceback as a note); a worker that
+    dies raises WorkerDied naming
     describe(worker, task index) (default "worker k (task i)", and "(finishing)" for finish) and why.
     The workers are stopped on every exit path. finish: once every task is done, each worker runs
     finish() (state its tasks built up, e.g. a counter: worker_rank() tells them apart), and its
@@ -308,6 +310,7 @@ def parallel(func: Callable, tasks: list, workers: int, context, tick: Callable[
     holding: dict[int, int] = {}  # worker -> index of the task it is working on (-1: its finish)
     finished: dict[int, object] = {}
     next_task = 0
+    last_tick = [time.monotonic()]
 
     def hand_out(k: int) -> None:
         nonlocal next_task
@@ -333,8 +336,9 @@ def parallel(func: Callable, tasks: list, workers: int, context, tick: Callable[
         while wanted not in finished:
             by_object = {conns[k]: k for k in holding} | {procs[k].sentinel: k for k in holding}
             ready = wait(list(by_object), timeout=poll)
-            if not ready and tick is not None:
-                tick()
+            if tick is not None and (not ready or time.monotonic() - last_tick[0] >= poll):
+                tick()  # every poll seconds, however often the workers answer (a busy pool's bar moves too)
+                last_tick[0] = time.monotonic()
             for obj in ready:
                 k = by_object[obj]
                 if k not in holding:

@@ -20,7 +20,8 @@ from typing import Any, TextIO
 
 MODES = ("bar", "jsonl", "none")
 MAX_WIDTH = 80
-UNITS = {"count": " units", "reduce": " parts", "merge": " merges"}  # what a stage's bar counts
+UNITS = {"count": " units", "reduce": " parts", "merge": " merges", "superbpe_merge": " merges",
+         "prune": " iterations", "segment": " slices"}  # what a stage's bar counts
 
 
 class Progress:
@@ -83,7 +84,7 @@ class Progress:
             self._finish()
             self._stage = stage
             self._bar = tqdm(total=total, desc=stage, unit=UNITS.get(stage, " steps"), file=self.stream,
-                             unit_scale=stage == "merge",
+                             unit_scale=UNITS.get(stage) == " merges",
                              ncols=self.width, mininterval=self.interval, leave=True, dynamic_ncols=False,
                              smoothing=0.1)
         bar = self._bar

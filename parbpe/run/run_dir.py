@@ -13,6 +13,7 @@ A run directory (default OUT/.parbpe-run) holds:
   and reduced-parts.json, which names them in order, with the stats;
 - merges.json: the merges made so far and the batch sizes of their rounds (a checkpoint);
 - superword/: SuperBPE's stage 2 (its counts and merges), a run directory of the same layout.
+- pathpiece.json: PathPiece's vocabulary after its last iteration, with the run's digest (run_digest).
 
 Every file is written to a temporary name, flushed to disk and renamed into place, so a kill at any
 moment leaves each file whole or absent; run files that no commit record names are ignored. This
@@ -24,6 +25,7 @@ The `parbpe-*` temporary directories of runs whose process is gone are found by 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -46,6 +48,9 @@ FORMAT = 1
 RUN_FILE = "run.json"
 STAGE2 = "superword"  # SuperBPE's stage 2: a run directory of its own inside the run's (RunDirectory.stage2)
 PARTS, PARTS_RECORD = "reduced-parts", "reduced-parts.json"  # the reduced counts a partition a file
+PRUNED = "pathpiece.json"  # PathPiece's checkpoint
+_RUN_FOLDERS = ("count", STAGE2, PARTS)
+_RUN_FILES = (RUN_FILE, "plan.json", "reduced.arrow", PARTS_RECORD, "table.json", "merges.json", PRUNED)
 
 
 # Seconds of work a checkpoint may lose. A counting commit writes the counts a worker holds to a run
@@ -137,6 +142,7 @@ class RunDirectory:
     def __init__(self, path: str) -> None:
         self.path = path
         self.resumed = False
+        self.digest: str | None = None  # this run's identity and inputs, hashed (open): what its state is for
 
     def _file(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -152,8 +158,12 @@ class RunDirectory:
         inputs differ (saying what differs). Returns the directory and notes for the user.
         """
         run = cls(path)
+        run.digest = run_digest(identity, inputs)
         notes: list[str] = []
+        check_run_dir_ours(path, "the run directory")
         record = run._record()
+        if record is not None and record.get("clearing"):  # a finished run killed while removing its files
+            record = None
         owner = record.get("owner") if record is not None else None
         if owner_alive(owner) and owner["pid"] != os.getpid():  # (this process: a run of it that stopped)
             raise ValueError(f"the run directory {path} is in use by another parbpe run (pid "
@@ -199,19 +209,20 @@ class RunDirectory:
             shutil.rmtree(child.path, ignore_errors=True)
         os.makedirs(child.path, exist_ok=True)
         write_json(child._file(RUN_FILE), record)
-        child.resumed = self.resumed
+        child.resumed, child.digest = self.resumed, self.digest
         return child
 
-    def _clear(self) -> None:
-        """Remove what an earlier run left here (a directory given with --run-dir may hold other files:
-        only the run's own names go)."""
+    def _clear(self, keep_record: bool = False) -> None:
+        """Remove what an earlier run left here: only the run's own names, never through a symbolic link
+        (check_run_dir_ours has made sure the directory is a run's)."""
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
             for name in os.listdir(self.path):
                 target = self._file(name)
-                if name in ("count", STAGE2, PARTS):
+                if os.path.islink(target) or (keep_record and name == RUN_FILE):
+                    continue  # a link is not a name parbpe makes: what it points to is not the run's
+                if name in _RUN_FOLDERS:
                     shutil.rmtree(target)
-                elif name in (RUN_FILE, "plan.json", "reduced.arrow", PARTS_RECORD, "table.json", "merges.json") \
-                        or name.startswith(".tmp-"):
+                elif name in _RUN_FILES or name.startswith(".tmp-"):
                     os.unlink(target)
 
     def _record(self) -> dict[str, Any] | None:
@@ -394,17 +405,26 @@ class RunDirectory:
         return on_round
 
     def save_pruned(self, iteration: int, tokens: list[bytes], facts: dict[str, Any]) -> None:
-        """PathPiece's checkpoint after an iteration: the vocabulary left (hex) and the run's facts so far;
-        then the test hook "pathpiece" (a kill between iterations)."""
-        write_json(self._file("pathpiece.json"), {"iteration": iteration, "tokens": [t.hex() for t in tokens],
-                                                   "facts": facts})
+        """PathPiece's checkpoint after an iteration: the vocabulary left (hex) and the run's facts so far,
+        with the run's digest (load_pruned reads it back only for the same run); then the test hook
+        "pathpiece" (a kill between iterations)."""
+        write_json(self._file(PRUNED), {"run": self.digest, "iteration": iteration,
+                                        "tokens": [t.hex() for t in tokens], "facts": facts})
         test_stop("pathpiece", iteration)
 
     def load_pruned(self) -> tuple[int, list[bytes], dict[str, Any]] | None:
-        """PathPiece's last checkpoint (iteration, tokens, facts), if any."""
+        """PathPiece's last checkpoint (iteration, tokens, facts) when this run resumes the run that wrote it
+        (its digest is this run's); None otherwise: another run's vocabulary is never this run's start."""
+        if not self.resumed or self.digest is None:
+            return None
         try:
-            data = read_json(self._file("pathpiece.json"))
+            data = read_json(self._file(PRUNED))
         except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{self._file(PRUNED)} is unreadable ({exc}): remove {self.path} "
+                             f"(rm -r '{self.path}') to start over") from None
+        if not isinstance(data, dict) or data.get("run") != self.digest:
             return None
         return data["iteration"], [bytes.fromhex(t) for t in data["tokens"]], data["facts"]
 
@@ -425,11 +445,49 @@ class RunDirectory:
             record["finished"] = True
             record["owner"] = None
             write_json(self._file(RUN_FILE), record)
-        else:
-            os.unlink(self._file(RUN_FILE))  # first: what is left of a kill from here on is not a run
-            self._clear()
+        else:  # marked first: what a kill leaves from here on is a finished run, replaced by the next
+            record = read_json(self._file(RUN_FILE))
+            write_json(self._file(RUN_FILE), {**record, "finished": True, "clearing": True, "owner": None})
+            self._clear(keep_record=True)
+            os.unlink(self._file(RUN_FILE))
             with contextlib.suppress(OSError):
                 os.rmdir(self.path)  # unless --run-dir named a directory holding other files
+
+
+def is_run_record(data: Any) -> bool:
+    """Whether data (run.json's content) is a parbpe run record (RunDirectory.open writes it)."""
+    return isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("identity"), dict)
+
+
+def check_run_dir_ours(path: str, option: str = "--run-dir") -> None:
+    """Refuse, before any work, a run directory that is neither absent, empty, nor a parbpe run's (a run
+    record in it): a run clears and removes the run's names there (count/, plan.json, ...), and a
+    user's files under those names must never go."""
+    try:
+        entries = sorted(os.listdir(path))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    # a record being written when the run was killed (write_atomically's .tmp-XXXXXXXX<name>) is the run's
+    entries = [e for e in entries if not (e.startswith(".tmp-") and e[len(".tmp-") + 8:] in _RUN_FILES)]
+    if not entries:
+        return
+    record = None
+    run_file = os.path.join(path, RUN_FILE)
+    if not os.path.islink(run_file):
+        with contextlib.suppress(OSError, ValueError):
+            record = read_json(run_file)
+    if is_run_record(record):
+        return
+    shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
+    raise ValueError(f"{option} {path} is not a parbpe run directory (it holds {shown} and no parbpe run "
+                     f"record, {RUN_FILE}): give an empty or new directory, or remove those files")
+
+
+def run_digest(identity: dict[str, Any], inputs: list[dict[str, Any]]) -> str:
+    """A run's settings that decide the result and its inputs' fingerprints, hashed: the state a run
+    directory holds is used only by a run of the same digest."""
+    text = json.dumps({"identity": identity, "inputs": inputs}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _is_commit(name: str) -> bool:

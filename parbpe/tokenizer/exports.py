@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from ..io.atomic import write_files_atomically
-from ..patterns import pattern_name
+from ..patterns import GPT2_PATTERN, pattern_name
 from .byte_level import json_quoted, token_to_unicode, unicode_to_token
 
 FORMAT_VERSION = 1
@@ -305,9 +305,10 @@ def tiktoken_pieces(tok: Tokenizer) -> Iterator[str | bytes]:
     """tiktoken's rank file in pieces: base64 of each token's bytes and its rank (= id) on a line,
     specials excluded."""
     specials = set(tok.special_tokens.values())
-    for i, t in sorted(tok.vocab.items()):
+    reserved = [(i, b"") for i in tok.reserved_ids]  # "= N": the id kept, no token (as tiktoken reads it)
+    for i, t in sorted([*tok.vocab.items(), *reserved]):
         if i not in specials:
-            yield base64.b64encode(t)
+            yield base64.b64encode(t) if t else b"="
             yield f" {i}\n"
 
 
@@ -344,6 +345,7 @@ def parbpe_json(tok: Tokenizer, config: dict[str, Any] | None = None) -> dict[st
         **({"tokens": [[base64.b64encode(t).decode(), i] for t, i in sorted(tok.tokens.items(), key=lambda x: x[1])],
             "segmentation": tok.segmentation} if tok.tokens else {}),
         **({"normalize": tok.normalize} if tok.normalize else {}),
+        **({"reserved_ids": list(tok.reserved_ids)} if tok.reserved_ids else {}),
         "vocab_size": tok.n_vocab,
         "config": config,
     }
@@ -421,6 +423,15 @@ def file_makers(tok: Tokenizer, config: dict[str, Any] | None = None
             if outcome[name] == "written":
                 outcome[name] = (f"written, without the {tok.normalize.upper()} normalizer (the format has none): "
                                  f"put text in {tok.normalize.upper()} before encoding with it")
+    if tok.pattern != GPT2_PATTERN:  # GPT-2's files carry no pattern: read alone, they split with GPT-2's
+        said = pattern_name(tok.pattern)
+        for name in ("vocab.json", "merges.txt"):
+            if outcome[name].startswith("written"):
+                outcome[name] += ("; " if outcome[name] != "written" else ", ") + (
+                    f"without the split pattern ({said or 'a custom regex'}; the format has none): loaded alone "
+                    "they split with GPT-2's pattern, so give the pattern when loading them "
+                    f"({'--pattern ' + said if said else '--pattern REGEX'}, or HF's pre-tokenizer), or use "
+                    "tokenizer.json or parbpe.json")
     return {name: make for name, make in writers.items() if name not in problems}, outcome
 
 

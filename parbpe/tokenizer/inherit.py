@@ -61,7 +61,7 @@ def continued(inherited: Inherited, new_merges: list[tuple[int, int]], special_t
     to_external = dict(enumerate(old.byte_ids))
     for rank, (_, _, new) in enumerate(old.merges):
         to_external[256 + rank] = new
-    next_id = max(old.vocab) + 1
+    next_id = max([*old.vocab, *old.reserved_ids]) + 1  # a reserved id (tiktoken's "= N") is no new token's
     specials = dict(old.special_tokens)
     for s in special_tokens:
         if s not in specials:
@@ -74,4 +74,4 @@ def continued(inherited: Inherited, new_merges: list[tuple[int, int]], special_t
         merges.append((to_external[a], to_external[b], next_id))
         next_id += 1
     return Tokenizer(pattern=pattern, merges=merges, byte_ids=old.byte_ids, special_tokens=specials,
-                     normalize=old.normalize)
+                     normalize=old.normalize, reserved_ids=old.reserved_ids)

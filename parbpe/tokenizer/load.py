@@ -11,7 +11,9 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import numbers
 import os
+import re
 from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
@@ -19,6 +21,32 @@ from ..io.filesystems import exists, is_remote, open_text
 from ..patterns import GPT2_PATTERN, NORMAL_FORMS, resolve_pattern
 from .byte_level import unicode_to_token
 from .exports import FORMAT_VERSION
+
+# Token ids are int32 in parbpe's tables and u32 in HF tokenizers' files: at most this. And at most
+# SPARSE_IDS more than there are tokens: tables indexed by id (the evaluation's counts, the kernels')
+# must stay small however the ids are spread.
+MAX_TOKEN_ID = 2**31 - 1
+SPARSE_IDS = 1 << 24
+
+
+def token_id(value: Any, where: str) -> int:
+    """value as a token id (an integer from 0 to MAX_TOKEN_ID), or a one-line ValueError saying where."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value <= MAX_TOKEN_ID:
+        raise ValueError(f"{where}: token id {value!r} is not an integer from 0 to {MAX_TOKEN_ID:,}")
+    return int(value)
+
+
+def check_token_ids(found: dict[str, Any], where: str) -> None:
+    """Every id of a reader's result (or Tokenizer's arguments) in range (token_id), and not so sparse
+    that tables indexed by id would be huge."""
+    ids = [*found.get("byte_ids", ()), *(m[2] for m in found.get("merges", ()) if len(m) == 3),
+           *found.get("stop_words", {}).values(), *found.get("tokens", {}).values(),
+           *found.get("special_tokens", {}).values(), *found.get("reserved_ids", ())]
+    for i in ids:
+        token_id(i, where)
+    if ids and max(ids) >= len(ids) + SPARSE_IDS:
+        raise ValueError(f"{where}: token id {max(ids):,} for {len(ids):,} tokens: ids this sparse would make "
+                         f"tables of {max(ids) + 1:,} entries (at most {SPARSE_IDS:,} ids may be unused)")
 
 
 def read_directory(directory: str) -> dict[str, Any]:
@@ -38,18 +66,33 @@ def read_parbpe_json(path: str) -> dict[str, Any]:
             data = json.load(f)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    if data.get("format") != "parbpe" or data.get("version", 0) > FORMAT_VERSION:
+    if not isinstance(data, dict) or data.get("format") != "parbpe" or data.get("version", 0) > FORMAT_VERSION:
         raise ValueError(f"{path}: not a parbpe tokenizer file of a version this parbpe reads")
+    if not isinstance(data.get("pattern"), str):
+        raise ValueError(f"{path}: no split pattern (\"pattern\"): a parbpe.json names the regex it splits text with")
     return {
         "pattern": data["pattern"],
-        "merges": [tuple(m) for m in data["merges"]],
+        "merges": _parbpe_merges(data["merges"], path),
         "byte_ids": data.get("byte_ids") or list(range(256)),
         "stop_words": {base64.b64decode(t): i for t, i in data.get("stop_words", [])},
         "special_tokens": data.get("special_tokens", {}),
         **({"tokens": {base64.b64decode(t): i for t, i in data["tokens"]}, "segmentation": data.get("segmentation")}
            if data.get("tokens") else {}),
         **({"normalize": data["normalize"]} if data.get("normalize") else {}),
+        **({"reserved_ids": [token_id(i, path) for i in data["reserved_ids"]]} if data.get("reserved_ids") else {}),
     }
+
+
+def _parbpe_merges(merges: Any, path: str) -> list[tuple[int, int, int]]:
+    """parbpe.json's merges: a list of [a, b, new] token ids."""
+    if not isinstance(merges, list):
+        raise ValueError(f"{path}: its merges are a {type(merges).__name__}, not a list of [a, b, new] token ids")
+    out = []
+    for k, m in enumerate(merges):
+        if not isinstance(m, list) or len(m) != 3:
+            raise ValueError(f"{path}: merge {k} is {m!r}, not [a, b, new] (three token ids)")
+        out.append(tuple(token_id(i, f"{path}: merge {k}") for i in m))
+    return out
 
 
 def read_gpt2_files(vocab_path: str, merges_path: str, pattern: str = "gpt2",
@@ -58,7 +101,9 @@ def read_gpt2_files(vocab_path: str, merges_path: str, pattern: str = "gpt2",
     in special_tokens become special tokens."""
     with open_text(vocab_path) as f:
         vocab = json.load(f)
-    specials = {s: vocab[s] for s in special_tokens if s in vocab}
+    if not isinstance(vocab, dict):
+        raise ValueError(f"{vocab_path}: the vocabulary is a {type(vocab).__name__}, not an object of tokens and ids")
+    specials = {s: token_id(vocab[s], vocab_path) for s in special_tokens if s in vocab}
 
     def pairs() -> Iterator[tuple[str, list[str]]]:
         with open_text(merges_path) as f:
@@ -109,6 +154,18 @@ def is_rank_file(path: str) -> bool:
     return not _is_directory(path) and not path.endswith(".json")
 
 
+def carries_no_pattern(path: str) -> bool:
+    """Whether read_any reads path from a format without a split pattern: a rank file, a hex vocabulary,
+    or GPT-2's vocab.json + merges.txt (a directory holding them and neither parbpe.json nor
+    tokenizer.json): a pattern given by the user applies to these."""
+    if is_rank_file(path):
+        return True
+    if os.path.basename(path) == "vocab.json":
+        return True
+    return _is_directory(path) and not exists(os.path.join(path, "parbpe.json")) and \
+        not exists(os.path.join(path, "tokenizer.json")) and exists(os.path.join(path, "vocab.json"))
+
+
 def read_hex_vocab(path: str, pattern: str = "gpt4") -> dict[str, Any]:
     """A vocabulary file of hex tokens one a line (PathPiece's): a tokenizer without merges that
     segments into the fewest tokens; ids in line order; every single byte must be there."""
@@ -125,6 +182,21 @@ def read_hex_vocab(path: str, pattern: str = "gpt4") -> dict[str, Any]:
             "tokens": {t: i for t, i in ids.items() if len(t) > 1}, "segmentation": "shortest"}
 
 
+_HEX_LINE = re.compile(r"(?:[0-9a-fA-F]{2})+")
+
+
+def _holds_hex_lines(path: str, sniff: int = 1 << 16) -> bool:
+    """Whether a file's first lines are hex tokens one a line (PathPiece's vocabularies, whatever their
+    name: vdump_32768.vocab), not a tiktoken file's "base64 rank" lines: known by content, not name."""
+    with open_text(path) as f:
+        head = f.read(sniff)
+    lines = head.splitlines()
+    if len(head) == sniff and lines:
+        lines = lines[:-1]  # the last may be cut
+    lines = [line.strip() for line in lines if line.strip()]
+    return bool(lines) and all(_HEX_LINE.fullmatch(line) for line in lines)
+
+
 def _is_directory(path: str) -> bool:
     """A local directory, or a remote prefix holding a tokenizer's files (object stores have no folders)."""
     if not is_remote(path):
@@ -133,9 +205,24 @@ def _is_directory(path: str) -> bool:
 
 
 def _read(path: str) -> dict[str, Any]:
-    """read_any's work: which format path holds, read."""
+    """read_any's work: which format path holds, read. A file whose structure is not the format's (a
+    key missing, a list for an object, JSON nested too deep for Python) is a one-line ValueError."""
     if not exists(path) and not _is_directory(path):
         raise FileNotFoundError(f"no tokenizer at {path}")
+    try:
+        found = _read_format(path)
+    except RecursionError:
+        raise ValueError(f"{path}: nested too deeply to be a tokenizer file") from None
+    except KeyError as exc:
+        raise ValueError(f"{path}: not a tokenizer file parbpe reads (no {exc} where the format has one)") from None
+    except (TypeError, AttributeError, IndexError) as exc:
+        raise ValueError(f"{path}: not a tokenizer file parbpe reads (a value of the wrong kind: {exc})") from None
+    check_token_ids(found, path)
+    return found
+
+
+def _read_format(path: str) -> dict[str, Any]:
+    """_read's dispatch on the format."""
     if _is_directory(path):
         if not exists(os.path.join(path, "parbpe.json")) and not exists(os.path.join(path, "vocab.json")) \
                 and exists(os.path.join(path, "tokenizer.json")):
@@ -149,7 +236,7 @@ def _read(path: str) -> dict[str, Any]:
         found = read_gpt2_files(path, merges)
     elif path.endswith(".json"):
         found = read_tokenizer_json(path)
-    elif path.endswith(".hex"):
+    elif path.endswith(".hex") or _holds_hex_lines(path):
         found = read_hex_vocab(path)
     else:
         found = read_tiktoken(path)
@@ -177,7 +264,7 @@ def read_tokenizer_json(path: str) -> dict[str, Any]:
     if not _is_byte_level(data):
         raise ValueError(f"{path}: not a byte-level BPE tokenizer (no ByteLevel pre-tokenizer or decoder); "
                          "parbpe continues byte-level BPE only")
-    specials = {t["content"]: int(t["id"]) for t in data.get("added_tokens", []) if t.get("special", True)}
+    specials = {t["content"]: token_id(t["id"], path) for t in data.get("added_tokens", []) if t.get("special", True)}
     pairs = ((f"{path}: merge {k}", m.split(" ") if isinstance(m, str) else m) for k, m in enumerate(model["merges"]))
     byte_ids, merges = _byte_level(model["vocab"], specials, pairs, path)
     return {"pattern": _split_pattern(data.get("pre_tokenizer"), path), "merges": merges, "byte_ids": byte_ids,
@@ -193,6 +280,9 @@ def _fewest_tokens_unigram(data: dict[str, Any], model: dict[str, Any], path: st
         raise ValueError(f"{path}: a Unigram model with different token scores segments by likelihood, which "
                          "parbpe does not; it reads the fewest-token Unigram models it writes (equal scores)")
     tokens = {unicode_to_token(piece): i for i, (piece, _) in enumerate(model["vocab"]) if piece not in specials}
+    missing = [b for b in range(256) if bytes([b]) not in tokens]
+    if missing:
+        raise ValueError(f"{path}: byte {missing[0]} has no token (a byte-level vocabulary holds all 256 bytes)")
     byte_ids = [tokens[bytes([b])] for b in range(256)]
     return {"pattern": _split_pattern(data.get("pre_tokenizer"), path), "byte_ids": byte_ids,
             "tokens": {t: i for t, i in tokens.items() if len(t) > 1}, "special_tokens": specials,
@@ -221,7 +311,9 @@ def _byte_level(vocab: dict[str, int], specials: dict[str, int], pairs: Iterable
                 source: str) -> tuple[list[int], list[tuple[int, int, int]]]:
     """The byte ids and merges (a, b, new) of a byte-level vocabulary (GPT-2's unicode strings ->
     ids) and its merges as pairs of strings, each given with where it stands (for messages)."""
-    by_bytes = {unicode_to_token(text): int(i) for text, i in vocab.items() if text not in specials}
+    if not isinstance(vocab, dict):
+        raise ValueError(f"{source}: the vocabulary is a {type(vocab).__name__}, not an object of tokens and ids")
+    by_bytes = {unicode_to_token(text): token_id(i, source) for text, i in vocab.items() if text not in specials}
     try:
         byte_ids = [by_bytes[bytes([b])] for b in range(256)]
     except KeyError as exc:
@@ -272,6 +364,11 @@ TIKTOKEN_ENCODINGS = {
 }
 
 
+# How many ranks each published encoding's file holds: a file named after one must be it.
+TIKTOKEN_RANKS = {"gpt2": 50256, "r50k_base": 50256, "p50k_base": 50280, "cl100k_base": 100256,
+                  "o200k_base": 199998}
+
+
 def read_tiktoken(path: str, pattern: str | None = None) -> dict[str, Any]:
     """A tiktoken rank file (one "base64-token rank" a line; the rank is the id). The merges are
     rebuilt as tiktoken encodes: a token of rank r is what its bytes become when merged by the
@@ -279,8 +376,10 @@ def read_tiktoken(path: str, pattern: str | None = None) -> dict[str, Any]:
     are not in the file: one named after a published encoding (TIKTOKEN_ENCODINGS) gets its
     pattern and all its special tokens; any other, GPT-4's pattern and no special token unless given
     (--pattern, --special-tokens). A "= N" line (an empty token, which tiktoken accepts) is skipped."""
-    known = TIKTOKEN_ENCODINGS.get(os.path.basename(path).rsplit(".", 1)[0].lower())
+    name = os.path.basename(path).rsplit(".", 1)[0].lower()
+    known = TIKTOKEN_ENCODINGS.get(name)
     ranks: dict[bytes, int] = {}
+    reserved: list[int] = []
     with open_text(path) as f:
         for line_no, line in enumerate(f, start=1):
             if not line.strip():
@@ -294,10 +393,15 @@ def read_tiktoken(path: str, pattern: str | None = None) -> dict[str, Any]:
                 if len(parts) != 2:
                     raise ValueError
                 if not token:  # "= N" (base64 of nothing): tiktoken keeps the id, never produces it
+                    reserved.append(token_id(rank, f"{path}:{line_no}"))
                     continue
             except (ValueError, IndexError):
                 raise ValueError(f"{path}:{line_no}: expected a base64 token and its rank (a tiktoken file)") from None
-            ranks[token] = rank
+            ranks[token] = token_id(rank, f"{path}:{line_no}")
+    if known is not None and len(ranks) != TIKTOKEN_RANKS[name]:
+        raise ValueError(f"{path} is named after the {name} encoding but holds {len(ranks):,} ranks, not its "
+                         f"{TIKTOKEN_RANKS[name]:,}: it would get that encoding's pattern and special tokens; "
+                         "rename it (any other name is read as a rank file of its own: --pattern, --special-tokens)")
     try:
         byte_ids = [ranks[bytes([b])] for b in range(256)]
     except KeyError as exc:
@@ -313,7 +417,9 @@ def read_tiktoken(path: str, pattern: str | None = None) -> dict[str, Any]:
     taken = set(ranks.values())
     specials = {name: id_ for name, id_ in (known[1] if known is not None else {}).items() if id_ not in taken}
     pattern = pattern or (known[0] if known is not None else "gpt4")
-    return {"pattern": resolve_pattern(pattern), "merges": merges, "byte_ids": byte_ids, "special_tokens": specials}
+    specials = {name: id_ for name, id_ in specials.items() if id_ not in reserved}
+    return {"pattern": resolve_pattern(pattern), "merges": merges, "byte_ids": byte_ids, "special_tokens": specials,
+            **({"reserved_ids": sorted(set(reserved))} if reserved else {})}
 
 
 def _tiktoken_parts(token: bytes, rank: int, ranks: dict[bytes, int]) -> list[bytes]:

@@ -45,9 +45,15 @@ class Tokenizer:
         tokens: dict[bytes, int] | None = None,
         segmentation: str | None = None,
         normalize: str | None = None,
+        reserved_ids: Collection[int] = (),
     ) -> None:
         if len(byte_ids) != 256 or len(set(byte_ids)) != 256:
             raise ValueError("byte_ids must give 256 distinct ids, one per byte")
+        load.check_token_ids({"byte_ids": byte_ids, "merges": merges, "stop_words": stop_words or {},
+                              "tokens": tokens or {}, "special_tokens": special_tokens or {},
+                              "reserved_ids": reserved_ids}, "the tokenizer")
+        # ids held by no token (tiktoken's empty token, a "= N" line): never given to another, never produced
+        self.reserved_ids = tuple(sorted(set(reserved_ids)))
         self.pattern = pattern
         if normalize is not None and normalize not in NORMAL_FORMS:
             raise ValueError(f"unknown normal form {normalize!r}; use one of {', '.join(NORMAL_FORMS)}")
@@ -80,6 +86,9 @@ class Tokenizer:
         if len(self.vocab) != (len(self.byte_ids) + len(self.stop_words) + len(self.tokens) + len(self.merges)
                                + len(self.special_tokens)):
             raise ValueError("token ids overlap: every byte, stop word, merge and special token needs its own id")
+        taken = [i for i in self.reserved_ids if i in self.vocab]
+        if taken:
+            raise ValueError(f"reserved id {taken[0]} is also a token's")
         self._ranks = {(a, b): (r, new) for r, (a, b, new) in enumerate(self.merges)}
         self._stop_by_text = {t.decode("utf-8", errors="replace"): i for t, i in self.stop_words.items()}
         self._splitter = Splitter(pattern, tuple(self.special_tokens), normalize)

@@ -31,8 +31,9 @@ def test_specials_the_text_may_hold_give_the_recount_command(tmp_path):
     text.write_text("a <|b|> c " * 50)
     counts = tmp_path / "c.parquet"
     parbpe.count_to_file(text, str(counts), TrainConfig())
+    # the special tokens quoted: the command pastes into a shell
     with pytest.raises(ValueError, match=r"may hold them: recount it with them \(parbpe count INPUT "
-                                         r"--special-tokens <\|b\|> --pattern gpt4 --out"):
+                                         r"--special-tokens '<\|b\|>' --pattern gpt4 --out"):
         parbpe.train(counts, vocab_size=300, special_tokens=["<|b|>"])
 
 

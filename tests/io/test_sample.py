@@ -102,8 +102,8 @@ def test_refusals_are_one_line(corpus, tmp_path, capsys):
     parbpe.count_to_file([str(d)], str(counts), TrainConfig(workers=1))
     assert main(["train", str(counts), "--sample-docs", "0.5", "--out", str(tmp_path / "o")]) == 2
     assert "sampling takes documents, which a counts file no longer has" in capsys.readouterr().err
-    for bad, message in ((["--sample-docs", "0"], "sample_docs must be a share"),
-                         (["--sample-docs", "1.5"], "sample_docs must be a share"),
+    for bad, message in ((["--sample-docs", "0"], "--sample-docs must be a share"),
+                         (["--sample-docs", "1.5"], "--sample-docs must be a share"),
                          (["--sample-docs", "0.5", "--sample-bytes", "1MB"], "not both")):
         assert main(["train", str(d), *bad, "--out", str(tmp_path / "o")]) == 2
         assert message in capsys.readouterr().err

@@ -82,4 +82,4 @@ def test_superbpe_and_the_command_line(tmp_path, capsys):
     assert max(len(t) for t in parbpe.Tokenizer.load(out).vocab.values()) <= 4
     capsys.readouterr()
     assert main(["train", str(corpus), "--max-token-bytes", "1", "--out", str(tmp_path / "x")]) == 2
-    assert "max_token_bytes must be 0 (no limit) or at least 2" in capsys.readouterr().err
+    assert "--max-token-bytes must be 0 (no limit) or at least 2" in capsys.readouterr().err

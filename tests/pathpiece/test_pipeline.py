@@ -123,10 +123,10 @@ def test_init_from_a_hex_vocabulary_and_the_refusals(trained, corpus, tmp_path, 
     kept = set(parbpe.Tokenizer.load(str(trained)).vocab.values())
     assert set(small.tokenizer.vocab.values()) <= kept
     for extra, said in ((["--also-save", "500"], "PathPiece's vocabularies are pruned"),
-                        (["--stop-list-size", "5"], "stop_list_size is BPE's"),
-                        (["--superbpe-transition", "0.8"], "superbpe_transition is BPE's"),
+                        (["--stop-list-size", "5"], "--stop-list-size is BPE's"),
+                        (["--superbpe-transition", "0.8"], "--superbpe-transition is BPE's"),
                         (["--max-token-bytes", "20"], "at most 16 bytes"),
-                        (["--initial-vocab-size", "600"], "must be an integer above vocab_size=700"),
+                        (["--initial-vocab-size", "600"], "must be an integer above --vocab-size 700"),
                         (["--init", str(trained / "vocab.hex"), "--vocab-size", "800"], "leaves nothing to prune")):
         assert main(_train(corpus, tmp_path / "x", *extra)[3:]) == 2, extra
         assert said in capsys.readouterr().err, extra
@@ -147,3 +147,54 @@ def test_the_budget_decides_the_scoring_workers(trained, corpus, tmp_path, monke
     monkeypatch.setattr(prune, "WORKER_FIXED", 4 << 30)
     with pytest.raises(ValueError, match=r"PathPiece's prune stage needs about .* over the memory budget of 3.0 GB"):
         parbpe.train(str(corpus / "train.jsonl"), **settings)
+
+
+def test_a_finished_run_leaves_no_state_for_the_next_run(trained, corpus, tmp_path):
+    """Issue 55 item 1: a second PathPiece run into the same --out, with another size and another text,
+    prunes its own vocabulary: the first run's pathpiece.json is neither left behind nor read."""
+    out = tmp_path / "o"
+    assert main(_train(corpus, out, "--keep-run-dir")[3:]) == 0
+    assert (out / ".parbpe-run" / "pathpiece.json").exists()  # kept, marked finished
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({"text": t.upper()}) + "\n" for t in _documents(1500, 5)))
+    args = ["train", str(other), "--algorithm", "pathpiece", "--vocab-size", "600", "--initial-vocab-size", "1500",
+            "--workers", "1", "--progress", "none"]
+    assert main([*args, "--out", str(out)]) == 0
+    assert not (out / ".parbpe-run").exists()  # a finished run leaves no state behind
+    assert main([*args, "--out", str(tmp_path / "fresh")]) == 0
+    for name in ("parbpe.json", "tokenizer.json", "vocab.hex"):
+        assert (out / name).read_bytes() == (tmp_path / "fresh" / name).read_bytes(), name
+    assert parbpe.Tokenizer.load(str(out)).n_vocab == 600
+
+
+def test_a_planted_pathpiece_checkpoint_is_not_used(trained, corpus, tmp_path):
+    """A pathpiece.json that is not this run's (copied from another run's directory) is not read: not
+    without --resume, and not under --resume when it was written for other settings or inputs."""
+    out = tmp_path / "o"
+    killed = subprocess.run(_train(corpus, out, "--keep-run-dir"), env={**os.environ,
+                            "PARBPE_TEST_STOP": "pathpiece:2:KILL"}, capture_output=True, text=True,
+                            start_new_session=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL
+    planted = (out / ".parbpe-run" / "pathpiece.json").read_bytes()
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({"text": t.upper()}) + "\n" for t in _documents(1500, 5)))
+    args = ["train", str(other), "--algorithm", "pathpiece", "--vocab-size", "600", "--initial-vocab-size", "1500",
+            "--workers", "1", "--progress", "none"]
+    assert main([*args, "--out", str(tmp_path / "fresh")]) == 0
+    for resume in ([], ["--resume"]):  # alone in a run directory, it is not a run's: refused, left as it was
+        run_dir = tmp_path / f"rd{len(resume)}"
+        run_dir.mkdir()
+        (run_dir / "pathpiece.json").write_bytes(planted)
+        out2 = tmp_path / f"o{len(resume)}"
+        assert main([*args, "--out", str(out2), "--run-dir", str(run_dir), *resume]) == 2
+        assert (run_dir / "pathpiece.json").read_bytes() == planted and not (out2 / "parbpe.json").exists()
+    # Under --resume of a run whose record matches, a checkpoint written by another run is not used either.
+    out3 = tmp_path / "o3"
+    stopped = subprocess.run([sys.executable, "-m", "parbpe", *args, "--out", str(out3)],
+                             env={**os.environ, "PARBPE_TEST_STOP": "pathpiece:1:KILL"}, capture_output=True,
+                             text=True, start_new_session=True, timeout=300)
+    assert stopped.returncode == -signal.SIGKILL
+    (out3 / ".parbpe-run" / "pathpiece.json").write_bytes(planted)
+    assert main([*args, "--out", str(out3), "--resume"]) == 0
+    for name in ("parbpe.json", "vocab.hex"):
+        assert (out3 / name).read_bytes() == (tmp_path / "fresh" / name).read_bytes(), name

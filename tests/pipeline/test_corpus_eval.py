@@ -155,3 +155,68 @@ def test_words_are_counted_as_str_split_counts_them():
         if len(texts) > 2 and rng.random() < 0.5:
             texts = texts.slice(1, len(texts) - 2)
         assert count_words(texts) == sum(len(t.split()) for t in texts.to_pylist() if t is not None), texts
+
+
+@pytest.fixture(scope="module")
+def lines_setup(tmp_path_factory):
+    """Documents of many lines (SuperBPE's superword split, trained line by line, encodes a document whole:
+    its chunks may cross a line end) and SuperBPE, PathPiece and --init tokenizers trained on them."""
+    root = tmp_path_factory.mktemp("evallines")
+    rng = random.Random(5)
+    words = ["".join(rng.choice("abcdefgh") for _ in range(rng.randint(1, 6))) for _ in range(200)]
+    seps = [" ", " ", " ", "\n", ".\n", " \n", "\n\n", ", ", "\t"]
+    docs = ["".join(rng.choice(words) + rng.choice(seps) for _ in range(rng.randint(10, 90))) for _ in range(240)]
+    (root / "train.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs[:160]))
+    (root / "heldout.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs[160:]))
+    train, heldout = str(root / "train.jsonl"), [str(root / "heldout.jsonl")]
+    superbpe = parbpe.train(train, vocab_size=500, superbpe_transition=0.6, workers=1).tokenizer
+    parbpe.train(train, vocab_size=350, workers=1, out_dir=root / "base")
+    init = parbpe.train(train, vocab_size=420, init=str(root / "base"), workers=1).tokenizer
+    pathpiece = parbpe.train(train, algorithm="pathpiece", vocab_size=330, initial_vocab_size=500,
+                             workers=1).tokenizer
+    return heldout, {"superbpe": superbpe, "init": init, "pathpiece": pathpiece}
+
+
+@pytest.mark.parametrize("jit", ["off", "on"])
+def test_rows_equal_encoding_for_superbpe_pathpiece_and_init_on_text_of_many_lines(lines_setup, jit, monkeypatch):
+    """Issue 55 item 2: eval's token counts are those of encoding each document, for every kind of tokenizer."""
+    if jit == "on":
+        pytest.importorskip("numba")
+    monkeypatch.setenv("PARBPE_JIT", jit)
+    heldout, tokenizers = lines_setup
+    names = sorted(tokenizers)
+    rows = parbpe.evaluate([tokenizers[n] for n in names], heldout, names=names, workers=2)
+    for r in rows:
+        expected = _reference(tokenizers[r["tokenizer"]], heldout, r["method"])
+        assert (r["tokenizer"], r["tokens"]) == (r["tokenizer"], expected["tokens"])
+        assert r["bytes"] == expected["bytes"] and r["words"] == expected["words"]
+
+
+def test_eval_reports_the_segmentation_and_shows_progress_by_default(setup, tmp_path, capsys):
+    """Issue 55 item 15: eval showed no progress by default, and its segmentation never reported."""
+    corpus, tokenizers = setup
+    tokenizers["plain"].save(str(tmp_path / "tok"))
+    assert main(["eval", "--tokenizer", str(tmp_path / "tok"), *corpus, "--progress", "jsonl", "--workers", "2"]) == 0
+    events = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
+    segment = [e for e in events if e.get("event") == "progress" and e.get("stage") == "segment"]
+    assert segment and segment[-1]["done"] == segment[-1]["total"], events
+    assert main(["eval", "--tokenizer", str(tmp_path / "tok"), *corpus]) == 0
+    assert "[parbpe]" in capsys.readouterr().err  # the default: progress on stderr
+
+
+def test_an_eval_worker_killed_while_segmenting_is_said_so(setup, monkeypatch):
+    """Issue 55 item 14: a segmenting worker's death named what it was doing and a hint that fits (the
+    segmentation is not bounded by --memory-budget: fewer --workers is what helps)."""
+    from parbpe.config import RunOptions, TrainConfig
+    from parbpe.pipeline.corpus_eval import count_text, score_text
+    from parbpe.run.pool import WorkerDied
+
+    corpus, tokenizers = setup
+    monkeypatch.setenv("PARBPE_JIT", "off")  # worker processes (the kernels run in threads)
+    text = count_text(corpus, tokenizers["plain"].pattern, None, TrainConfig(workers=1), RunOptions(progress="none"))
+    monkeypatch.setenv("PARBPE_TEST_KILL", "eval:2")
+    with pytest.raises(WorkerDied) as died:
+        score_text(text, [tokenizers["plain"]], ["merges"], workers=2, start_method="fork", slice_bytes=100)
+    said = str(died.value)
+    assert "segmenting" in said and "fewer --workers" in said and "--memory-budget" not in said, said
+    assert "finishing" not in said, said

@@ -71,3 +71,51 @@ def test_a_pipe_gets_plain_lines_and_tools_get_json():
     assert events[0]["event"] == "config" and events[-1]["event"] == "done"
     assert {"event": "progress", "stage": "merge", "done": 32512, "total": 32512} == {
         k: v for k, v in events[-2].items() if k != "time"} and isinstance(events[-2]["time"], float)
+
+
+def _a_few_milliseconds(task: int) -> int:
+    import time
+
+    time.sleep(0.004)
+    return task
+
+
+def test_progress_is_read_while_workers_answer_often():
+    """Issue 55 item 15: the count bar sat at 0% and jumped to 100%: the pool read progress (tick) only
+    after half a second without a worker's message, so tasks that finish often never moved it. Here 2
+    workers answer every few milliseconds for about a second: tick runs on the way, every poll."""
+    import time
+
+    from parbpe.run.pool import get_context, parallel
+
+    ticks: list[float] = []
+    started = time.monotonic()
+    results = list(parallel(_a_few_milliseconds, list(range(400)), 2, get_context("fork"),
+                            tick=lambda: ticks.append(time.monotonic() - started), poll=0.2))
+    elapsed = time.monotonic() - started
+    assert results == list(range(400))
+    assert elapsed > 0.6, f"the tasks took {elapsed:.2f} s: too fast to tell"
+    times = [0.0, *ticks, elapsed]
+    assert len(ticks) >= 2 and max(b - a for a, b in zip(times, times[1:])) < 0.5, (ticks, elapsed)
+
+
+def test_the_superword_counts_progress_closes_each_stages_bar():
+    """Issue 55 item 15: SuperBPE on a terminal left 'count 0/24' and 'reduce 1/32' bars on screen: the count
+    beside stage 1's merge forwarded only its latest line per look, unforced. Each stage's last report of a
+    look now goes through, forced at the stage's end, and stage 2's merge bar counts merges."""
+    from parbpe.pipeline.count_beside import forward_progress
+
+    lines = [{"event": "progress", "stage": "count", "done": d, "total": 24, "MB": d * 6.0} for d in range(0, 25, 6)]
+    lines += [{"event": "note", "message": "counted"}]
+    lines += [{"event": "progress", "stage": "reduce", "done": d, "total": 32} for d in range(1, 33)]
+    screen = Terminal()
+    progress = Progress("bar", screen, interval=10.0)  # a slow terminal rate: only forced reports draw at once
+    text = "".join(json.dumps({"time": 0.0, **e}) + "\n" for e in lines).encode()
+    forward_progress(text[: len(text) // 3].rsplit(b"\n", 1)[0] + b"\n", progress)  # one look, mid-count
+    forward_progress(text[len(text[: len(text) // 3].rsplit(b"\n", 1)[0]) + 1:], progress)  # the rest
+    progress.update("superbpe_merge", 25958, 32512)
+    progress.update("superbpe_merge", 32512, 32512, force=True)
+    progress.close()
+    bars = [line for line in _screen_lines(screen.getvalue()) if "|" in line and not line.startswith("[parbpe]")]
+    assert [b.split(":")[0] for b in bars] == ["count", "reduce", "superbpe_merge"], bars
+    assert "24/24" in bars[0] and "32/32" in bars[1] and "merges" in bars[2] and "steps" not in bars[2], bars

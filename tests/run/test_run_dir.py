@@ -146,11 +146,38 @@ def test_a_fresh_run_clears_what_an_earlier_run_left_and_nothing_else(tmp_path):
                                                               "bytes": 1, "replaced_bytes": 0, "spills": 0})
     rd.write_json(str(path / "merges.json"), {"merges": [[97, 98]], "batch_sizes": [1]})
     (path / "notes.txt").write_text("the user's")  # --run-dir may name a directory holding other files
+    rd.write_json(str(path / "run.json"), {"format": rd.FORMAT, "identity": {}, "finished": True})  # the run's record
     run, _ = rd.RunDirectory.open(str(path), identity={}, settings={}, inputs=[], resume=False)
     assert run.committed_units()[0] == set() and run.load_merges() is None
     assert sorted(os.listdir(path)) == ["notes.txt", "run.json"]
     run.finish(keep=False)
     assert os.listdir(path) == ["notes.txt"]
+
+
+def test_a_directory_that_is_not_a_runs_is_refused_and_links_are_not_followed(tmp_path):
+    """Issue 55 items 9 and 10: a directory holding a user's files under the run's names and no run record
+    is refused; in a run's directory, a link named like the run's files is left, and so is its target."""
+    path = tmp_path / "run"
+    (path / "count").mkdir(parents=True)
+    (path / "count" / "mine.txt").write_text("mine")
+    with pytest.raises(ValueError, match="is not a parbpe run directory"):
+        rd.RunDirectory.open(str(path), identity={}, settings={}, inputs=[], resume=False)
+    assert (path / "count" / "mine.txt").read_text() == "mine"
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "count").mkdir(parents=True)
+    (elsewhere / "plan.json").write_text("mine")
+    (path / "count" / "mine.txt").unlink()
+    (path / "count").rmdir()
+    rd.write_json(str(path / "run.json"), {"format": rd.FORMAT, "identity": {}, "finished": True})
+    (path / "count").symlink_to(elsewhere / "count")
+    (path / "plan.json").symlink_to(elsewhere / "plan.json")
+    run, _ = rd.RunDirectory.open(str(path), identity={}, settings={}, inputs=[], resume=False)
+    assert (elsewhere / "plan.json").read_text() == "mine" and (elsewhere / "count").is_dir()
+    killed = tmp_path / "killed"  # a run killed while writing its first record: the directory is still the run's
+    killed.mkdir()
+    (killed / ".tmp-a1b2c3d4run.json").write_text('{"format"')
+    rd.RunDirectory.open(str(killed), identity={}, settings={}, inputs=[], resume=False)
+    assert os.listdir(killed) == ["run.json"]  # the half-written record removed with the earlier run's files
 
 
 def _parts(run: rd.RunDirectory, pieces: list[list[tuple[bytes, int]]]) -> list[tuple[str, int, int]]:
@@ -182,6 +209,7 @@ def test_the_reduced_counts_a_partition_a_file_load_side_by_side(tmp_path):
     assert [data[a:b].tobytes() for a, b in zip(offsets[:-1], offsets[1:])] == chunks
     assert counts.tolist() == [n for piece in pieces for _, n in piece] and offsets[0] == 0
     assert meta == {"stop_words": [], "unique_chunks": 6, "counted": {"bytes": 9}}
+    rd.write_json(str(tmp_path / "run" / "run.json"), {"format": rd.FORMAT, "identity": {}, "finished": True})
     fresh, _ = rd.RunDirectory.open(str(tmp_path / "run"), identity={}, settings={}, inputs=[], resume=False)
     assert sorted(os.listdir(tmp_path / "run")) == ["run.json"] and not fresh.has_reduced()
 
