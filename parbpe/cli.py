@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import gc
 import json
 import os
 import re
@@ -234,7 +235,9 @@ def console() -> int:
     compiler can swallow the KeyboardInterrupt the handler raises, and the kernel's caller raises it
     again)."""
     signal.signal(signal.SIGINT, _on_sigint)
-    return main()
+    status = main()
+    gc.freeze()  # the interpreter's last collection then passes over numba's and LLVM's many objects
+    return status
 
 
 def _on_sigint(signum: int, frame: Any) -> None:

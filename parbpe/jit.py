@@ -10,7 +10,8 @@ dependency where it has wheels, so the kernels run by default.
 - Whether a stage runs kernels is decided here, by the thresholds below (`worth`, `merge_kernels`, ...):
   under auto, a job too small to repay numba's start runs numpy.
 - Kernels are compiled with numba's public API only: `numba.njit(cache=True, nogil=True)` on their
-  first call, helpers they call registered with `numba.extending.register_jitable`. The first run
+  first call, the helpers they call as `numba.njit(inline="always")` functions in the namespace the
+  kernel is compiled in (the module's own names are left as they are). The first run
   after an install compiles them (shown on screen past a second, counted in stats.json); later runs
   load them from numba's cache. Where numba cannot cache (a read-only install with no writable home),
   they are cached in a directory of the system's temporary folder, or not at all, said in one line.
@@ -25,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -46,7 +48,9 @@ _numba: Any = None
 _numba_checked = False
 _lock = threading.RLock()  # numba's import and each kernel's dispatcher are made once
 _preloading: dict[str, threading.Thread] = {}
-_helpers: list[Callable] = []  # declared with @helper, registered with numba when it is imported
+_helpers: set[Callable] = set()  # declared with @helper
+_namespaces: dict[str, dict] = {}  # a module's names as its kernels see them (_namespace)
+_helper_dispatchers: dict[Callable, Any] = {}
 KERNELS: dict[str, Kernel] = {}  # every kernel declared, by module and name (the twin test walks it)
 
 
@@ -155,12 +159,6 @@ def numba_module() -> Any:
                     import numba
                 except ImportError:
                     numba = None
-                if numba is not None:
-                    from numba.extending import register_jitable
-
-                    for function in _helpers:
-                        register_jitable(inline="always")(function)
-                    _helpers.clear()
                 _numba = numba
                 _numba_checked = True  # after _numba: another thread reads the flag without the lock
                 if _cache_note and compiles.announce is not None:
@@ -201,17 +199,39 @@ def _writable(path: str) -> bool:
 
 # --- kernels and helpers ------------------------------------------------------------------------------
 def helper(python: Callable) -> Callable:
-    """Declare a function that kernels call: plain Python as it is, compiled into its callers
-    (numba.extending.register_jitable, inline="always" as numba inlines them into each caller: a
-    call per step in a hot loop would cost the merge stage most of its speed; registered when numba is imported)."""
-    with _lock:
-        if loaded():
-            from numba.extending import register_jitable
-
-            register_jitable(inline="always")(python)
-        else:
-            _helpers.append(python)
+    """Declare a function that kernels call: plain Python as it is; in a kernel, inlined into it
+    (numba.njit(inline="always"): as a call per step of a hot loop it cost the merge stage most of
+    its speed, and numba.extending.register_jitable's inlining compiles several times slower)."""
+    _helpers.add(python)
     return python
+
+
+def _namespace(module: str) -> dict:
+    """The globals a kernel of `module` is compiled with: the module's names, each helper among them
+    as its numba function. A copy: the module itself is left as it is. (Under _lock.)"""
+    names = _namespaces.get(module)
+    if names is None:
+        names = _namespaces[module] = dict(vars(sys.modules[module]))
+        for name, value in list(names.items()):
+            if isinstance(value, types.FunctionType) and value in _helpers:
+                names[name] = _helper_dispatcher(value)
+    return names
+
+
+def _helper_dispatcher(python: Callable) -> Any:
+    dispatcher = _helper_dispatchers.get(python)
+    if dispatcher is None:
+        dispatcher = _helper_dispatchers[python] = _numba.njit(nogil=True, inline="always")(
+            _in_namespace(python, _namespace(python.__module__)))
+    return dispatcher
+
+
+def _in_namespace(python: Callable, names: dict) -> Callable:
+    """python's code as a function whose globals are `names` (its name, defaults and closure kept)."""
+    function = types.FunctionType(python.__code__, names, python.__name__, python.__defaults__, python.__closure__)
+    function.__qualname__ = python.__qualname__
+    function.__doc__ = python.__doc__
+    return function
 
 
 class Kernel:
@@ -246,7 +266,7 @@ class Kernel:
                 if numba_module() is None:
                     require()
                     raise KernelsMissing(f"{self.__name__} needs numba: {INSTALL_HINT}")
-                dispatcher = _njit(self.python, self.options)
+                dispatcher = _njit(_in_namespace(self.python, _namespace(self.python.__module__)), self.options)
                 with compiles.timing(self.__name__, dispatcher):
                     dispatcher.compile(tuple(_numba.typeof(a) for a in args))
                 if interrupts.pending():
