@@ -186,8 +186,8 @@ def test_heldout_is_evaluated_at_the_end(data, tmp_path, capsys):
 
 @pytest.mark.parametrize("jit_mode", ["on", "off"])
 def test_the_command_ends_with_its_output_and_exit_functions_whether_numba_ran_or_not(data, tmp_path, jit_mode):
-    """With numba loaded, `parbpe` ends by os._exit, past the interpreter's teardown (cli._end_now): what
-    the teardown did must still happen. Here its whole summary reaches a pipe, an atexit function
+    """With numba loaded, `parbpe` ends with its objects frozen out of the last collection (cli.console's
+    gc.freeze): what the teardown does must still happen. Here its whole summary reaches a pipe, an atexit function
     registered before the command runs (and printing) is run, and the exit status is the command's."""
     if jit_mode == "on":
         pytest.importorskip("numba")
