@@ -231,9 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def console() -> int:
-    """The `parbpe` command: main(), with Ctrl-C noted for the kernels (jit.interrupts: numba's
-    compiler can swallow the KeyboardInterrupt the handler raises, and the kernel's caller raises it
-    again)."""
+    """The `parbpe` command: main(), its Ctrl-C held while a kernel runs or compiles (jit.interrupts)."""
     signal.signal(signal.SIGINT, _on_sigint)
     status = main()
     gc.freeze()  # the interpreter's last collection then passes over numba's and LLVM's many objects
@@ -241,8 +239,8 @@ def console() -> int:
 
 
 def _on_sigint(signum: int, frame: Any) -> None:
-    jit.interrupts.seen()
-    raise KeyboardInterrupt
+    if jit.interrupts.should_raise():
+        raise KeyboardInterrupt
 
 
 def _stdout_gone() -> bool:

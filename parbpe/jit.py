@@ -248,6 +248,12 @@ class Kernel:
         self.__module__ = python.__module__
 
     def __call__(self, *args: Any) -> Any:
+        if threading.get_ident() != _MAIN_THREAD:
+            return self._run(args)
+        with interrupts.held():  # (the command's Ctrl-C waits for the kernel, then is raised here)
+            return self._run(args)
+
+    def _run(self, args: tuple) -> Any:
         compiled = self._compiled
         if compiled is None:
             compiled = self._load(args)
@@ -269,20 +275,21 @@ class Kernel:
                 dispatcher = _njit(_in_namespace(self.python, _namespace(self.python.__module__)), self.options)
                 with compiles.timing(self.__name__, dispatcher):
                     dispatcher.compile(tuple(_numba.typeof(a) for a in args))
-                if interrupts.pending():
-                    raise KeyboardInterrupt
                 self._compiled = dispatcher
         return self._compiled
 
 
 def _interrupt_behind(exc: BaseException) -> BaseException | None:
-    """The KeyboardInterrupt in exc's chain of causes (or the one the command's handler saw), else None."""
+    """The KeyboardInterrupt in exc's chain of causes, else None."""
     cause: BaseException | None = exc
     while cause is not None:
         if isinstance(cause, KeyboardInterrupt):
             return cause
         cause = cause.__cause__
-    return KeyboardInterrupt() if interrupts.pending() else None
+    return None
+
+
+_MAIN_THREAD = threading.main_thread().ident
 
 
 def _njit(python: Callable, options: dict) -> Any:
@@ -374,17 +381,32 @@ compiles = _Compiles()
 
 
 class _Interrupts:
-    """Ctrl-C seen by the parbpe command's handler: numba's compiler and a kernel running in the main
-    thread can swallow the KeyboardInterrupt the handler raises; the kernel's caller raises it again."""
+    """Ctrl-C held while the main thread is in a kernel or numba compiles one: a KeyboardInterrupt
+    raised inside numba's compiler (in LLVM's callbacks into Python) is swallowed, or leaves the
+    interpreter to end by SIGINT whatever the command returns. The parbpe command's handler asks
+    should_raise(); a Ctrl-C held is raised as the kernel call returns."""
 
     def __init__(self) -> None:
-        self._event = threading.Event()
+        self._depth = 0  # kernel calls under way in the main thread
+        self._held = False
 
-    def seen(self) -> None:
-        self._event.set()
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+        if self._depth == 0 and self._held:
+            self._held = False
+            raise KeyboardInterrupt
 
-    def pending(self) -> bool:
-        return self._event.is_set()
+    def should_raise(self) -> bool:
+        """In the command's SIGINT handler: False (the interrupt held for later) inside a kernel call."""
+        if self._depth:
+            self._held = True
+            return False
+        return True
 
 
 interrupts = _Interrupts()

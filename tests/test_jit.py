@@ -176,25 +176,44 @@ def test_ctrl_c_reported_inside_a_report_is_raised():
         kernel()
 
 
-def test_ctrl_c_swallowed_while_a_kernel_compiles_is_raised_after_it(monkeypatch):
-    """Ctrl-C arriving while numba compiles a kernel raises KeyboardInterrupt inside llvmlite's C
-    callback, which ctypes only reports: the run went on to exit 0. The parbpe command's handler
-    notes it (jit.interrupts), and the kernel's load raises it once the compile returns."""
+def test_the_commands_ctrl_c_waits_for_the_kernel_then_is_raised(monkeypatch):
+    """The parbpe command's SIGINT handler holds a Ctrl-C that arrives while a kernel runs (or numba
+    compiles one: a KeyboardInterrupt raised in LLVM's callbacks is swallowed, or ends the interpreter
+    by SIGINT whatever the command returns) and the kernel's call raises it as it returns."""
+    import signal
+    import threading
+    import time
+
+    from parbpe import cli
+
     pytest.importorskip("numba")
     monkeypatch.setattr(jit, "interrupts", jit._Interrupts())
-    fresh = jit.Kernel(_total.python, "", {})
-    jit.interrupts.seen()  # as cli._on_sigint does
-    with pytest.raises(KeyboardInterrupt):
-        fresh(np.arange(3, dtype=np.int64))
+    _spin(10)  # compiled: the call below spends its time in the kernel
+    before = signal.signal(signal.SIGUSR1, cli._on_sigint)
+    timer = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGUSR1))
+    try:
+        started = time.perf_counter()
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            _spin(600_000_000)  # 0.5-1 s in the kernel
+        assert time.perf_counter() - started > 0.1  # raised once the kernel returned, not inside it
+    finally:
+        timer.join()
+        signal.signal(signal.SIGUSR1, before)
+    assert _spin(10)[1] == _spin.python(10)[1]  # nothing held any more
 
 
-def test_the_commands_sigint_handler_notes_the_interrupt(monkeypatch):
+def test_the_commands_sigint_handler_raises_outside_kernels_and_holds_inside(monkeypatch):
     from parbpe import cli
 
     monkeypatch.setattr(jit, "interrupts", jit._Interrupts())
     with pytest.raises(KeyboardInterrupt):
         cli._on_sigint(2, None)
-    assert jit.interrupts.pending()
+    with pytest.raises(KeyboardInterrupt):
+        with jit.interrupts.held():
+            cli._on_sigint(2, None)  # held: nothing raised here ...
+            reached = True
+    assert reached  # ... but as the call ends
 
 
 def test_preload_runs_once_per_name_in_a_thread_and_settle_waits(monkeypatch):

@@ -23,7 +23,8 @@ import pytest
 
 # stats.json fields that differ between any two runs (times, peaks, what the free memory allowed).
 VOLATILE = {"seconds", "merge_seconds", "peak_rss_bytes", "memory_budget", "worker_data_limit", "spills",
-            "caller_held_bytes", "peak_rss_by_stage", "merge_fit"}  # merge_fit: estimated from the RSS then
+            "caller_held_bytes", "peak_rss_by_stage", "merge_fit",  # merge_fit: estimated from the RSS then
+            "kernels"}  # kernels: those this process loaded (a resumed run skips stages), compiled or from the cache
 SETTINGS = {
     "plain": [],
     "exact": ["--batching", "exact"],
