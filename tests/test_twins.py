@@ -474,6 +474,37 @@ def random_merges(rng: np.random.Generator, byte_ids: list[int], letters: bytes)
     return merges
 
 
+def pathpiece_scored(paths: Paths, cases: list | None = None) -> None:
+    """PathPiece's scoring pass (ScoringPool in this process: the kernel over the flat chunk table with
+    jit on, score.token_scores over padded batches with it off): the same scores, IRREPLACEABLE marks
+    and usage, for vocabularies in shuffled id order with tokens up to 16 bytes, chunks empty, of one
+    byte, of many, and a table of none."""
+    from parbpe.pathpiece.score import IRREPLACEABLE
+    from parbpe.pathpiece.workers import ScoringPool
+
+    if cases is None:
+        rng = np.random.default_rng(23)
+        cases = []
+        for alphabet, longest in ((b"ab", 6), (b"ab\x00\xff", 40), (b"abc", 16)):
+            letters = np.frombuffer(alphabet, np.uint8)
+            chunks = [rng.choice(letters, int(rng.integers(0, longest + 1))).tobytes() for _ in range(80)]
+            extra = {c[i:i + int(rng.integers(2, 17))] for c in chunks for i in range(0, max(len(c) - 1, 0), 2)}
+            tokens = [bytes([b]) for b in range(256)] + sorted(t for t in extra if len(t) > 1)
+            tokens = [tokens[i] for i in rng.permutation(len(tokens))]
+            for some in ([], [b""], [b"a"], [b"", b"ab", b"ba"], chunks):
+                cases.append((tokens, some, rng.integers(1, 10**6, len(some))))
+    marks = 0
+    for tokens, chunks, counts in cases:
+        def scored(tokens=tokens, chunks=chunks, counts=counts) -> tuple[np.ndarray, np.ndarray]:
+            with ScoringPool(*_flat(chunks), np.asarray(counts, dtype=np.int64), 1) as pool:
+                return pool.scores(tokens)
+
+        got, expected = paths.kernels(scored), paths.numpy(scored)
+        equal(got, expected, f"{len(chunks)} chunks")
+        marks += int((expected[0] == IRREPLACEABLE).sum())
+    assert marks, "no case had an occurrence without an alternative path"
+
+
 def merges_encoded(paths: Paths, cases: list | None = None) -> None:
     """kernels.chunk_tokens and token_totals by merges (the merges kernel: a heap over a linked list)
     against Tokenizer._merge_long (Python's heap): the same ids for every chunk, the same totals;
@@ -775,6 +806,7 @@ FAMILIES: dict[str, tuple[Callable[[Paths], None], ...]] = {
     "parbpe.count.partitions:partition_ids": (partitioned,),
     "parbpe.tokenizer.model:Tokenizer.segment_arrays": (segmented,),
     "parbpe.tokenizer.model:Tokenizer._merge_long": (merges_encoded,),
+    "parbpe.pathpiece.score:token_scores": (pathpiece_scored,),
     "parbpe.merge.pair_index:PairIndex._fold": (index_folded,),
     "parbpe.merge.pair_index:PairIndex.spans": (index_folded,),
     "parbpe.merge.selection:PairCounts.__init__": (pairs_counted,),

@@ -52,6 +52,7 @@ def prune_stage(ctx: RunContext, data: np.ndarray, offsets: np.ndarray, counts: 
     workers = scoring_workers(ctx, data, offsets, len(vocab))
     with ScoringPool(data, offsets, counts, workers, ctx.start_method) as pool:
         facts["workers"] = max(pool.workers, 1)
+        facts["scoring"] = pool.scoring
         clock = time.perf_counter()
         for iteration, vocab in prune_rounds(pool.scores, vocab, target, config.prune_share, iteration):
             facts["sizes"].append(len(vocab))
