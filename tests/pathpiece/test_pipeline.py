@@ -147,3 +147,47 @@ def test_the_budget_decides_the_scoring_workers(trained, corpus, tmp_path, monke
     monkeypatch.setattr(prune, "WORKER_FIXED", 4 << 30)
     with pytest.raises(ValueError, match=r"PathPiece's prune stage needs about .* over the memory budget of 3.0 GB"):
         parbpe.train(str(corpus / "train.jsonl"), **settings)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_kernels_give_the_vocabulary_numpy_gives(trained, corpus, tmp_path, workers):
+    """--jit on scores with the kernel (this small table scores with numpy under auto): the same files."""
+    assert main(_train(corpus, tmp_path / "o", "--jit", "on", workers=workers)[3:]) == 0
+    stats = json.loads((tmp_path / "o" / "stats.json").read_text())
+    assert stats["pathpiece"]["scoring"] == "kernel"
+    assert json.loads((trained / "stats.json").read_text())["pathpiece"]["scoring"] == "numpy"
+    for name in ("parbpe.json", "tokenizer.json", "vocab.hex"):
+        assert (tmp_path / "o" / name).read_bytes() == (trained / name).read_bytes(), name
+
+
+def test_a_run_with_kernels_killed_between_iterations_resumes_with_numpy(trained, corpus, tmp_path):
+    out = tmp_path / "o"
+    env = {**os.environ, "PARBPE_TEST_STOP": "pathpiece:3:KILL"}
+    killed = subprocess.run(_train(corpus, out, "--jit", "on"), env=env, capture_output=True, text=True,
+                            start_new_session=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL
+    assert json.loads((out / ".parbpe-run" / "pathpiece.json").read_text())["iteration"] == 3
+    resumed = subprocess.run(_train(corpus, out, "--resume", "--jit", "off"), capture_output=True, text=True,
+                             timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    for name in ("parbpe.json", "tokenizer.json", "vocab.hex"):
+        assert (out / name).read_bytes() == (trained / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("jit_mode", ["on", "off"])
+def test_a_run_killed_within_an_iteration_resumes_to_the_same_files(trained, corpus, tmp_path, jit_mode):
+    """A scoring worker killed in its third scoring (iteration 3): the run stops with two iterations saved;
+    --resume scores from there and writes what the run that was never killed wrote."""
+    out = tmp_path / "o"
+    env = {**os.environ, "PARBPE_TEST_KILL": "pathpiece:3"}
+    killed = subprocess.run(_train(corpus, out, "--jit", jit_mode), env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert killed.returncode == 2 and "pathpiece scoring worker" in killed.stderr, killed.stderr
+    assert json.loads((out / ".parbpe-run" / "pathpiece.json").read_text())["iteration"] == 2
+    resumed = subprocess.run(_train(corpus, out, "--resume", "--jit", jit_mode), capture_output=True, text=True,
+                             timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["pathpiece"]["scoring"] == ("kernel" if jit_mode == "on" else "numpy")
+    for name in ("parbpe.json", "tokenizer.json", "vocab.hex"):
+        assert (out / name).read_bytes() == (trained / name).read_bytes(), name
