@@ -191,3 +191,20 @@ def test_a_run_killed_within_an_iteration_resumes_to_the_same_files(trained, cor
     assert stats["pathpiece"]["scoring"] == ("kernel" if jit_mode == "on" else "numpy")
     for name in ("parbpe.json", "tokenizer.json", "vocab.hex"):
         assert (out / name).read_bytes() == (trained / name).read_bytes(), name
+
+
+def test_each_iteration_reports_the_tokens_left_and_the_heldout_tokens(trained, corpus, tmp_path):
+    """--progress jsonl: a prune line per iteration with the tokens left and, with --heldout, the held-out
+    text's tokens with them (the kernel's count here, numpy's in `trained`): the last is stats' held-out number."""
+    run = subprocess.run([*_train(corpus, tmp_path / "o", "--heldout", str(corpus / "heldout.jsonl"), "--jit", "on"),
+                          "--progress", "jsonl"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    lines = [json.loads(line) for line in run.stderr.splitlines() if line.startswith("{")]
+    pruned = [x for x in lines if x["event"] == "progress" and x["stage"] == "prune"]
+    stats = json.loads((trained / "stats.json").read_text())
+    pp = stats["pathpiece"]
+    assert [x["tokens"] for x in pruned] == pp["sizes"] and [x["iteration"] for x in pruned] == list(
+        range(1, pp["iterations"] + 1))
+    assert [x["heldout_tokens"] for x in pruned] == pp["heldout_tokens"]
+    assert pp["heldout_tokens"][-1] == stats["heldout"]["tokens"]
+    assert pp["heldout_tokens"] == sorted(pp["heldout_tokens"])  # fewer tokens to choose from: never fewer tokens
