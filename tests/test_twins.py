@@ -475,10 +475,11 @@ def random_merges(rng: np.random.Generator, byte_ids: list[int], letters: bytes)
 
 
 def pathpiece_scored(paths: Paths, cases: list | None = None) -> None:
-    """PathPiece's scoring pass (ScoringPool in this process: the kernel over the flat chunk table with
+    """PathPiece's scoring pass (ScoringPool in this process: the kernels over the flat chunk table with
     jit on, score.token_scores over padded batches with it off): the same scores, IRREPLACEABLE marks
     and usage, for vocabularies in shuffled id order with tokens up to 16 bytes, chunks empty, of one
-    byte, of many, and a table of none."""
+    byte, of many, and a table of none; in each pool a vocabulary, then some of its tokens in another
+    order (scored from the windows kept), then those with tokens it did not have (windows found again)."""
     from parbpe.pathpiece.score import IRREPLACEABLE
     from parbpe.pathpiece.workers import ScoringPool
 
@@ -491,17 +492,19 @@ def pathpiece_scored(paths: Paths, cases: list | None = None) -> None:
             extra = {c[i:i + int(rng.integers(2, 17))] for c in chunks for i in range(0, max(len(c) - 1, 0), 2)}
             tokens = [bytes([b]) for b in range(256)] + sorted(t for t in extra if len(t) > 1)
             tokens = [tokens[i] for i in rng.permutation(len(tokens))]
+            fewer = [t for t in tokens if len(t) == 1 or rng.random() < 0.5][::-1]
+            other = fewer + sorted({t + t[:1] for t in extra if 1 < len(t) < 16} - set(tokens))[:20]
             for some in ([], [b""], [b"a"], [b"", b"ab", b"ba"], chunks):
-                cases.append((tokens, some, rng.integers(1, 10**6, len(some))))
+                cases.append(((tokens, fewer, other), some, rng.integers(1, 10**6, len(some))))
     marks = 0
-    for tokens, chunks, counts in cases:
-        def scored(tokens=tokens, chunks=chunks, counts=counts) -> tuple[np.ndarray, np.ndarray]:
+    for vocabularies, chunks, counts in cases:
+        def scored(vocabularies=vocabularies, chunks=chunks, counts=counts) -> list[tuple[np.ndarray, np.ndarray]]:
             with ScoringPool(*_flat(chunks), np.asarray(counts, dtype=np.int64), 1) as pool:
-                return pool.scores(tokens)
+                return [pool.scores(tokens) for tokens in vocabularies]
 
         got, expected = paths.kernels(scored), paths.numpy(scored)
         equal(got, expected, f"{len(chunks)} chunks")
-        marks += int((expected[0] == IRREPLACEABLE).sum())
+        marks += sum(int((scores == IRREPLACEABLE).sum()) for scores, _ in expected)
     assert marks, "no case had an occurrence without an alternative path"
 
 

@@ -5,7 +5,7 @@ once in a shared-memory block (run/shared_arrays.py); each worker maps it and co
 (cut so that every slice has about the same number of bytes), and the parent removes the block's
 name as soon as all have mapped it. An iteration sends the vocabulary only (its tokens joined, and
 their lengths: a message the size of the vocabulary, never of the corpus) to every worker; each
-scores its slice (table_scores: the kernel of kernels.py, or numpy's score.token_scores) and answers
+scores its slice (SliceScorer: the kernels of kernels.py, or numpy's score.token_scores) and answers
 with its int64 sums, which the parent adds up: the result is exactly that of one process, whatever
 the number of workers and whichever of the two scored.
 
@@ -42,7 +42,7 @@ from ..run.pool import (
 )
 from ..run.shared_arrays import BlockHandle, SharedBlock, attach
 from ..tokenizer.segment import VocabIndex, check_vocabulary
-from .kernels import kernel_scores
+from .kernels import KernelScorer
 from .score import IRREPLACEABLE, token_scores
 
 DEFAULT_START_METHOD = "spawn"  # see the module's docstring; an explicit start_method is followed
@@ -66,14 +66,23 @@ def chunk_list(data: np.ndarray, offsets: np.ndarray, c0: int, c1: int) -> list[
     return [raw[a:b] for a, b in zip(ends[:-1], ends[1:])]
 
 
-def table_scores(tokens: list[bytes], data: np.ndarray, offsets: np.ndarray, counts: np.ndarray, kernel: bool
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """(scores, usage) of every token over the chunks data[offsets[c]:offsets[c + 1]] with their counts,
-    int64 per token id, as score.token_scores gives them: by the kernel (kernels.py) or by numpy."""
-    check_vocabulary(tokens)
-    if kernel:
-        return kernel_scores(tokens, data, offsets, counts)
-    return token_scores(VocabIndex(tokens), chunk_list(data, offsets, 0, len(offsets) - 1), counts, len(tokens))
+class SliceScorer:
+    """The scores of one table (a worker's slice: data[offsets[c]:offsets[c + 1]] seen counts[c] times)
+    for a vocabulary at a time, by the kernels (kernels.KernelScorer, which keeps the first
+    vocabulary's windows) or by numpy (score.token_scores)."""
+
+    def __init__(self, data: np.ndarray, offsets: np.ndarray, counts: np.ndarray, kernel: bool) -> None:
+        self._table = data, offsets, counts
+        self._kernel = KernelScorer(data, offsets, counts) if kernel else None
+
+    def scores(self, tokens: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, usage) of every token, int64 per token id, as score.token_scores gives them."""
+        check_vocabulary(tokens)
+        if self._kernel is not None:
+            return self._kernel.scores(tokens)
+        data, offsets, counts = self._table
+        chunks = chunk_list(data, offsets, 0, len(offsets) - 1)
+        return token_scores(VocabIndex(tokens), chunks, counts, len(tokens))
 
 
 def slice_bounds(offsets: np.ndarray, workers: int) -> list[int]:
@@ -112,6 +121,7 @@ def _worker(conn, handle: BlockHandle, c0: int, c1: int, jit_mode: str) -> None:
     try:
         data, offsets, counts = _own_slice(attach(handle), c0, c1)
         kernel = jit.score_kernels(len(data))
+        scorer = SliceScorer(data, offsets, counts, kernel)
         send_message(conn, ("ok", "kernel" if kernel else "numpy"))
     except Exception as exc:
         send_message(conn, ("error", _one_line(exc), traceback.format_exc(limit=6)))
@@ -123,7 +133,7 @@ def _worker(conn, handle: BlockHandle, c0: int, c1: int, jit_mode: str) -> None:
         fault_point(FAULT_STAGE, step)
         try:
             tokens = _split(*message)
-            answer = ("ok", table_scores(tokens, data, offsets, counts, kernel))
+            answer = ("ok", scorer.scores(tokens))
         except Exception as exc:  # the parent raises it; this worker stays ready for the next vocabulary
             answer = ("error", _one_line(exc), traceback.format_exc(limit=6))
         send_message(conn, answer)
@@ -157,7 +167,7 @@ class ScoringPool:
         self._procs: list = []
         self._block: SharedBlock | None = None
         if len(self.bounds) < 3:
-            self._table = data, offsets, counts
+            self._scorer = SliceScorer(data, offsets, counts, self._kernel)
             return
         self._block = SharedBlock({"data": (np.uint8, len(data)), "offsets": (np.int64, len(offsets)),
                                    "counts": (np.int64, len(counts))})
@@ -189,7 +199,7 @@ class ScoringPool:
         if self._block is not None and not self._procs:
             raise RuntimeError("this ScoringPool is closed: its workers are stopped")
         if not self._procs:
-            return table_scores(tokens, *self._table, self._kernel)
+            return self._scorer.scores(tokens)
         message = (b"".join(tokens), np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens)))
         for k, conn in enumerate(self._conns):
             try:
