@@ -24,6 +24,7 @@ from ..tokenizer.kernels import Trie, _slot_of
 from .score import IRREPLACEABLE
 
 _INF = np.iinfo(np.int32).max // 2  # no path (score.py and segment.py use the same bound)
+ROOM = 4  # windows a byte the first arrays have room for (realmix, 262,144 tokens: 2.7; more: they grow)
 
 
 @kernel(twin="parbpe.pathpiece.score:token_scores")
@@ -186,9 +187,11 @@ class KernelScorer:
         return current
 
     def _find_windows(self, tokens: Sequence[bytes]) -> None:
+        """Room for ROOM windows a byte: zeroed pages that are never written take no memory."""
+        self._windows = None
         trie = Trie.of(tokens, np.arange(len(tokens), dtype=np.int64))
         n_win = np.zeros(len(self.data), dtype=np.uint8)
-        win_len = np.zeros(len(self.data) + 16 * self.longest, dtype=np.uint8)
+        win_len = np.zeros(ROOM * len(self.data) + 16 * self.longest, dtype=np.uint8)
         win_id = np.zeros(len(win_len), dtype=np.int32)
         c, filled = 0, 0
         while True:
@@ -198,5 +201,5 @@ class KernelScorer:
                 break
             win_len = np.concatenate([win_len, np.zeros(len(win_len), dtype=np.uint8)])  # twice the room
             win_id = np.concatenate([win_id, np.zeros(len(win_id), dtype=np.int32)])
-        self._windows = n_win, win_len[:filled].copy(), win_id[:filled].copy()
+        self._windows = n_win, win_len[:filled], win_id[:filled]
         self._ids = {t: k for k, t in enumerate(tokens)}

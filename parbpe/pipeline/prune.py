@@ -26,6 +26,9 @@ from .corpus_eval import CountedText
 WORKER_FIXED = 120 << 20
 PER_TOKEN = 400
 PER_CHUNK = 90
+# With the kernel (jit.score_kernels), a worker holds numba (jit.NUMBA_RSS) and its slice's windows
+# instead of bytes objects: per chunk byte (realmix, 262,144 tokens: 2.7 windows a byte, 5 bytes each).
+KERNEL_PER_BYTE = 16
 
 
 def scoring_workers(ctx: RunContext, data: np.ndarray, offsets: np.ndarray, tokens: int) -> int:
@@ -33,9 +36,12 @@ def scoring_workers(ctx: RunContext, data: np.ndarray, offsets: np.ndarray, toke
     table and the vocabulary's index; one is the least, and if one does not fit, the run stops here
     with what it would need."""
     held = ctx.in_use()
+    kernel = jit.score_kernels(len(data))
+    fixed = WORKER_FIXED + PER_TOKEN * tokens + (jit.NUMBA_RSS if kernel else 0)
+    table = len(data) + (KERNEL_PER_BYTE * len(data) if kernel else PER_CHUNK * (len(offsets) - 1))
 
     def need(workers: int) -> int:
-        return workers * (WORKER_FIXED + PER_TOKEN * tokens) + (len(data) + PER_CHUNK * (len(offsets) - 1))
+        return workers * fixed + table
 
     for workers in range(ctx.config.workers, 0, -1):
         if held + need(workers) <= ctx.budget:

@@ -102,3 +102,23 @@ def test_the_kernel_refuses_what_numpy_refuses() -> None:
             pool.scores(vocab + [b"a" * 17])
         with pytest.raises(ValueError, match="repeated tokens"):
             pool.scores(vocab + [vocab[-1]])
+
+
+def test_the_budget_counts_numba_and_the_windows_of_kernel_workers() -> None:
+    """Two scoring workers that fit the budget with numpy are one with the kernel (numba's memory and
+    the windows kept), and the budget's error names the need with the kernel."""
+    from types import SimpleNamespace
+
+    from parbpe.pipeline import prune as stage
+
+    data, offsets = chunk_arrays([b"abc" * 100] * 1000)
+    tokens = 1000
+    budget = 2 * stage.WORKER_FIXED + jit.NUMBA_RSS  # two numpy workers fit, one kernel worker fits, not two
+    ctx = SimpleNamespace(config=SimpleNamespace(workers=2), in_use=lambda: 0, budget=budget)
+    with jit.using("off"):
+        assert stage.scoring_workers(ctx, data, offsets, tokens) == 2
+    with jit.using("on"):
+        assert stage.scoring_workers(ctx, data, offsets, tokens) == 1
+        ctx.budget = stage.WORKER_FIXED
+        with pytest.raises(ValueError, match="needs about"):
+            stage.scoring_workers(ctx, data, offsets, tokens)
