@@ -205,3 +205,12 @@ def test_prune_rejects_bad_inputs() -> None:
         prune(BYTES[1:] + [b"ab"], [b"a"], [1], 256)
     with pytest.raises(ValueError, match="one count per chunk"):
         prune(BYTES, [b"a"], [1, 2], 256)
+
+
+def test_the_start_is_four_times_the_size_unless_given() -> None:
+    """The default chosen by the measurement of docs/BENCHMARKS.md ("PathPiece with kernels"): on realmix
+    a 4x start kept as few held-out tokens as 8x in less time."""
+    from parbpe.config import TrainConfig
+
+    assert TrainConfig(algorithm="pathpiece", vocab_size=32768).pathpiece_initial == 131072
+    assert TrainConfig(algorithm="pathpiece", vocab_size=32768, initial_vocab_size=262144).pathpiece_initial == 262144
