@@ -9,8 +9,8 @@ drops tokens, so a later iteration's windows are those of the first whose token 
 lookup. Then per chunk, with scratch arrays the size of the longest chunk: the forward and backward
 path lengths, the fewest-token path (ties: the longest last token, as segment.py's backtrack), and
 for each of its occurrences [i, j) the fewest tokens of a path that stops strictly inside it or
-jumps over it with another window [s, e), s <= i, e >= j. Plain loops only: they compile in about
-a second.
+jumps over it with another window [s, e), s <= i, e >= j. Plain loops only (no sorts, slice copies
+or fancy indexing), which keeps numba's compile of a first run short.
 """
 
 from __future__ import annotations
