@@ -946,6 +946,9 @@ def _real_merges(paths: Paths, path: str) -> None:
     merges_encoded(paths, [(tok, chunks)])
     vocabulary = dict.fromkeys([bytes([b]) for b in range(256)] + [tok.vocab[256 + r] for r in range(len(merges))])
     segmented(paths, [(type(tok).from_vocabulary(list(vocabulary)), chunks)])
+    tokens = [t for t in vocabulary if len(t) <= 16]
+    fewer = [t for k, t in enumerate(tokens) if len(t) == 1 or k % 3]
+    pathpiece_scored(paths, [((tokens, fewer, fewer[::-1]), chunks, [counts[c] for c in chunks])])
 
 
 def parbpe_tokenizer(merges: list[tuple[int, int]]):
@@ -972,7 +975,8 @@ def realmix_shard() -> Path | None:
 def test_real_inputs(family):
     """Families again, on realmix's text: its chunk counts (GPT-4, GPT-4o, the superword split), the
     chunks sorted and partitioned, a table of its 20,000 commonest chunks merged, cut, encoded, and its
-    chunks encoded and segmented by a tokenizer of those merges."""
+    chunks encoded and segmented by a tokenizer of those merges, and scored by PathPiece with its
+    vocabulary."""
     shard = realmix_shard()
     if shard is None:
         pytest.skip("shared data not found (shared/data/realmix beside this checkout or above it)")
