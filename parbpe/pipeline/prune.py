@@ -72,13 +72,12 @@ def prune_stage(ctx: RunContext, data: np.ndarray, offsets: np.ndarray, counts: 
         for iteration, vocab in prune_rounds(pool.scores, vocab, target, config.prune_share, iteration):
             facts["sizes"].append(len(vocab))
             facts["seconds"].append(round(time.perf_counter() - clock, 3))
-            shown: dict[str, int] = {"iteration": iteration, "tokens": len(vocab)}  # tokens left
+            shown: dict[str, int] = {"tokens": len(vocab)}  # left; first, so that a narrow line keeps them
             if heldout is not None:
-                shown["heldout_tokens"] = heldout_tokens(vocab, heldout)
-                facts["heldout_tokens"].append(shown["heldout_tokens"])
-            if ctx.reporter.mode != "none":
-                ctx.reporter.update("prune", started - len(vocab), started - target, force=True,
-                                    rss_MB=ctx.rss_MB(), **shown)
+                shown["heldout"] = heldout_tokens(vocab, heldout)
+                facts["heldout_tokens"].append(shown["heldout"])
+            ctx.reporter.update("prune", started - len(vocab), started - target, force=True, **shown,
+                                iteration=iteration)
             if ctx.run is not None:
                 ctx.run.save_pruned(iteration, vocab, facts)
             clock = time.perf_counter()

@@ -205,6 +205,6 @@ def test_each_iteration_reports_the_tokens_left_and_the_heldout_tokens(trained, 
     pp = stats["pathpiece"]
     assert [x["tokens"] for x in pruned] == pp["sizes"] and [x["iteration"] for x in pruned] == list(
         range(1, pp["iterations"] + 1))
-    assert [x["heldout_tokens"] for x in pruned] == pp["heldout_tokens"]
+    assert [x["heldout"] for x in pruned] == pp["heldout_tokens"]
     assert pp["heldout_tokens"][-1] == stats["heldout"]["tokens"]
     assert pp["heldout_tokens"] == sorted(pp["heldout_tokens"])  # fewer tokens to choose from: never fewer tokens
