@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..jit import kernel
-from ..tokenizer.kernels import Trie, _slot_of
+from ..tokenizer.kernels import Trie, slot_of
 from .score import IRREPLACEABLE
 
 _INF = np.iinfo(np.int32).max // 2  # no path (score.py and segment.py use the same bound)
@@ -59,7 +59,7 @@ def window_kernel(data: np.ndarray, offsets: np.ndarray, c0: int, first: np.ndar
                     node = second[data[a + s] * 256 + data[a + e]]
                 else:
                     key = node * 256 + data[a + e]
-                    slot = _slot_of(edges, key, bits, mask)
+                    slot = slot_of(edges, key, bits, mask)
                     node = edges[slot, 1] if edges[slot, 0] == key else -1
                 if node < 0:
                     break
