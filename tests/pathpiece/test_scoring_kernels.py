@@ -122,3 +122,20 @@ def test_the_budget_counts_numba_and_the_windows_of_kernel_workers() -> None:
         ctx.budget = stage.WORKER_FIXED
         with pytest.raises(ValueError, match="needs about"):
             stage.scoring_workers(ctx, data, offsets, tokens)
+
+
+def test_the_windows_arrays_grow_when_a_table_has_more_windows_than_room(monkeypatch) -> None:
+    """With no room a byte up front (only one chunk's worth), the window kernel stops and resumes as its
+    arrays grow: the same sums as numpy's, for the first vocabulary and one scored from the windows kept."""
+    from parbpe.pathpiece import kernels
+
+    monkeypatch.setattr(kernels, "ROOM", 0)
+    vocab, chunks, counts = _corpus(8)
+    smaller = [t for k, t in enumerate(vocab) if len(t) == 1 or k % 2]
+    scorer = kernels.KernelScorer(*chunk_arrays(chunks), counts)
+    for tokens in (vocab, smaller):
+        with jit.using("on"):
+            scores, usage = scorer.scores(tokens)
+        want_scores, want_usage = token_scores(VocabIndex(tokens), chunks, counts, len(tokens))
+        assert np.array_equal(scores, want_scores) and np.array_equal(usage, want_usage)
+    assert len(scorer._windows[1]) > 16 * scorer.longest  # more than the first arrays held
