@@ -169,7 +169,7 @@ class TrainConfig:
         help="bpe: merges bottom-up (BatchBPE); pathpiece: PathPieceL, top-down from a BPE vocabulary of "
              "--initial-vocab-size, segmenting into the fewest tokens (docs/USAGE.md, PathPiece)")
     initial_vocab_size: int | None = setting(
-        None, group="algorithm", parse=parse_count, metavar="N", shown="8 x --vocab-size",
+        None, group="algorithm", parse=parse_count, metavar="N", shown="4 x --vocab-size",
         help="pathpiece: the BPE vocabulary it starts from (or --init's tokens)")
     prune_share: float = setting(
         0.2, group="algorithm", parse=float, metavar="SHARE",
@@ -380,8 +380,9 @@ class TrainConfig:
 
     @property
     def pathpiece_initial(self) -> int:
-        """PathPiece's starting vocabulary size (bytes and merges; specials come after pruning)."""
-        return self.initial_vocab_size or 8 * self.vocab_size
+        """PathPiece's starting vocabulary size (bytes and merges; specials come after pruning): 4x the
+        size asked, which on realmix kept as few held-out tokens as 8x, the paper's, in less time."""
+        return self.initial_vocab_size or 4 * self.vocab_size
 
     def _check_transition(self) -> None:
         value = self.superbpe_transition

@@ -40,6 +40,7 @@ NUMBA_RSS = 150 * 10**6  # the memory numba and its loaded kernels add to a proc
 MERGE_MIN_TOKENS = 1_500_000  # a chunk table from which the merge kernels repay numba's start
 COUNT_MIN_BYTES = 64 * 10**6  # text from which the counting kernels repay it
 SEGMENT_MIN_BYTES = 1 << 20  # chunk bytes from which segmentation (encode, eval) uses its kernels
+SCORE_MIN_BYTES = 1 << 18  # chunk bytes from which PathPiece's scoring uses its kernel
 SEARCH_MIN = 1 << 16  # entries of a packed pair block from which it is searched by kernel
 RADIX_MIN = 1 << 14  # holding candidates from which the merge kernels radix-sort them (numpy below)
 
@@ -140,6 +141,11 @@ def warm() -> bool:
 def merge_kernels(n_tokens: int) -> bool:
     """Whether the merge stage (and the engines, encoders and cuts it calls) runs its kernels."""
     return worth(n_tokens, MERGE_MIN_TOKENS)
+
+
+def score_kernels(chunk_bytes: int) -> bool:
+    """Whether PathPiece's scoring (pathpiece/workers.py) runs its kernel on a table of chunk_bytes."""
+    return worth(chunk_bytes, SCORE_MIN_BYTES)
 
 
 def numpy_fallback_line() -> str | None:

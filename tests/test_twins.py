@@ -474,6 +474,40 @@ def random_merges(rng: np.random.Generator, byte_ids: list[int], letters: bytes)
     return merges
 
 
+def pathpiece_scored(paths: Paths, cases: list | None = None) -> None:
+    """PathPiece's scoring pass (ScoringPool in this process: the kernels over the flat chunk table with
+    jit on, score.token_scores over padded batches with it off): the same scores, IRREPLACEABLE marks
+    and usage, for vocabularies in shuffled id order with tokens up to 16 bytes, chunks empty, of one
+    byte, of many, and a table of none; in each pool a vocabulary, then some of its tokens in another
+    order (scored from the windows kept), then those with tokens it did not have (windows found again)."""
+    from parbpe.pathpiece.score import IRREPLACEABLE
+    from parbpe.pathpiece.workers import ScoringPool
+
+    if cases is None:
+        rng = np.random.default_rng(23)
+        cases = []
+        for alphabet, longest in ((b"ab", 6), (b"ab\x00\xff", 40), (b"abc", 16)):
+            letters = np.frombuffer(alphabet, np.uint8)
+            chunks = [rng.choice(letters, int(rng.integers(0, longest + 1))).tobytes() for _ in range(80)]
+            extra = {c[i:i + int(rng.integers(2, 17))] for c in chunks for i in range(0, max(len(c) - 1, 0), 2)}
+            tokens = [bytes([b]) for b in range(256)] + sorted(t for t in extra if len(t) > 1)
+            tokens = [tokens[i] for i in rng.permutation(len(tokens))]
+            fewer = [t for t in tokens if len(t) == 1 or rng.random() < 0.5][::-1]
+            other = fewer + sorted({t + t[:1] for t in extra if 1 < len(t) < 16} - set(tokens))[:20]
+            for some in ([], [b""], [b"a"], [b"", b"ab", b"ba"], chunks):
+                cases.append(((tokens, fewer, other), some, rng.integers(1, 10**6, len(some))))
+    marks = 0
+    for vocabularies, chunks, counts in cases:
+        def scored(vocabularies=vocabularies, chunks=chunks, counts=counts) -> list[tuple[np.ndarray, np.ndarray]]:
+            with ScoringPool(*_flat(chunks), np.asarray(counts, dtype=np.int64), 1) as pool:
+                return [pool.scores(tokens) for tokens in vocabularies]
+
+        got, expected = paths.kernels(scored), paths.numpy(scored)
+        equal(got, expected, f"{len(chunks)} chunks")
+        marks += sum(int((scores == IRREPLACEABLE).sum()) for scores, _ in expected)
+    assert marks, "no case had an occurrence without an alternative path"
+
+
 def merges_encoded(paths: Paths, cases: list | None = None) -> None:
     """kernels.chunk_tokens and token_totals by merges (the merges kernel: a heap over a linked list)
     against Tokenizer._merge_long (Python's heap): the same ids for every chunk, the same totals;
@@ -775,6 +809,7 @@ FAMILIES: dict[str, tuple[Callable[[Paths], None], ...]] = {
     "parbpe.count.partitions:partition_ids": (partitioned,),
     "parbpe.tokenizer.model:Tokenizer.segment_arrays": (segmented,),
     "parbpe.tokenizer.model:Tokenizer._merge_long": (merges_encoded,),
+    "parbpe.pathpiece.score:token_scores": (pathpiece_scored,),
     "parbpe.merge.pair_index:PairIndex._fold": (index_folded,),
     "parbpe.merge.pair_index:PairIndex.spans": (index_folded,),
     "parbpe.merge.selection:PairCounts.__init__": (pairs_counted,),
@@ -911,6 +946,9 @@ def _real_merges(paths: Paths, path: str) -> None:
     merges_encoded(paths, [(tok, chunks)])
     vocabulary = dict.fromkeys([bytes([b]) for b in range(256)] + [tok.vocab[256 + r] for r in range(len(merges))])
     segmented(paths, [(type(tok).from_vocabulary(list(vocabulary)), chunks)])
+    tokens = [t for t in vocabulary if len(t) <= 16]
+    fewer = [t for k, t in enumerate(tokens) if len(t) == 1 or k % 3]
+    pathpiece_scored(paths, [((tokens, fewer, fewer[::-1]), chunks, [counts[c] for c in chunks])])
 
 
 def parbpe_tokenizer(merges: list[tuple[int, int]]):
@@ -937,7 +975,8 @@ def realmix_shard() -> Path | None:
 def test_real_inputs(family):
     """Families again, on realmix's text: its chunk counts (GPT-4, GPT-4o, the superword split), the
     chunks sorted and partitioned, a table of its 20,000 commonest chunks merged, cut, encoded, and its
-    chunks encoded and segmented by a tokenizer of those merges."""
+    chunks encoded and segmented by a tokenizer of those merges, and scored by PathPiece with its
+    vocabulary."""
     shard = realmix_shard()
     if shard is None:
         pytest.skip("shared data not found (shared/data/realmix beside this checkout or above it)")

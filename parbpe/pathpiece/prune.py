@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-from ..tokenizer.segment import VocabIndex
-from .score import drop_schedule, prune_step, token_scores
+from ..tokenizer.segment import check_vocabulary
+from .score import drop_schedule, prune_step
 from .workers import ScoringPool, chunk_arrays
 
 SINGLE_BYTES = [bytes([b]) for b in range(256)]
@@ -33,7 +33,8 @@ def prune(
     order in `tokens`. Each iteration drops `drop_schedule(size, target, share)` tokens and then calls
     on_iteration(iteration, size). A vocabulary already within target comes back reordered only.
     The scores come from scorer when given, else from `workers` processes (ScoringPool; one: this
-    process); the result is the same for every worker count."""
+    process; the kernel or numpy as jit.score_kernels says); the result is the same for every worker
+    count and either way."""
     if target < 256:
         raise ValueError(f"target={target} is below 256: every single byte stays in the vocabulary")
     if workers < 1:
@@ -45,20 +46,15 @@ def prune(
     if missing:
         raise ValueError(f"tokens lack single bytes {missing[:8]}...; every byte 0..255 must be a token")
     vocab = SINGLE_BYTES + [t for t in tokens if len(t) > 1]
-    VocabIndex(vocab)  # rejects repeated tokens and tokens over 16 bytes here, before any worker starts
-    if scorer is None and workers > 1 and len(vocab) > target:
+    check_vocabulary(vocab)  # rejects repeated tokens and tokens over 16 bytes here, before any worker starts
+    if scorer is None and len(vocab) > target:
         with ScoringPool(*chunk_arrays(chunks), np.asarray(counts, dtype=np.int64), workers, start_method) as pool:
             return _prune_with(pool.scores, vocab, target, share, on_iteration)
-    return _prune_with(scorer or _in_process(chunks, counts), vocab, target, share, on_iteration)
+    return _prune_with(scorer or _never, vocab, target, share, on_iteration)
 
 
-def _in_process(chunks: list[bytes], counts: Sequence[int] | np.ndarray) -> Scorer:
-    """The scorer of the whole table in this process."""
-
-    def scores(vocab: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-        return token_scores(VocabIndex(vocab), chunks, counts, len(vocab))
-
-    return scores
+def _never(vocab: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    raise AssertionError("a vocabulary within its target is not scored")
 
 
 def _prune_with(

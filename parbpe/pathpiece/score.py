@@ -157,7 +157,13 @@ def prune_step(
     """The ids of the n_drop tokens to drop: lowest score first; ties go to lower usage, then the
     longer token, then the smaller bytes (one total order, so the result never depends on ids).
     Single bytes and ids in keep are never dropped."""
-    candidates = [k for k, t in enumerate(tokens) if len(t) > 1 and k not in keep]
+    lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+    candidates = np.flatnonzero(lengths > 1)
+    if keep:
+        candidates = candidates[~np.isin(candidates, np.fromiter(keep, dtype=np.int64, count=len(keep)))]
+    if 0 < n_drop < len(candidates):  # only those scoring at most the n_drop-th lowest score can be among them
+        threshold = np.partition(scores[candidates], n_drop - 1)[n_drop - 1]
+        candidates = candidates[scores[candidates] <= threshold]
     score_of, usage_of = scores.tolist(), usage.tolist()
-    ranked = sorted(candidates, key=lambda k: (score_of[k], usage_of[k], -len(tokens[k]), tokens[k]))
+    ranked = sorted(candidates.tolist(), key=lambda k: (score_of[k], usage_of[k], -len(tokens[k]), tokens[k]))
     return ranked[:n_drop]

@@ -1,13 +1,16 @@
 """PathPiece scoring spread over worker processes: each scores a contiguous slice of the chunk table.
 
 The table (flat arrays as merge's: every chunk's bytes one after another, offsets, counts) is placed
-once in a shared-memory block (run/shared_arrays.py); each worker maps it and takes its own slice
-(cut so that every slice has about the same number of bytes) as the bytes objects token_scores
-reads (a copy of its slice only), and the parent removes the block's name as soon as all have
-mapped it. An iteration sends the vocabulary only (its tokens joined, and their
-lengths: a message the size of the vocabulary, never of the corpus) to every worker; each scores
-its slice with score.token_scores and answers with its int64 sums, which the parent adds up: the
-result is exactly that of one process, whatever the number of workers.
+once in a shared-memory block (run/shared_arrays.py); each worker maps it and copies its own slice
+(cut so that every slice has about the same number of bytes), and the parent removes the block's
+name as soon as all have mapped it. An iteration sends the vocabulary only (its tokens joined, and
+their lengths: a message the size of the vocabulary, never of the corpus) to every worker; each
+scores its slice (SliceScorer: the kernels of kernels.py, or numpy's score.token_scores) and answers
+with its int64 sums, which the parent adds up: the result is exactly that of one process, whatever
+the number of workers and whichever of the two scored.
+
+Kernel or numpy is decided once, in the parent, by jit.score_kernels on the whole table's bytes; the
+workers receive that decision as their kernel mode ("on" or "off", a value: jit.set_mode).
 
 Workers are spawned by default, with the main module hidden, like the merge workers
 (merge/workers.py): they need nothing of the parent but the block. A worker's exception is a
@@ -24,6 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .. import jit
 from ..run.pool import (
     WorkerDied,
     death_reason,
@@ -37,7 +41,8 @@ from ..run.pool import (
     stop_workers,
 )
 from ..run.shared_arrays import BlockHandle, SharedBlock, attach
-from ..tokenizer.segment import VocabIndex
+from ..tokenizer.segment import VocabIndex, check_vocabulary
+from .kernels import KernelScorer
 from .score import IRREPLACEABLE, token_scores
 
 DEFAULT_START_METHOD = "spawn"  # see the module's docstring; an explicit start_method is followed
@@ -59,6 +64,25 @@ def chunk_list(data: np.ndarray, offsets: np.ndarray, c0: int, c1: int) -> list[
     raw = data[offsets[c0]:offsets[c1]].tobytes()
     ends = (offsets[c0:c1 + 1] - offsets[c0]).tolist()
     return [raw[a:b] for a, b in zip(ends[:-1], ends[1:])]
+
+
+class SliceScorer:
+    """The scores of one table (a worker's slice: data[offsets[c]:offsets[c + 1]] seen counts[c] times)
+    for a vocabulary at a time, by the kernels (kernels.KernelScorer, which keeps the first
+    vocabulary's windows) or by numpy (score.token_scores)."""
+
+    def __init__(self, data: np.ndarray, offsets: np.ndarray, counts: np.ndarray, kernel: bool) -> None:
+        self._table = data, offsets, counts
+        self._kernel = KernelScorer(data, offsets, counts) if kernel else None
+
+    def scores(self, tokens: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, usage) of every token, int64 per token id, as score.token_scores gives them."""
+        check_vocabulary(tokens)
+        if self._kernel is not None:
+            return self._kernel.scores(tokens)
+        data, offsets, counts = self._table
+        chunks = chunk_list(data, offsets, 0, len(offsets) - 1)
+        return token_scores(VocabIndex(tokens), chunks, counts, len(tokens))
 
 
 def slice_bounds(offsets: np.ndarray, workers: int) -> list[int]:
@@ -88,15 +112,17 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def _worker(conn, handle: BlockHandle, c0: int, c1: int) -> None:
-    """A worker's loop: map the table and keep its slice, then score each vocabulary received until None."""
+def _worker(conn, handle: BlockHandle, c0: int, c1: int, jit_mode: str) -> None:
+    """A worker's loop: map the table and copy its slice, then score each vocabulary received until None.
+    jit_mode: the parent's choice of kernel or numpy ("on" or "off"; a spawned worker inherits none)."""
     ignore_sigint()
+    jit.set_mode(jit_mode)
     fault_point(FAULT_STAGE, 0)
     try:
-        arrays = attach(handle)
-        chunks = chunk_list(arrays["data"], arrays["offsets"], c0, c1)
-        counts = arrays["counts"][c0:c1]
-        send_message(conn, ("ok", None))
+        data, offsets, counts = _own_slice(attach(handle), c0, c1)
+        kernel = jit.score_kernels(len(data))
+        scorer = SliceScorer(data, offsets, counts, kernel)
+        send_message(conn, ("ok", "kernel" if kernel else "numpy"))
     except Exception as exc:
         send_message(conn, ("error", _one_line(exc), traceback.format_exc(limit=6)))
         return
@@ -107,10 +133,17 @@ def _worker(conn, handle: BlockHandle, c0: int, c1: int) -> None:
         fault_point(FAULT_STAGE, step)
         try:
             tokens = _split(*message)
-            answer = ("ok", token_scores(VocabIndex(tokens), chunks, counts, len(tokens)))
+            answer = ("ok", scorer.scores(tokens))
         except Exception as exc:  # the parent raises it; this worker stays ready for the next vocabulary
             answer = ("error", _one_line(exc), traceback.format_exc(limit=6))
         send_message(conn, answer)
+
+
+def _own_slice(arrays: dict[str, np.ndarray], c0: int, c1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Chunks c0..c1-1 of the mapped table as arrays of this process (offsets from 0)."""
+    offsets = arrays["offsets"][c0:c1 + 1]
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    return arrays["data"][lo:hi].copy(), offsets - lo, arrays["counts"][c0:c1].copy()
 
 
 class ScoringPool:
@@ -118,7 +151,9 @@ class ScoringPool:
 
     Use as a context manager (or call close()): the workers start and map the table on creation;
     scores(tokens) is one iteration. With one worker, or a table too small to cut in two, the scoring
-    runs in this process and no process or shared memory is made."""
+    runs in this process and no process or shared memory is made. Kernel or numpy: jit.score_kernels
+    on the table's bytes, in this process's mode when the pool is made (the workers' mode: "on" or
+    "off"); `scoring` says which ran ("kernel" or "numpy", as the workers answered)."""
 
     def __init__(self, data: np.ndarray, offsets: np.ndarray, counts: np.ndarray, workers: int,
                  start_method: str | None = None) -> None:
@@ -126,11 +161,13 @@ class ScoringPool:
         if workers < 1:
             raise ValueError(f"workers={workers}: give 1 or more")
         self.bounds = slice_bounds(offsets, workers)
+        self._kernel = jit.score_kernels(len(data))
+        self.scoring = "kernel" if self._kernel else "numpy"
         self._conns: list = []
         self._procs: list = []
         self._block: SharedBlock | None = None
         if len(self.bounds) < 3:
-            self._chunks, self._counts = chunk_list(data, offsets, 0, len(counts)), counts
+            self._scorer = SliceScorer(data, offsets, counts, self._kernel)
             return
         self._block = SharedBlock({"data": (np.uint8, len(data)), "offsets": (np.int64, len(offsets)),
                                    "counts": (np.int64, len(counts))})
@@ -139,9 +176,12 @@ class ScoringPool:
                 self._block.arrays[name][:] = values
             context = get_context(start_method or DEFAULT_START_METHOD)
             self._procs, self._conns = start_piped_workers(
-                context, _worker, lambda k, end: (end, self._block.handle, self.bounds[k], self.bounds[k + 1]),
+                context, _worker,
+                lambda k, end: (end, self._block.handle, self.bounds[k], self.bounds[k + 1],
+                                "on" if self._kernel else "off"),
                 len(self.bounds) - 1, hide_main=True)
-            self._gather()  # every worker has mapped the block: its name can go
+            answered = self._gather()  # every worker has mapped the block: its name can go
+            self.scoring = ",".join(sorted(set(answered)))
             self._block.unlink()
             self._block.drop_pages()  # the workers hold the slices; this process reads the block no more
         except BaseException:
@@ -159,7 +199,7 @@ class ScoringPool:
         if self._block is not None and not self._procs:
             raise RuntimeError("this ScoringPool is closed: its workers are stopped")
         if not self._procs:
-            return token_scores(VocabIndex(tokens), self._chunks, self._counts, len(tokens))
+            return self._scorer.scores(tokens)
         message = (b"".join(tokens), np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens)))
         for k, conn in enumerate(self._conns):
             try:

@@ -33,6 +33,7 @@ from ..tokenizer.model import Tokenizer
 from ..warnings import EarlyStopWarning
 from .context import RunContext
 from .count import Counted, count_stage, superword_config, superword_count_stage
+from .corpus_eval import count_text_in
 from .count_beside import CountBeside, room_beside
 from . import kernels_ahead
 from .inputs import Inputs
@@ -243,7 +244,8 @@ class PathPiece(Bpe):
             ctx.result_changed(EarlyStopWarning, f"PathPiece's initial vocabulary has {len(vocab):,} tokens, not more "
                                f"than the {target:,} asked for: nothing is pruned", vocab_size=len(vocab))
         with ctx.stage("prune"):
-            vocab, iteration = prune_stage(ctx, data, offsets, counts, vocab, target, iteration, facts)
+            heldout = count_text_in(ctx, job.heldout, config.pattern, config.normalize) if job.heldout else None
+            vocab, iteration = prune_stage(ctx, data, offsets, counts, vocab, target, iteration, facts, heldout)
         facts["iterations"] = iteration
         result = MergeResult(merges=[], batch_sizes=[], stopped_early=False, engine=None)
         return PathPieceBuilt(result=result, merged=merged, pattern=config.pattern, stop_words=[],

@@ -36,14 +36,14 @@ def fill_hash(keys: np.ndarray, bits: int) -> np.ndarray:
     mask = (1 << bits) - 1
     slots = np.full((1 << bits, 2), -1, dtype=np.int64)
     for k in range(len(keys)):
-        slot = _slot_of(slots, keys[k], bits, mask)
+        slot = slot_of(slots, keys[k], bits, mask)
         slots[slot, 0] = keys[k]
         slots[slot, 1] = k
     return slots
 
 
 @helper
-def _slot_of(slots, key, bits, mask):
+def slot_of(slots, key, bits, mask):
     """The slot holding key in an open-addressing table, or the empty slot where it would go."""
     slot = ((key * _MIX) >> (64 - bits)) & mask
     while slots[slot, 0] != key and slots[slot, 0] != -1:
@@ -175,7 +175,7 @@ def segment_kernel(data: np.ndarray, offsets: np.ndarray, weights: np.ndarray, f
                     node = second[data[a + s] * 256 + data[a + e]]
                 else:
                     key = node * 256 + data[a + e]
-                    slot = _slot_of(edges, key, bits, mask)
+                    slot = slot_of(edges, key, bits, mask)
                     node = edges[slot, 1] if edges[slot, 0] == key else -1
                 if node < 0:
                     break
@@ -239,7 +239,7 @@ def merges_kernel(data: np.ndarray, offsets: np.ndarray, weights: np.ndarray, by
                     rank = byte_pairs[data[a + left] * 256 + data[a + left + 1]]
                 else:
                     key = (tokens[left] << 32) | tokens[nxt[left]]
-                    slot = _slot_of(pairs, key, bits, mask)
+                    slot = slot_of(pairs, key, bits, mask)
                     rank = pairs[slot, 1] if pairs[slot, 0] == key else -1
                 if rank < 0:
                     continue

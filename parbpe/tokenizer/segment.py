@@ -25,15 +25,7 @@ class VocabIndex:
     with the length instead of costing every position times every length."""
 
     def __init__(self, tokens: Sequence[bytes], max_len: int = MAX_TOKEN_BYTES) -> None:
-        distinct = set(tokens)
-        if len(distinct) != len(tokens):
-            raise ValueError("vocabulary has repeated tokens; give each byte string once")
-        missing = [b for b in range(256) if bytes([b]) not in distinct]
-        if missing:
-            raise ValueError(f"vocabulary lacks single bytes {missing[:8]}...; every byte 0..255 must be a token")
-        long = [t for t in tokens if len(t) > max_len or not t]
-        if long:
-            raise ValueError(f"token {long[0]!r} is empty or longer than {max_len} bytes; drop it or raise the limit")
+        check_vocabulary(tokens, max_len)
         self.max_len = max(len(t) for t in tokens)
         self.token_lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))  # by id
         rows, lengths = _matrix(tokens)
@@ -81,6 +73,20 @@ class VocabIndex:
             out[at, length - 1] = ids[pos]
         out = out.reshape(n, width, longest)
         return out
+
+
+def check_vocabulary(tokens: Sequence[bytes], max_len: int = MAX_TOKEN_BYTES) -> None:
+    """A ValueError saying what to change where tokens are no vocabulary to segment with: a repeated
+    token, a single byte missing, a token empty or over max_len bytes."""
+    distinct = set(tokens)
+    if len(distinct) != len(tokens):
+        raise ValueError("vocabulary has repeated tokens; give each byte string once")
+    missing = [b for b in range(256) if bytes([b]) not in distinct]
+    if missing:
+        raise ValueError(f"vocabulary lacks single bytes {missing[:8]}...; every byte 0..255 must be a token")
+    long = [t for t in tokens if len(t) > max_len or not t]
+    if long:
+        raise ValueError(f"token {long[0]!r} is empty or longer than {max_len} bytes; drop it or raise the limit")
 
 
 def _pair_keys(head: np.ndarray, tail: np.ndarray, length: int) -> np.ndarray:

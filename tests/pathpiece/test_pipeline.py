@@ -198,3 +198,64 @@ def test_a_planted_pathpiece_checkpoint_is_not_used(trained, corpus, tmp_path):
     assert main([*args, "--out", str(out3), "--resume"]) == 0
     for name in ("parbpe.json", "vocab.hex"):
         assert (out3 / name).read_bytes() == (tmp_path / "fresh" / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_kernels_give_the_vocabulary_numpy_gives(trained, corpus, tmp_path, workers):
+    """--jit on scores with the kernel (this small table scores with numpy under auto): the same files."""
+    assert main(_train(corpus, tmp_path / "o", "--jit", "on", workers=workers)[3:]) == 0
+    stats = json.loads((tmp_path / "o" / "stats.json").read_text())
+    assert stats["pathpiece"]["scoring"] == "kernel"
+    assert json.loads((trained / "stats.json").read_text())["pathpiece"]["scoring"] == "numpy"
+    for name in ("parbpe.json", "tokenizer.json", "vocab.hex"):
+        assert (tmp_path / "o" / name).read_bytes() == (trained / name).read_bytes(), name
+
+
+def test_a_run_with_kernels_killed_between_iterations_resumes_with_numpy(trained, corpus, tmp_path):
+    out = tmp_path / "o"
+    env = {**os.environ, "PARBPE_TEST_STOP": "pathpiece:3:KILL"}
+    killed = subprocess.run(_train(corpus, out, "--jit", "on"), env=env, capture_output=True, text=True,
+                            start_new_session=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL
+    assert json.loads((out / ".parbpe-run" / "pathpiece.json").read_text())["iteration"] == 3
+    resumed = subprocess.run(_train(corpus, out, "--resume", "--jit", "off"), capture_output=True, text=True,
+                             timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    for name in ("parbpe.json", "tokenizer.json", "vocab.hex"):
+        assert (out / name).read_bytes() == (trained / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("jit_mode", ["on", "off"])
+def test_a_run_killed_within_an_iteration_resumes_to_the_same_files(trained, corpus, tmp_path, jit_mode):
+    """A scoring worker killed in its third scoring (iteration 3): the run stops with two iterations saved;
+    --resume scores from there and writes what the run that was never killed wrote."""
+    out = tmp_path / "o"
+    env = {**os.environ, "PARBPE_TEST_KILL": "pathpiece:3"}
+    killed = subprocess.run(_train(corpus, out, "--jit", jit_mode), env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert killed.returncode == 2 and "pathpiece scoring worker" in killed.stderr, killed.stderr
+    assert json.loads((out / ".parbpe-run" / "pathpiece.json").read_text())["iteration"] == 2
+    resumed = subprocess.run(_train(corpus, out, "--resume", "--jit", jit_mode), capture_output=True, text=True,
+                             timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["pathpiece"]["scoring"] == ("kernel" if jit_mode == "on" else "numpy")
+    for name in ("parbpe.json", "tokenizer.json", "vocab.hex"):
+        assert (out / name).read_bytes() == (trained / name).read_bytes(), name
+
+
+def test_each_iteration_reports_the_tokens_left_and_the_heldout_tokens(trained, corpus, tmp_path):
+    """--progress jsonl: a prune line per iteration with the tokens left and, with --heldout, the held-out
+    text's tokens with them (the kernel's count here, numpy's in `trained`): the last is stats' held-out number."""
+    run = subprocess.run([*_train(corpus, tmp_path / "o", "--heldout", str(corpus / "heldout.jsonl"), "--jit", "on"),
+                          "--progress", "jsonl"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    lines = [json.loads(line) for line in run.stderr.splitlines() if line.startswith("{")]
+    pruned = [x for x in lines if x["event"] == "progress" and x["stage"] == "prune"]
+    stats = json.loads((trained / "stats.json").read_text())
+    pp = stats["pathpiece"]
+    assert [x["tokens"] for x in pruned] == pp["sizes"] and [x["iteration"] for x in pruned] == list(
+        range(1, pp["iterations"] + 1))
+    assert [x["heldout"] for x in pruned] == pp["heldout_tokens"]
+    assert pp["heldout_tokens"][-1] == stats["heldout"]["tokens"]
+    assert pp["heldout_tokens"] == sorted(pp["heldout_tokens"])  # fewer tokens to choose from: never fewer tokens
