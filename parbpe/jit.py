@@ -224,7 +224,47 @@ def _namespace(module: str) -> dict:
     return names
 
 
+def prefetch(array: Any, index: int) -> None:
+    """Ask the CPU for array[index] (of a 2-D array: row index's first item) ahead of a read, without
+    waiting for it: in a kernel, LLVM's prefetch instruction; in Python, nothing. For loops over
+    positions known ahead whose rows lie far apart in an array far larger than the caches."""
+
+
+_helpers.add(prefetch)
+
+
+def _numba_prefetch() -> Any:
+    """prefetch in numba: the address of array's row `index` handed to llvm.prefetch, declared
+    through llvmlite's declare_intrinsic (which spells the name for the LLVM in use)."""
+    from llvmlite import ir
+    from numba import types as nb_types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def prefetch_address(typingctx, address):
+        if not isinstance(address, nb_types.Integer):
+            return None
+
+        def codegen(context, builder, signature, args):
+            byte_pointer, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+            llvm_prefetch = builder.module.declare_intrinsic(
+                "llvm.prefetch", [byte_pointer], ir.FunctionType(ir.VoidType(), [byte_pointer, i32, i32, i32]))
+            builder.call(llvm_prefetch, [builder.inttoptr(args[0], byte_pointer), i32(0), i32(3), i32(1)])
+            return context.get_dummy_value()  # (read, keep in every cache level, data)
+
+        return nb_types.void(address), codegen
+
+    def in_kernel(array, index):
+        prefetch_address(array.ctypes.data + index * array.strides[0])
+
+    return _numba.njit(nogil=True, inline="always")(in_kernel)
+
+
 def _helper_dispatcher(python: Callable) -> Any:
+    if python is prefetch:
+        if prefetch not in _helper_dispatchers:
+            _helper_dispatchers[prefetch] = _numba_prefetch()
+        return _helper_dispatchers[prefetch]
     dispatcher = _helper_dispatchers.get(python)
     if dispatcher is None:
         dispatcher = _helper_dispatchers[python] = _numba.njit(nogil=True, inline="always")(

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from parbpe import jit
+from parbpe.jit import prefetch
 from parbpe.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -315,3 +316,32 @@ def test_without_numba_the_run_says_so_in_one_line_and_on_is_an_error(tmp_path):
     assert refused.returncode == 2, refused.stderr
     lines = refused.stderr.strip().splitlines()
     assert len(lines) == 1 and "--jit on needs numba" in lines[0] and "pip install 'numba" in lines[0]
+
+
+@jit.kernel
+def _gathered_with_prefetch(rows, table, column):
+    total = 0
+    for i in range(len(rows)):
+        if i + 2 < len(rows):
+            prefetch(table, rows[i + 2])  # a 2-D array: the row's first item (by its name, as kernels call it)
+            prefetch(column, rows[i + 2])
+        total += table[rows[i], 1] + column[rows[i]]
+    return total
+
+
+def test_prefetch_changes_nothing_and_is_the_cpus_instruction_in_a_kernel():
+    """jit.prefetch: nothing as Python; in a kernel, LLVM's prefetch (declared through llvmlite's
+    declare_intrinsic, so spelled for the LLVM in use), on 1-D and 2-D arrays, the result unchanged."""
+    rng = np.random.default_rng(3)
+    table = rng.integers(0, 100, (1000, 4)).astype(np.int32)
+    column = rng.integers(0, 100, 1000).astype(np.uint16)
+    rows = rng.integers(0, 1000, 500)
+    expected = int(table[rows, 1].sum() + column[rows].sum())
+    assert jit.prefetch(table, 3) is None
+    assert _gathered_with_prefetch.python(rows, table, column) == expected
+    numba = pytest.importorskip("numba")
+    assert _gathered_with_prefetch(rows, table, column) == expected
+    python = _gathered_with_prefetch.python  # compiled anew, uncached: a kernel loaded from the cache has no IR
+    fresh = numba.njit(jit._in_namespace(python, jit._namespace(python.__module__)))
+    assert fresh(rows, table, column) == expected
+    assert "llvm.prefetch" in "".join(fresh.inspect_llvm().values())

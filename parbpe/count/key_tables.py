@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit import helper, kernel
+from ..jit import helper, kernel, prefetch
 
+AHEAD = 16  # keys ahead whose slots _add asks for (prefetch)
 MAX_LOAD = 0.6  # filled share of the slots that doubles the table (linear probing slows past ~0.7)
 FIRST_SLOTS = 1 << 14
 # Each table's hash by its `seed`: keys come out of one table in the order of its hash, and added in
@@ -44,6 +45,12 @@ def _add(firsts, seconds, counts, mix, shift, first, second, weights, start, roo
     i = start
     n = len(first)
     while i < n and added < room:
+        if i + AHEAD < n:  # the slots of a key further on, asked for now (a table far larger than the caches)
+            ahead = _home(first[i + AHEAD], second[i + AHEAD] if paired else np.uint64(0), paired, mix, shift)
+            prefetch(firsts, ahead)
+            prefetch(counts, ahead)
+            if paired:
+                prefetch(seconds, ahead)
         a = first[i]
         b = second[i] if paired else np.uint64(0)
         at = _home(a, b, paired, mix, shift)

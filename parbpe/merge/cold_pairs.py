@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import jit
-from ..jit import helper, kernel
+from ..jit import helper, kernel, prefetch
 from ..run.threads import in_two
 from .table import ChunkTable
 
@@ -439,6 +439,7 @@ def _cut_pieces(tokens, starts, counts, hot, hot_bits, slots):
                         tokens, ring_begin[k], ring_size[k], ring_count[k], ring_key[k],
                         slots, bits, held, piece_at, n_held, n_long)
                 ring_begin[k], ring_size[k], ring_count[k], ring_key[k] = begin, size, w, key
+                prefetch(slots, _home(key, size, bits))
                 waiting += 1
             begin = p + 1
     for j in range(max(waiting - _AHEAD, 0), waiting):

@@ -13,8 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import jit
-from ..jit import helper, kernel
+from ..jit import helper, kernel, prefetch
 from ..run.threads import in_two
+
+AHEAD = 8  # hits ahead whose records a loop over scattered positions asks for (prefetch)
 
 # With threads=2 (the coordinator's own engine, no merge workers), a round's kernels run in two
 # threads, each on half of it, from this many positions (hits, candidates, new pairs): below, a
@@ -130,6 +132,10 @@ def _sweep(records, tokens, found, first, second, new_ids, member_bits, removed,
     n_hits = 0
     previous = np.int64(-1)
     for i in range(n):
+        if i + AHEAD < n:  # the records of a hit further on, asked for now (the table outgrows the caches)
+            ahead = found[i + AHEAD] >> member_bits
+            prefetch(records, ahead)
+            prefetch(tokens, ahead)
         h = found[i] >> member_bits
         k = found[i] & low
         part = np.int64(records[h, 0])
@@ -225,6 +231,8 @@ def _holding(records, cand, which, first, second, member_bits):
     found = np.empty(n, dtype=np.int64)
     m = 0
     for i in range(n):
+        if i + AHEAD < n:
+            prefetch(records, cand[i + AHEAD])
         p = np.int64(cand[i])
         q = np.int64(records[p, 0])
         if q >= 0:
@@ -472,6 +480,8 @@ def _fill_pair_sums(records, packed, keys, sums):
     k = -1
     last = np.uint64(0xFFFFFFFFFFFFFFFF)
     for i in range(len(packed)):
+        if i + AHEAD < len(packed):
+            prefetch(records, np.int64(packed[i + AHEAD] & np.uint64(0xFFFFFFFF)))
         pair = packed[i] >> np.uint64(32)
         if pair != last:
             k += 1

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import jit
-from ..jit import kernel
+from ..jit import kernel, prefetch
 from .pairs import LOW32, gather, narrow_key
 
 
@@ -170,6 +170,9 @@ def searched(block, needles):
     n = len(needles)
     lo = np.zeros(n, dtype=np.int64)
     hi = np.full(n, len(block), dtype=np.int64)
+    for i in range(n):
+        if lo[i] < hi[i]:
+            prefetch(block, (lo[i] + hi[i]) >> 1)
     searching = True
     while searching:
         searching = False
@@ -181,5 +184,6 @@ def searched(block, needles):
                 else:
                     hi[i] = mid
                 if lo[i] < hi[i]:
+                    prefetch(block, (lo[i] + hi[i]) >> 1)
                     searching = True
     return lo
