@@ -237,11 +237,12 @@ def cut_chunk(data: bytes, max_bytes: int) -> list[bytes]:
     return out
 
 
-def prepare(pattern: str) -> None:
+def prepare(pattern: str, mode: str | None = None) -> None:
     """Every kernel a counting worker calls loaded in this process before workers fork: the lexer's
-    (jit_lexer.prepare) and the run files' partition hash."""
-    jit_lexer.prepare(pattern)
-    if uses_jit(pattern):
+    (jit_lexer.prepare) and the run files' partition hash; mode: the run's (its config's), as the
+    workers will take it."""
+    jit_lexer.prepare(pattern, mode)
+    if uses_jit(pattern, mode):
         partition_ids(pa.array(["x"]))
 
 
@@ -340,7 +341,7 @@ def _count_to_runs(units: list[WorkUnit], config: TrainConfig, run_dir: str, dat
                    start_method: str | None, on_progress: Callable[[int, int, int, int], None] | None,
                    parent_counts: bool) -> CountResult:
     workers = max(1, min(config.workers, len(units)))
-    prepare(config.pattern)  # the JIT's tables and kernels, once, before workers fork
+    prepare(config.pattern, config.jit)  # the JIT's tables and kernels, once, before workers fork
     if workers == 1:
         shard = ShardCounter(config, run_dir, "w0", data_limit)
         for done, unit in enumerate(units, start=1):

@@ -502,12 +502,12 @@ def uses_jit(pattern: str, mode: str | None = None) -> bool:
     return mode != "off" and jit.installed()
 
 
-def prepare(pattern: str) -> None:
+def prepare(pattern: str, mode: str | None = None) -> None:
     """When the numba lexer splits pattern: load numba, the character tables and the kernels in this
     process, so that workers forked from it find them ready, each for the argument types the workers
     pass (writable text, counts from the hash tables and from pyarrow): a kernel's other types are
-    another load from the cache, slower in each worker than once here."""
-    if not uses_jit(pattern):
+    another load from the cache, slower in each worker than once here. mode: the run's (uses_jit)."""
+    if not uses_jit(pattern, mode):
         return
     data = np.frombuffer("It's 12 x\n\n  é's".encode(), np.uint8).copy()
     docs = np.array([0, len(data)], np.int64)

@@ -51,7 +51,7 @@ def count_stream_to_runs(
                     on_progress(shard.spills)
             return CountResult(shard.finish(), ReadStats(), shard.spills)
 
-    prepare(config.pattern)  # the JIT's tables and kernels, once, before workers fork
+    prepare(config.pattern, config.jit)  # the JIT's tables and kernels, once, before workers fork
     context = get_context(start_method)
     tasks = context.Queue(maxsize=QUEUE_BATCHES_PER_WORKER * config.workers)
     results = context.Queue()

@@ -181,7 +181,7 @@ def count_units(ctx: RunContext, units: list[WorkUnit], config: TrainConfig, run
         unit_bytes = max(sizes)
         numpy_only = not jit_fits(budget, workers, unit_bytes, config.pattern, sum(sizes))
         if not numpy_only:
-            prepare(config.pattern)  # numba and the lexer: the layout sees their weight
+            prepare(config.pattern, config.jit)  # numba and the lexer: the layout sees their weight
         layout = count_layout(budget, workers, ctx.in_use(), unit_bytes)
         data_limit, parent_counts = layout.data_limit, layout.parent_counts
         if layout.shards < workers or (parent_counts and workers > 1):
