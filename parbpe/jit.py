@@ -32,7 +32,7 @@ from typing import Any
 
 MODES = ("auto", "on", "off")
 ENV = "PARBPE_JIT"
-INSTALL_HINT = "pip install 'numba>=0.61,<0.69'"
+INSTALL_HINT = "pip install 'numba>=0.65,<0.69'"
 MISSING_LINE = f"numba is not installed: parbpe runs its numpy path, 2-6x slower ({INSTALL_HINT})"
 
 # --- thresholds: every choice between a kernel and numpy is made from these -------------------------
