@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..jit import kernel
-from ..tokenizer.kernels import Trie, slot_of
+from ..tokenizer.kernels import Trie, next_node
 from .score import IRREPLACEABLE
 
 _INF = np.iinfo(np.int32).max // 2  # no path (score.py and segment.py use the same bound)
@@ -55,12 +55,7 @@ def window_kernel(data: np.ndarray, offsets: np.ndarray, c0: int, first: np.ndar
                     k += 1
                 if e == n:
                     break
-                if e == s + 1:
-                    node = second[data[a + s] * 256 + data[a + e]]
-                else:
-                    key = node * 256 + data[a + e]
-                    slot = slot_of(edges, key, bits, mask)
-                    node = edges[slot, 1] if edges[slot, 0] == key else -1
+                node = next_node(node, data, a, s, e, second, edges, bits, mask)
                 if node < 0:
                     break
                 e += 1

@@ -43,6 +43,17 @@ def fill_hash(keys: np.ndarray, bits: int) -> np.ndarray:
 
 
 @helper
+def next_node(node, data, a, s, e, second, edges, bits, mask):
+    """The trie node a walk from byte a + s reaches at byte a + e from `node` (the second byte's from
+    the two-byte table `second`, later ones through the hashed edges), -1 where no token goes on."""
+    if e == s + 1:
+        return second[data[a + s] * 256 + data[a + e]]
+    key = node * 256 + data[a + e]
+    slot = slot_of(edges, key, bits, mask)
+    return edges[slot, 1] if edges[slot, 0] == key else -1
+
+
+@helper
 def slot_of(slots, key, bits, mask):
     """The slot holding key in an open-addressing table, or the empty slot where it would go."""
     slot = ((key * _MIX) >> (64 - bits)) & mask
@@ -171,12 +182,7 @@ def segment_kernel(data: np.ndarray, offsets: np.ndarray, weights: np.ndarray, f
                         last_id[e] = t
                 if e == n:
                     break
-                if e == s + 1:
-                    node = second[data[a + s] * 256 + data[a + e]]
-                else:
-                    key = node * 256 + data[a + e]
-                    slot = slot_of(edges, key, bits, mask)
-                    node = edges[slot, 1] if edges[slot, 0] == key else -1
+                node = next_node(node, data, a, s, e, second, edges, bits, mask)
                 if node < 0:
                     break
                 e += 1
