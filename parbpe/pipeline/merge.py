@@ -105,9 +105,6 @@ def merge_stage(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> Merge
     table_name, encode_name, _ = job.names
     encoded = None
     with ctx.stage(table_name):
-        if ctx.kernels_ahead is not None:  # the merge's kernels, compiled beside the count: in numba's cache now
-            ctx.kernels_ahead.wait()
-            ctx.kernels_ahead = None
         release_arrow_memory()
         straight = _straight_base(ctx, chunks, job)
         if straight is None:
@@ -255,6 +252,19 @@ def _encode_straight(ctx: RunContext, chunks: TrainingChunks, job: MergeJob, bas
     return fit, table, room
 
 
+def _settle_kernels_ahead(ctx: RunContext, merges_with_kernels: bool) -> None:
+    """The process compiling the merge's kernels beside the count (kernels_ahead.py), if one runs:
+    waited for where this merge runs kernels (they are in numba's cache then), else stopped."""
+    ahead, ctx.kernels_ahead = ctx.kernels_ahead, None
+    if ahead is None:
+        return
+    if merges_with_kernels:
+        ahead.wait()
+    else:
+        ahead.record["not_needed"] = True  # (the text's table came out too small for the merge's kernels)
+        ahead.close()
+
+
 def _fit(ctx: RunContext, chunks: TrainingChunks, job: MergeJob, base: tuple[int, int],
          tokens_per_byte: float | None) -> tuple[MergeFit, str]:
     """The merge stage's fit (fit_merge_stage, its cutoff kept in the run directory) and its room
@@ -287,6 +297,7 @@ def _fit(ctx: RunContext, chunks: TrainingChunks, job: MergeJob, base: tuple[int
                  f"{format_size(reckoned)} reckoned: another run of the same command may hold less and keep more "
                  "chunks (a --freq-cutoff fixes the table)")
     room = _room(fit, ctx.budget)
+    _settle_kernels_ahead(ctx, room != "numpy" and jit.merge_kernels(fit.tokens))
     if room == "speed":
         preload_kernels(fit.tokens, config.vocab_size, fit.workers, config.pair_count == "nonoverlap")
     if fit.auto_cutoff:

@@ -127,3 +127,18 @@ def test_a_real_first_run_in_an_empty_numba_cache(corpus, reference, tmp_path):
         runs.append(json.loads((out / "stats.json").read_text())["kernels"])
     assert runs[0]["ahead"]["exit"] == 0 and runs[0]["compiled"]
     assert "ahead" not in runs[1] and runs[1]["compiled"] == []
+
+
+def test_a_merge_that_runs_numpy_stops_it_instead_of_waiting(corpus, reference, tmp_path, cold, monkeypatch):
+    """The text's size promised a table the merge kernels take; the table came out smaller (under auto,
+    numpy merges it): the compiling process is stopped, not waited for."""
+    monkeypatch.setattr(kernels_ahead, "_CHILD", "import time; time.sleep(600)")
+    monkeypatch.setattr(kernels_ahead, "TABLE_TOKENS_PER_BYTE", 10**6)  # every text "makes" a large table
+    monkeypatch.setattr(kernels_ahead.jit, "COUNT_MIN_BYTES", 0)
+    out = tmp_path / "tok"
+    parbpe.train(str(corpus), vocab_size=600, workers=1, jit="auto", out_dir=out)
+    stats = json.loads((out / "stats.json").read_text())
+    ahead = stats["kernels"]["ahead"]
+    assert ahead["families"] == ["reduce", "merge"] and ahead["not_needed"] and ahead["exit"] == -signal.SIGKILL
+    assert stats["seconds"]["table"] < 30  # (not the child's 600 s)
+    assert (out / "merges.txt").read_bytes() == reference
