@@ -206,31 +206,16 @@ def pieces_counted(paths: Paths, texts: list[list[str]] | None = None, patterns=
 def pieces_keyed(paths: Paths) -> None:
     """jit_pieces.keyed_pieces (the cut-and-key kernel, any window) against cuts.cut_bounds and short_keys:
     the same pieces, the short ones' keys, the 9-16 byte ones' words and the long ones' bytes."""
-    from parbpe.count import jit_pieces, short_keys
-    from parbpe.count.cuts import cut_bounds
     from parbpe.count.pieces import string_buffers
-
-    def reference(offsets: np.ndarray, data: np.ndarray) -> tuple:
-        bounds = cut_bounds(offsets, data)
-        starts, lengths = bounds[:-1], np.diff(bounds)
-        fit = short_keys.fits(data, starts, lengths, 2 * short_keys.MAX_BYTES)
-        short = fit & (lengths <= short_keys.MAX_BYTES)
-        mid = fit & ~short
-        keys = short_keys.keys_of(data, starts, lengths)
-        second = short_keys.keys_of(data, starts[mid] + 8, lengths[mid] - 8)
-        long = [data[s:e].tobytes() for s, e in zip(starts[~fit], bounds[1:][~fit])]
-        return keys[short], keys[mid], second, long
-
-    def keyed(offsets: np.ndarray, data: np.ndarray, window: int) -> tuple:
-        keys, first, second, long = jit_pieces.keyed_pieces(offsets, data, window)
-        return keys, first, second, [s.encode() for part in long for s in part.to_pylist()]
+    from tests.count.test_jit_pieces import kernel_pieces, numpy_pieces
 
     for documents in text_cases(10):
         array = pa.array(documents, pa.string())
         for part in (array, array.slice(min(len(array), 3))):  # offsets not from 0
             offsets, data = string_buffers(part)
             for window in (1, 7, 1 << 18):
-                equal(paths.kernels(keyed, offsets, data, window), paths.numpy(reference, offsets, data), "keyed")
+                equal(paths.kernels(kernel_pieces, offsets, data, window), paths.numpy(numpy_pieces, offsets, data),
+                      "keyed")
 
 
 def chunks_keyed(paths: Paths) -> None:

@@ -31,7 +31,7 @@ def _texts(seed: int, documents: int = 100) -> list[str]:
     return texts + ["", "a", " ", "\u3000 ", "р ", "x" * 17, "\x00" * 9, ""]
 
 
-def _reference(offsets: np.ndarray, data: np.ndarray) -> tuple:
+def numpy_pieces(offsets: np.ndarray, data: np.ndarray) -> tuple:
     """numpy's pieces: keys of the short ones, words of the 9-16 byte ones, the others' bytes."""
     bounds = cut_bounds(offsets, data)
     starts, lengths = bounds[:-1], np.diff(bounds)
@@ -44,7 +44,7 @@ def _reference(offsets: np.ndarray, data: np.ndarray) -> tuple:
     return keys[short], keys[mid], second, long
 
 
-def _kernel(offsets: np.ndarray, data: np.ndarray, window: int) -> tuple:
+def kernel_pieces(offsets: np.ndarray, data: np.ndarray, window: int) -> tuple:
     keys, first, second, long = jit_pieces.keyed_pieces(offsets, data, window)
     return keys, first, second, [s.encode("utf-8") for part in long for s in part.to_pylist()]
 
@@ -57,15 +57,15 @@ def _equal(got: tuple, expected: tuple) -> bool:
 @pytest.mark.parametrize("seed", range(4))
 def test_the_kernel_keys_the_pieces_numpy_cuts(seed, window):
     offsets, data = string_buffers(pa.array(_texts(seed), pa.string()))
-    expected = _reference(offsets, data)
+    expected = numpy_pieces(offsets, data)
     assert len(expected[0]) > 50 and len(expected[1]) > 10 and len(expected[3]) > 10  # every kind is there
-    assert _equal(_kernel(offsets, data, window), expected)
+    assert _equal(kernel_pieces(offsets, data, window), expected)
 
 
 def test_a_slice_of_a_larger_array_and_empty_input():
     texts = pa.array(_texts(9), pa.string()).slice(5, 30)  # offsets not from 0, bytes not aligned
     offsets, data = string_buffers(texts)
-    assert _equal(_kernel(offsets, data, 5), _reference(offsets, data))
+    assert _equal(kernel_pieces(offsets, data, 5), numpy_pieces(offsets, data))
     offsets, data = string_buffers(pa.array(["", ""], pa.string()))
     keys, first, second, long = jit_pieces.keyed_pieces(offsets, data)
     assert len(keys) == len(first) == len(second) == sum(map(len, long)) == 0
@@ -81,7 +81,7 @@ def test_one_keyer_for_many_batches_of_any_size():
                  for k, f, s, long in keyer.pieces(offsets, data)]
         assert len(parts) > 1  # several segments
         got = tuple(np.concatenate([p[i] for p in parts]) for i in range(3)) + ([x for p in parts for x in p[3]],)
-        assert _equal(got, _reference(offsets, data))
+        assert _equal(got, numpy_pieces(offsets, data))
 
 
 def test_a_wrong_rule_is_caught(monkeypatch):
@@ -90,7 +90,7 @@ def test_a_wrong_rule_is_caught(monkeypatch):
     codes[ord(",")] &= 0xFF ^ jit_pieces.NOT_WHITESPACE_BIT
     monkeypatch.setattr(jit_pieces, "_CODES", codes)
     offsets, data = string_buffers(pa.array(["a, b, c", "x, y"], pa.string()))
-    assert not _equal(_kernel(offsets, data, 64), _reference(offsets, data))
+    assert not _equal(kernel_pieces(offsets, data, 64), numpy_pieces(offsets, data))
 
 
 @pytest.mark.parametrize("seed", range(3))
