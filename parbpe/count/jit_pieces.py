@@ -276,7 +276,7 @@ class PieceKeyer:
         self._fit("long_ends", 0, n_chunks + 1)
         self.long_ends[0] = 0
         self._fit("long_bytes", 0, len(data))
-        key_chunks(data, words, bounds, np.ascontiguousarray(offsets, np.int64), np.asarray(counts, np.int64),
+        key_chunks(data, words, bounds, _readonly(offsets), _readonly(counts),
                    self.keys, self.key_counts, self.first, self.second, self.pair_counts, self.long_bytes,
                    self.long_ends[1:], self.long_counts, self.written)
         n_keys, n_pairs, n_long, n_long_bytes = (int(x) for x in self.written[:4])
@@ -315,3 +315,11 @@ def keyed_pieces(offsets: np.ndarray, data: np.ndarray, window: int = _WINDOW) -
     if not parts:
         return np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.uint64), []
     return np.concatenate(parts[0]), np.concatenate(parts[1]), np.concatenate(parts[2]), list(parts[3])
+
+
+def _readonly(values: np.ndarray) -> np.ndarray:
+    """values as a read-only, contiguous int64 view (a copy only where they are not so): the kernel
+    then has one signature to compile, whether the caller's array was writable or not."""
+    view = np.ascontiguousarray(values, np.int64).view()
+    view.flags.writeable = False
+    return view

@@ -19,7 +19,7 @@ import numpy as np
 from .. import jit
 from . import linked_kernels
 from .exact import boundary_events, prefix_stop
-from .pair_index import PairIndex, searched
+from .pair_index import PairIndex, merged_runs, searched
 from .pairs import (
     aggregate,
     aggregate_sorted,
@@ -135,6 +135,8 @@ def _warm_linked(token_dtype: np.dtype) -> None:
     engine.apply(np.array([97, 98]), np.array([97, 99]), np.array([256, 257]))
     engine.apply_hits(*engine.find_hits(np.array([98]), np.array([97])), np.array([258]))  # exact batching's steps
     linked_kernels._cut(engine.records, np.array([0, 1 << 20], dtype=np.int64), 20)  # (two threads' rounds)
+    linked_kernels._by_position(np.array([2, 1], dtype=np.int64), 20, 4)  # (a round of many candidates)
+    merged_runs(np.array([1, 3], dtype=np.uint64), np.array([2], dtype=np.uint64))  # (a fold of packed blocks)
     if engine.index.packed:  # (the spans in a large packed block)
         searched(engine.index.blocks[0], engine.index.blocks[0][:2])
     engine.index.blocks.clear()
