@@ -505,8 +505,8 @@ def uses_jit(pattern: str, mode: str | None = None) -> bool:
 def prepare(pattern: str, mode: str | None = None) -> None:
     """When the numba lexer splits pattern: load numba, the character tables and the kernels in this
     process, so that workers forked from it find them ready, each for the argument types the workers
-    pass (writable text, counts from the hash tables and from pyarrow): a kernel's other types are
-    another load from the cache, slower in each worker than once here. mode: the run's (uses_jit)."""
+    pass: a kernel's other types are another load from the cache, slower in each worker than once
+    here. mode: the run's (uses_jit)."""
     if not uses_jit(pattern, mode):
         return
     data = np.frombuffer("It's 12 x\n\n  é's".encode(), np.uint8).copy()
@@ -518,7 +518,4 @@ def prepare(pattern: str, mode: str | None = None) -> None:
     if kind != SUPERWORD:  # the pieces' kernels too: cutting and keying, spelling and splitting the
         keyed_pieces(docs, data)  # distinct pieces, keying the split's chunks
         spell(np.ones(1, np.uint64))
-        pyarrow_counts = np.ones(1, np.int64)
-        pyarrow_counts.flags.writeable = False
-        for counts in (np.ones(1, np.int64), pyarrow_counts):
-            PieceKeyer().chunks(data, docs, bounds, counts)
+        PieceKeyer().chunks(data, docs, bounds, np.ones(1, np.int64))  # (any counts: one signature)
