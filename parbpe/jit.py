@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -289,6 +290,7 @@ class Kernel:
         self.twin = twin
         self.options = options
         self._compiled: Callable | None = None
+        self.elsewhere = False  # another process compiles it into numba's cache now (kernels_ahead)
         self.__name__ = python.__name__
         self.__doc__ = python.__doc__
         self.__module__ = python.__module__
@@ -301,6 +303,12 @@ class Kernel:
 
     def _run(self, args: tuple) -> Any:
         compiled = self._compiled
+        calls = _recording
+        if calls is not None:  # (signatures_of: recorded and run as Python)
+            call = (f"{self.__module__}.{self.__name__}", tuple(_numba.typeof(a) for a in args))
+            if call not in calls:
+                calls.append(call)
+            return self.python(*args)
         if compiled is None:
             compiled = self._load(args)
         try:
@@ -318,11 +326,32 @@ class Kernel:
                 if numba_module() is None:
                     require()
                     raise KernelsMissing(f"{self.__name__} needs numba: {INSTALL_HINT}")
-                dispatcher = _njit(_in_namespace(self.python, _namespace(self.python.__module__)), self.options)
-                with compiles.timing(self.__name__, dispatcher):
-                    dispatcher.compile(tuple(_numba.typeof(a) for a in args))
-                self._compiled = dispatcher
+                self.load_for(tuple(_numba.typeof(a) for a in args))
         return self._compiled
+
+    def load_for(self, types: tuple) -> None:
+        """Compile (or load from numba's cache) the code for these argument types, without a call."""
+        with _lock:
+            dispatcher = self._compiled
+            if dispatcher is None:
+                dispatcher = _njit(_in_namespace(self.python, _namespace(self.python.__module__)), self.options)
+            with compiles.timing(self.__name__, dispatcher):
+                dispatcher.compile(types)
+            self._compiled = dispatcher
+
+    def code_size(self) -> int:
+        """Bytes of Python bytecode numba compiles for it: its own and every helper's it inlines (what
+        its compile time grows with, for dealing kernels to compiling processes)."""
+        names, seen, size, todo = _namespace(self.python.__module__), set(), 0, [self.python]
+        while todo:
+            function = todo.pop()
+            if function in seen:
+                continue
+            seen.add(function)
+            size += len(function.__code__.co_code)
+            todo += [names[n] for n in function.__code__.co_names
+                     if isinstance(names.get(n), types.FunctionType) and names[n] in _helpers]
+        return size
 
 
 def _interrupt_behind(exc: BaseException) -> BaseException | None:
@@ -459,6 +488,41 @@ interrupts = _Interrupts()
 
 
 # --- loading ahead ----------------------------------------------------------------------------------
+_recording: list | None = None  # the kernel calls signatures_of records (from every thread) while it runs
+
+
+def signatures_of(warm_up: Callable[[], None]) -> list[tuple[str, tuple]]:
+    """The kernels warm_up() calls, by KERNELS name, with the numba types of each call's arguments, in
+    call order and once each. Meanwhile the kernels run as plain Python (warm-ups call them on a few
+    bytes: milliseconds) and nothing is compiled or loaded: the list is what a first run must compile,
+    and compiling processes deal it out (deal) and compile their shares (Kernel.load_for). Every
+    thread's kernel calls are recorded meanwhile (a warm-up's own threads too): no other may run one."""
+    global _recording
+    numba_module()
+    with _lock:
+        _recording = calls = []
+        try:
+            with warnings.catch_warnings():  # (a kernel's integers wrap silently; numpy's scalars warn)
+                warnings.simplefilter("ignore", RuntimeWarning)
+                warm_up()
+        finally:
+            _recording = None
+    return calls
+
+
+def deal(calls: list[tuple[str, tuple]], hands: int) -> list[list[tuple[str, tuple]]]:
+    """calls dealt to `hands` compiling processes, the largest kernel first to the hand with the least
+    code (Kernel.code_size): every process computes the same deal from the same calls, in any order."""
+    dealt: list[list[tuple[str, tuple]]] = [[] for _ in range(hands)]
+    sizes = [0] * hands
+    by_size = sorted(calls, key=lambda call: (-KERNELS[call[0]].code_size(), call[0], str(call[1])))
+    for call in by_size:
+        least = sizes.index(min(sizes))
+        dealt[least].append(call)
+        sizes[least] += KERNELS[call[0]].code_size()
+    return dealt
+
+
 def preload(name: str, warm_up: Callable[[], None]) -> None:
     """Run warm_up() (kernel calls on tiny arrays: numba's import and the kernels' loading) in a
     background thread, once per name in this process, while the caller goes on with work that

@@ -28,11 +28,11 @@ _FEW = 1000  # tied strings left to Python's sort (a numpy pass per 8 bytes cost
 def byte_order(strings: pa.Array) -> np.ndarray:
     """The indices that sort a string array (no nulls) by its UTF-8 bytes, stably: sort_indices' order.
 
-    By the numba kernel (radix_order) where this process has numba loaded (or --jit on), else with
-    numpy, the reference (the kernel sorts SuperBPE's superword chunks in well under half numpy's
-    time)."""
+    By the numba kernel (radix_order) where this process has numba loaded (or --jit on) and no other
+    process is compiling it (a first run's, which leaves the kernel to later runs), else with numpy,
+    the reference (the kernel sorts SuperBPE's superword chunks in well under half numpy's time)."""
     offsets, data = string_buffers(strings)
-    if jit.warm():
+    if jit.warm() and not _radix_sort.elsewhere:
         return radix_order(offsets, data)
     if len(data) and not data.all():  # a zero byte: the padding could tie strings of different lengths
         return pc.sort_indices(strings.cast(pa.large_binary())).to_numpy()

@@ -507,8 +507,12 @@ def prepare(pattern: str, mode: str | None = None) -> None:
     process, so that workers forked from it find them ready, each for the argument types the workers
     pass: a kernel's other types are another load from the cache, slower in each worker than once
     here. mode: the run's (uses_jit)."""
-    if not uses_jit(pattern, mode):
-        return
+    if uses_jit(pattern, mode):
+        load_kernels(pattern)
+
+
+def load_kernels(pattern: str) -> None:
+    """The counting kernels for pattern (a built-in one), each called once on a few bytes."""
     data = np.frombuffer("It's 12 x\n\n  é's".encode(), np.uint8).copy()
     docs = np.array([0, len(data)], np.int64)
     kind, group = kind_of(pattern)

@@ -181,6 +181,8 @@ def count_units(ctx: RunContext, units: list[WorkUnit], config: TrainConfig, run
         unit_bytes = max(sizes)
         numpy_only = not jit_fits(budget, workers, unit_bytes, config.pattern, sum(sizes))
         if not numpy_only:
+            if ctx.kernels_ahead is not None:  # a first run: the counting kernels compiled in several processes
+                ctx.kernels_ahead.wait_count()
             prepare(config.pattern, config.jit)  # numba and the lexer: the layout sees their weight
         layout = count_layout(budget, workers, ctx.in_use(), unit_bytes)
         data_limit, parent_counts = layout.data_limit, layout.parent_counts

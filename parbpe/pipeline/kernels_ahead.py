@@ -1,18 +1,23 @@
-"""The later stages' kernels compiled beside the count, on a first run after an install.
+"""A first run's kernels compiled in processes of their own, several at a time.
 
 numba compiles a kernel on its first call, in the process that calls it, one kernel at a time: a
-first run compiles the counting kernels while its second core waits, then the reduce's sort, then
-the merge's kernels as the merge stage starts. Where the kernels are not in numba's cache yet (the
-first kernel this run loads had to be compiled), a process of its own compiles the reduce's and the
-merge's kernels into numba's cache while this one compiles and runs the count; those stages then
-load them. It writes nothing but numba's cache (numba replaces its files whole); if it fails or is
-killed, each stage compiles what it needs as before, with the same result.
+first run would compile the counting kernels while the other cores wait, then the reduce's sort,
+then the merge's kernels as the merge stage starts. Where the kernels are not in numba's cache yet
+(the first kernel this run loads had to be compiled), processes of their own compile them into
+numba's cache instead, one process a core (at most PROCESSES, as the budget allows): each records
+what the run will compile (jit.signatures_of: the warm-ups run as plain Python, in milliseconds),
+takes its share of the same deal (jit.deal) and compiles it. The counting kernels come first, dealt
+to the processes and to this one; the count waits for them (wait_count), then loads them all from
+the cache. The reduce's and merge's kernels follow while the count runs; the merge stage waits for
+them (wait). The processes write nothing but numba's cache (numba replaces its files whole); if one
+fails or is killed, each stage compiles what it lacks as before, with the same result.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import select
 import subprocess
 import sys
 import time
@@ -25,56 +30,100 @@ from ..merge.selection import PairQueue
 from ..run.pool import die_with_parent
 from .context import RunContext
 
-RSS = 400 * 10**6  # what the compiling process may hold (numba, its compiler, the kernels)
-MIN_BUDGET = 4 * RSS  # a smaller budget is left to the stages themselves
-WAIT = 120.0  # the longest the merge stage waits for it (then it is stopped, and the stage compiles)
+RSS = 400 * 10**6  # what one compiling process may hold (numba, its compiler, the kernels)
+MIN_BUDGET = 4 * RSS  # the budget a compiling process needs (a smaller one is left to the stages)
+PROCESSES = 4  # the most compiling processes (more gained nothing past realmix's largest kernels)
+WAIT = 120.0  # the longest the merge stage waits for them (then they are stopped, and it compiles)
+COUNT_WAIT = 60.0  # the longest the count waits for their counting kernels (then it compiles what it lacks)
+COUNT_READY = b"count\n"  # a process's line once its share of the counting kernels is in the cache
 _CHILD = ("import sys; sys.path.insert(0, sys.argv[2]); from parbpe.pipeline.kernels_ahead import child; "
-          "sys.exit(child(sys.argv[1].split(','), int(sys.argv[3]), int(sys.argv[4])))")
+          "sys.exit(child(sys.argv[1].split(','), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], "
+          "int(sys.argv[6]), int(sys.argv[7])))")
 TABLE_TOKENS_PER_BYTE = 0.07  # a text's table tokens per byte (realmix: 11.05 M of 152.8 MB), for the merge's choice
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class KernelsAhead:
-    """The compiling process, started by start(); wait() lets it finish (or stops it), close() stops it."""
+    """The compiling processes, started at once; wait_count() and wait() let them finish (or stop
+    them), close() stops them."""
 
-    def __init__(self, ctx: RunContext, families: list[str], vocab_size: int) -> None:
-        # -P and this parbpe's directory first: the child imports this parbpe whatever its working directory holds
-        self._proc = subprocess.Popen([sys.executable, "-P", "-c", _CHILD, ",".join(families), _ROOT, str(vocab_size),
-                                       str(os.getpid())],
-                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.pid = self._proc.pid
+    def __init__(self, ctx: RunContext, families: list[str], vocab_size: int, pattern: str, processes: int) -> None:
         self.families = families
-        self.status: int | None = None
-        self.record: dict = {"families": families}
+        self.pattern = pattern
+        self._procs: list[subprocess.Popen] = []
+        self._elsewhere: list[jit.Kernel] = []
+        self._counting: set[int] = set(range(processes)) if "count" in families else set()
+        self.record: dict = {"families": families, "processes": processes}
         ctx.kernels_ahead_record = self.record
-        self._ctx = ctx
-        ctx.reserved += RSS  # the stages' memory models count it while it runs
+        self._ctx: RunContext | None = ctx
+        ctx.reserved += RSS * processes  # the stages' memory models count them while they run
+        for hand in range(1, processes + 1):  # (hand 0: this process's share of the counting kernels)
+            # -P and this parbpe's directory first: the child imports this parbpe whatever its working directory holds
+            self._procs.append(subprocess.Popen(
+                [sys.executable, "-P", "-c", _CHILD, ",".join(families), _ROOT, str(vocab_size), str(os.getpid()),
+                 pattern, str(hand), str(processes + 1)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
+        self.pids = [proc.pid for proc in self._procs]
+        if "reduce" in families:  # (the reduce's sort takes numpy meanwhile, and leaves the kernel to later runs)
+            from ..count.byte_order import _radix_sort
+
+            self._elsewhere.append(_radix_sort)
+        for kernel in self._elsewhere:
+            kernel.elsewhere = True
+
+    def wait_count(self) -> None:
+        """This process's share of the counting kernels compiled, then each process's: every counting
+        kernel is in numba's cache after it (a process that failed left its share to the count)."""
+        if not self._counting:
+            return
+        start = time.perf_counter()
+        with contextlib.suppress(Exception):  # (an error here is the count's to raise, where it belongs)
+            _compile_share(count_calls(self.pattern), 0, len(self._procs) + 1)
+        deadline = start + COUNT_WAIT
+        while self._counting and time.perf_counter() < deadline:
+            pipes = {self._procs[i].stdout: i for i in self._counting}
+            ready, _, _ = select.select(list(pipes), [], [], max(0.0, deadline - time.perf_counter()))
+            for pipe in ready:
+                if os.read(pipe.fileno(), len(COUNT_READY)) in (COUNT_READY, b""):  # (b"": it ended)
+                    self._counting.discard(pipes[pipe])
+        self.record["count_waited_seconds"] = round(time.perf_counter() - start, 2)
 
     def wait(self, timeout: float = WAIT) -> None:
-        """Wait for it to finish (stopped after timeout); stats.json's kernels.ahead says how it went."""
+        """Wait for every process to finish (stopped after timeout); stats.json's kernels.ahead says how it went."""
         start = time.perf_counter()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self._proc.wait(timeout=timeout)
+        for proc in self._procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.0, timeout - (time.perf_counter() - start)))
         waited = time.perf_counter() - start
         self.close()
         self.record["waited_seconds"] = round(waited, 2)
 
     def close(self) -> None:
-        if self._proc.poll() is None:
-            with contextlib.suppress(OSError):
-                self._proc.kill()
-        self.status = self._proc.wait()
-        self.record["exit"] = self.status  # (negative: killed by that signal; the stages compiled what they needed)
+        statuses = []
+        for proc in self._procs:
+            if proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    proc.kill()
+            statuses.append(proc.wait())
+            if proc.stdout is not None:
+                proc.stdout.close()
+        # (the first that is not 0; negative: killed by that signal. The stages compiled what they needed.)
+        self.record["exit"] = next((status for status in statuses if status), 0)
+        for kernel in self._elsewhere:
+            kernel.elsewhere = False
         if self._ctx is not None:
-            self._ctx.reserved -= RSS
+            self._ctx.reserved -= RSS * len(self._procs)
             self._ctx = None
 
 
 def start(ctx: RunContext, text_bytes: int | None) -> KernelsAhead | None:
-    """Start the compiling process, before the count, where the budget has room for it and the kernels
-    are not in numba's cache (a probe: one of the merge's smallest kernels, loaded here, had to be
-    compiled): the reduce's sort, and the merge's kernels where a text of text_bytes (None: not known)
-    makes a table they merge. None where it is not started; the run context stops it at the run's end."""
+    """Start the compiling processes, before the count, where the budget has room for them and the
+    kernels are not in numba's cache (a probe: the counting stage's smallest kernel, loaded here, had
+    to be compiled): the counting kernels where the text's size makes the count use them, the
+    reduce's sort, and the merge's kernels where a text of text_bytes (None: not known) makes a table
+    they merge. None where none is started; the run context stops them at the run's end."""
+    from ..count.jit_lexer import uses_jit
+
     config = ctx.config
     if ctx.budget < MIN_BUDGET or not jit.enabled() or ctx.cluster is not None:
         return None
@@ -84,9 +133,12 @@ def start(ctx: RunContext, text_bytes: int | None) -> KernelsAhead | None:
         families.append("merge")
     elif text_bytes is not None and not jit.worth(text_bytes, jit.COUNT_MIN_BYTES):
         return None  # a small run that loads no kernel: neither numba nor the probe for it
+    if text_bytes is not None and jit.worth(text_bytes, jit.COUNT_MIN_BYTES) and uses_jit(config.pattern):
+        families.insert(0, "count")
     if not cold():
         return None
-    ahead = KernelsAhead(ctx, families, config.vocab_size)
+    processes = max(1, min(os.cpu_count() or 1, PROCESSES, ctx.budget // MIN_BUDGET))
+    ahead = KernelsAhead(ctx, families, config.vocab_size, config.pattern, processes)
     ctx.on_close(ahead.close)
     return ahead
 
@@ -102,16 +154,38 @@ def cold() -> bool:
     return len(jit.compiles.compiled) > before[1]
 
 
-def child(families: list[str], vocab_size: int, parent: int) -> int:
-    """The compiling process: the families' kernels (the merge's for a table of vocab_size's token
-    type) loaded, so compiled and written to numba's cache, in the order the run calls them."""
+def child(families: list[str], vocab_size: int, parent: int, pattern: str, hand: int, hands: int) -> int:
+    """A compiling process: its hand of the deal of the counting kernels (of hands: the parent holds
+    hand 0), the line COUNT_READY, then its hand of the other families' kernels (of hands - 1)."""
     die_with_parent(parent)  # (at the run's priority: niced, it waited for the counting workers, and the
     jit.set_mode("on")      # merge stage waited for it)
-    if "reduce" in families:
-        _warm_reduce()
-    if "merge" in families:
-        _warm_merge(vocab_size)
+    if "count" in families:
+        _compile_share(count_calls(pattern), hand, hands)
+        os.write(sys.stdout.fileno(), COUNT_READY)
+    _compile_share(later_calls(families, vocab_size), hand - 1, hands - 1)
     return 0
+
+
+def later_calls(families: list[str], vocab_size: int) -> list[tuple[str, tuple]]:
+    """The calls of the reduce's and merge's kernels among families (vocab_size: the table's token type)."""
+    calls = []
+    if "reduce" in families:
+        calls += jit.signatures_of(_warm_reduce)
+    if "merge" in families:
+        calls += jit.signatures_of(lambda: _warm_merge(vocab_size))
+    return calls
+
+
+def count_calls(pattern: str) -> list[tuple[str, tuple]]:
+    """The counting kernels' calls for pattern (what count.jit_lexer.prepare loads)."""
+    from ..count.jit_lexer import load_kernels
+
+    return jit.signatures_of(lambda: load_kernels(pattern))
+
+
+def _compile_share(calls: list[tuple[str, tuple]], hand: int, hands: int) -> None:
+    for name, types in jit.deal(calls, hands)[hand]:
+        jit.KERNELS[name].load_for(types)
 
 
 def _warm_reduce() -> None:

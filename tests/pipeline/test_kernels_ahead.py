@@ -1,6 +1,7 @@
-"""The later stages' kernels compiled beside the count on a first run (pipeline/kernels_ahead.py): the
-same tokenizer whether the compiling process finishes, is killed, fails or is not started; it never
-outlives the run; a warm cache or a small budget starts none."""
+"""A first run's kernels compiled in processes of their own (pipeline/kernels_ahead.py): the same
+tokenizer whether the compiling processes finish, are killed, fail or are not started; they never
+outlive the run; a warm cache or a small budget starts none; each compiles its hand of one deal of
+the calls a warm-up records (jit.signatures_of, jit.deal), which are the calls the run makes."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import psutil
 import pytest
 
 import parbpe
+from parbpe import jit
+from parbpe.patterns import resolve_pattern
 from parbpe.pipeline import kernels_ahead
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,25 +55,28 @@ def cold(monkeypatch):
 
 def test_a_first_run_compiles_beside_the_count_and_the_run_waits_for_it(corpus, reference, tmp_path, cold):
     stats = _train(corpus, tmp_path / "tok")
-    assert stats["kernels"]["ahead"]["families"] == ["reduce", "merge"]
-    assert stats["kernels"]["ahead"]["exit"] == 0
+    ahead = stats["kernels"]["ahead"]
+    assert ahead["families"] == ["count", "reduce", "merge"]
+    assert ahead["exit"] == 0 and ahead["processes"] == min(os.cpu_count(), kernels_ahead.PROCESSES)
     assert (tmp_path / "tok" / "merges.txt").read_bytes() == reference
 
 
-def test_a_killed_compiling_process_changes_nothing(corpus, reference, tmp_path, cold, monkeypatch):
+def test_killed_compiling_processes_change_nothing(corpus, reference, tmp_path, cold, monkeypatch):
     started = []
     original = kernels_ahead.KernelsAhead.__init__
 
     def start_then_kill(self, *args, **kwargs):
         original(self, *args, **kwargs)
-        started.append(self.pid)
-        os.kill(self.pid, signal.SIGKILL)
+        started.extend(self.pids)
+        for pid in self.pids:
+            os.kill(pid, signal.SIGKILL)
 
     monkeypatch.setattr(kernels_ahead.KernelsAhead, "__init__", start_then_kill)
     stats = _train(corpus, tmp_path / "tok")
     assert stats["kernels"]["ahead"]["exit"] == -signal.SIGKILL
     assert (tmp_path / "tok" / "merges.txt").read_bytes() == reference
-    assert not psutil.pid_exists(started[0]) or psutil.Process(started[0]).status() == psutil.STATUS_ZOMBIE
+    assert started and all(not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+                           for pid in started)
 
 
 def test_a_failing_compiling_process_changes_nothing(corpus, reference, tmp_path, cold, monkeypatch):
@@ -88,7 +94,7 @@ def test_the_run_stops_it_when_the_run_fails(corpus, tmp_path, cold, monkeypatch
 
     def remember(self, *args, **kwargs):
         original(self, *args, **kwargs)
-        started.append(self.pid)
+        started.extend(self.pids)
 
     monkeypatch.setattr(kernels_ahead.KernelsAhead, "__init__", remember)
 
@@ -98,7 +104,7 @@ def test_the_run_stops_it_when_the_run_fails(corpus, tmp_path, cold, monkeypatch
     monkeypatch.setattr(parbpe.pipeline.vocabulary, "count_stage", failing_count)
     with pytest.raises(ValueError, match="the count failed"):
         _train(corpus, tmp_path / "tok")
-    assert started and not psutil.pid_exists(started[0])
+    assert started and not any(psutil.pid_exists(pid) for pid in started)
 
 
 def test_a_warm_cache_or_a_small_budget_starts_none(corpus, reference, tmp_path, monkeypatch):
@@ -112,8 +118,10 @@ def test_a_warm_cache_or_a_small_budget_starts_none(corpus, reference, tmp_path,
 
 
 def test_a_real_first_run_in_an_empty_numba_cache(corpus, reference, tmp_path):
-    """The command on an empty numba cache: the probe finds it cold, the compiling process fills the cache,
-    the tokenizer is the numpy path's; the next run finds the cache warm and starts none."""
+    """The command on an empty numba cache: the probe finds it cold, the compiling processes fill the
+    cache, the tokenizer is the numpy path's; this process compiled the probe and its hand of the
+    counting kernels, nothing else (every call recorded is a call the run made: one recorded wrong
+    would be compiled again here); the next run finds the cache warm and starts none."""
     pytest.importorskip("numba")
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
     runs = []
@@ -125,7 +133,9 @@ def test_a_real_first_run_in_an_empty_numba_cache(corpus, reference, tmp_path):
         assert done.returncode == 0, done.stderr[-2000:]
         assert (out / "merges.txt").read_bytes() == reference
         runs.append(json.loads((out / "stats.json").read_text())["kernels"])
-    assert runs[0]["ahead"]["exit"] == 0 and runs[0]["compiled"]
+    assert runs[0]["ahead"]["exit"] == 0
+    hand = jit.deal(kernels_ahead.count_calls(resolve_pattern("gpt4")), runs[0]["ahead"]["processes"] + 1)[0]
+    assert set(runs[0]["compiled"]) == {"_partition_kernel"} | {name.rsplit(".", 1)[1] for name, _ in hand}
     assert "ahead" not in runs[1] and runs[1]["compiled"] == []
 
 
@@ -133,12 +143,34 @@ def test_a_merge_that_runs_numpy_stops_it_instead_of_waiting(corpus, reference, 
     """The text's size promised a table the merge kernels take; the table came out smaller (under auto,
     numpy merges it): the compiling process is stopped, not waited for."""
     monkeypatch.setattr(kernels_ahead, "_CHILD", "import time; time.sleep(600)")
+    monkeypatch.setattr(kernels_ahead, "COUNT_WAIT", 0.5)  # (the hanging processes send no counting kernels)
     monkeypatch.setattr(kernels_ahead, "TABLE_TOKENS_PER_BYTE", 10**6)  # every text "makes" a large table
     monkeypatch.setattr(kernels_ahead.jit, "COUNT_MIN_BYTES", 0)
     out = tmp_path / "tok"
     parbpe.train(str(corpus), vocab_size=600, workers=1, jit="auto", out_dir=out)
     stats = json.loads((out / "stats.json").read_text())
     ahead = stats["kernels"]["ahead"]
-    assert ahead["families"] == ["reduce", "merge"] and ahead["not_needed"] and ahead["exit"] == -signal.SIGKILL
+    assert ahead["families"] == ["count", "reduce", "merge"] and ahead["not_needed"]
+    assert ahead["exit"] == -signal.SIGKILL and ahead["count_waited_seconds"] < 30
     assert stats["seconds"]["table"] < 30  # (not the child's 600 s)
     assert (out / "merges.txt").read_bytes() == reference
+
+
+def test_a_warm_up_is_recorded_without_compiling_and_dealt_whole():
+    """signatures_of runs the kernels as Python (nothing compiled or loaded), threads' calls included
+    (the merge warm-up sorts in two threads); deal gives every call to one hand, the largest first, the
+    same way each time."""
+    pytest.importorskip("numba")
+    before = jit.compiles.mark()
+    calls = jit.signatures_of(lambda: kernels_ahead._warm_merge(600))
+    calls += kernels_ahead.count_calls(resolve_pattern("gpt2"))
+    assert jit.compiles.mark() == before
+    names = [name for name, _ in calls]
+    assert len(set(calls)) == len(calls) and {"parbpe.merge.linked_kernels._count_seconds",
+                                               "parbpe.count.jit_lexer.gpt2_starts"} <= set(names)
+    hands = jit.deal(calls, 3)
+    assert sorted(sum(hands, []), key=repr) == sorted(calls, key=repr) and all(hands)
+    assert hands == jit.deal(list(reversed(calls)), 3)
+    sizes = [sum(jit.KERNELS[name].code_size() for name, _ in hand) for hand in hands]
+    largest = max(jit.KERNELS[name].code_size() for name in names)
+    assert max(sizes) - min(sizes) <= largest
