@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from .. import jit
 from ..merge.selection import PairQueue
+from ..patterns import SUPERWORD_PATTERN
 from ..run.pool import die_with_parent
 from .context import RunContext
 
@@ -35,7 +36,8 @@ MIN_BUDGET = 4 * RSS  # the budget a compiling process needs (a smaller one is l
 PROCESSES = 4  # the most compiling processes (more gained nothing past realmix's largest kernels)
 WAIT = 120.0  # the longest the merge stage waits for them (then they are stopped, and it compiles)
 COUNT_WAIT = 60.0  # the longest the count waits for their counting kernels (then it compiles what it lacks)
-COUNT_READY = b"count\n"  # a process's line once its share of the counting kernels is in the cache
+COUNT_READY = b"count\n"  # a process's line once its hand of the counting kernels is in the cache
+MERGE_READY = b"merge\n"  # ... of the reduce's and merge's (where SuperBPE's stage-2 kernels follow)
 _CHILD = ("import sys; sys.path.insert(0, sys.argv[2]); from parbpe.pipeline.kernels_ahead import child; "
           "sys.exit(child(sys.argv[1].split(','), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], "
           "int(sys.argv[6]), int(sys.argv[7])))")
@@ -52,7 +54,7 @@ class KernelsAhead:
         self.pattern = pattern
         self._procs: list[subprocess.Popen] = []
         self._elsewhere: list[jit.Kernel] = []
-        self._counting: set[int] = set(range(processes)) if "count" in families else set()
+        self._ended: set[subprocess.Popen] = set()  # processes that ended (or sent garbage) before a line
         self.record: dict = {"families": families, "processes": processes}
         ctx.kernels_ahead_record = self.record
         self._ctx: RunContext | None = ctx
@@ -72,21 +74,36 @@ class KernelsAhead:
             kernel.elsewhere = True
 
     def wait_count(self) -> None:
-        """This process's share of the counting kernels compiled, then each process's: every counting
-        kernel is in numba's cache after it (a process that failed left its share to the count)."""
-        if not self._counting:
+        """This process's hand of the counting kernels compiled, then each process's: every counting
+        kernel is in numba's cache after it (a process that failed left its hand to the count)."""
+        if "count" not in self.families:
             return
         start = time.perf_counter()
         with contextlib.suppress(Exception):  # (an error here is the count's to raise, where it belongs)
             _compile_share(count_calls(self.pattern), 0, len(self._procs) + 1)
-        deadline = start + COUNT_WAIT
-        while self._counting and time.perf_counter() < deadline:
-            pipes = {self._procs[i].stdout: i for i in self._counting}
-            ready, _, _ = select.select(list(pipes), [], [], max(0.0, deadline - time.perf_counter()))
-            for pipe in ready:
-                if os.read(pipe.fileno(), len(COUNT_READY)) in (COUNT_READY, b""):  # (b"": it ended)
-                    self._counting.discard(pipes[pipe])
+        self._read_line(COUNT_READY, start + COUNT_WAIT)
         self.record["count_waited_seconds"] = round(time.perf_counter() - start, 2)
+
+    def wait_merge(self) -> None:
+        """The merge's kernels in the cache (the processes then compile SuperBPE's stage-2 kernels, where
+        the run has a stage 2, and stage 2 waits for them: wait), or every process ended."""
+        start = time.perf_counter()
+        if "superbpe" in self.families:
+            self._read_line(MERGE_READY, start + WAIT)
+        else:
+            self.wait()
+        self.record["merge_waited_seconds"] = round(time.perf_counter() - start, 2)
+
+    def _read_line(self, line: bytes, deadline: float) -> None:
+        """Read `line` from each process that has not ended (one that ended, or sent anything else, is
+        not read again), until deadline."""
+        waiting = {proc.stdout: proc for proc in self._procs if proc not in self._ended}
+        while waiting and time.perf_counter() < deadline:
+            ready, _, _ = select.select(list(waiting), [], [], max(0.0, deadline - time.perf_counter()))
+            for pipe in ready:
+                if os.read(pipe.fileno(), len(line)) != line:  # (b"": it ended)
+                    self._ended.add(waiting[pipe])
+                del waiting[pipe]
 
     def wait(self, timeout: float = WAIT) -> None:
         """Wait for every process to finish (stopped after timeout); stats.json's kernels.ahead says how it went."""
@@ -97,6 +114,9 @@ class KernelsAhead:
         waited = time.perf_counter() - start
         self.close()
         self.record["waited_seconds"] = round(waited, 2)
+
+    def running(self) -> bool:
+        return any(proc.poll() is None for proc in self._procs)
 
     def close(self) -> None:
         statuses = []
@@ -135,6 +155,8 @@ def start(ctx: RunContext, text_bytes: int | None) -> KernelsAhead | None:
         return None  # a small run that loads no kernel: neither numba nor the probe for it
     if text_bytes is not None and jit.worth(text_bytes, jit.COUNT_MIN_BYTES) and uses_jit(config.pattern):
         families.insert(0, "count")
+    if "merge" in families and config.superbpe_transition is not None:
+        families.append("superbpe")  # (the superword count beside the merge; stage 2's encoding and cut)
     if not cold():
         return None
     processes = max(1, min(os.cpu_count() or 1, PROCESSES, ctx.budget // MIN_BUDGET))
@@ -163,16 +185,22 @@ def child(families: list[str], vocab_size: int, parent: int, pattern: str, hand:
         _compile_share(count_calls(pattern), hand, hands)
         os.write(sys.stdout.fileno(), COUNT_READY)
     _compile_share(later_calls(families, vocab_size), hand - 1, hands - 1)
+    if "superbpe" in families:
+        os.write(sys.stdout.fileno(), MERGE_READY)
+        _compile_share(jit.signatures_of(lambda: _warm_superbpe(vocab_size)), hand - 1, hands - 1)
     return 0
 
 
 def later_calls(families: list[str], vocab_size: int) -> list[tuple[str, tuple]]:
-    """The calls of the reduce's and merge's kernels among families (vocab_size: the table's token type)."""
+    """The calls of the reduce's and merge's kernels among families (vocab_size: the table's token
+    type), and SuperBPE's superword count's (which starts beside the merge)."""
     calls = []
     if "reduce" in families:
         calls += jit.signatures_of(_warm_reduce)
     if "merge" in families:
         calls += jit.signatures_of(lambda: _warm_merge(vocab_size))
+    if "superbpe" in families:
+        calls += [call for call in count_calls(SUPERWORD_PATTERN) if call not in calls]
     return calls
 
 
@@ -205,3 +233,15 @@ def _warm_merge(vocab_size: int) -> None:
                       use_kernels=True)
     queue.update(np.array([(97 << 32) | 98, (256 << 32) | 97], dtype=np.int64), np.array([-1, 2], dtype=np.int64))
     queue.ranked(2)
+
+
+def _warm_superbpe(vocab_size: int) -> None:
+    from ..merge.cold_pairs import cut_table, pair_sums
+    from ..merge.encode import encode_chunk_arrays
+    from ..merge.table import token_dtype
+
+    data = np.frombuffer(b"ababcababc", dtype=np.uint8).copy()
+    table = encode_chunk_arrays(data, np.array([0, 4, 7, 10], dtype=np.int64), np.array([3, 2, 1], dtype=np.int64),
+                                [(97, 98)], np.dtype(token_dtype(vocab_size)))
+    keys, _, _ = pair_sums(table, use_jit=True)
+    cut_table(table, keys[:1], use_jit=True)

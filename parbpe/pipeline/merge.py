@@ -246,6 +246,7 @@ def _encode_straight(ctx: RunContext, chunks: TrainingChunks, job: MergeJob, bas
     """The table encoded straight from the chunk arrays (_straight_base), in two threads, and its fit:
     the tokens per byte the encoding left, base measured before it (so it keeps every chunk, as the
     fit at a token a byte did: encoding never adds tokens)."""
+    _finish_kernels_ahead(ctx)  # (a first run's stage-2 kernels: compiled beside stage 1's merge)
     table = encode_chunk_arrays(chunks.data, chunks.offsets, chunks.counts, job.encode[0],
                                 token_dtype(ctx.config.vocab_size), threads=THREADS)
     fit, room = _fit(ctx, chunks, job, base, len(table.tokens) / max(table_bytes, 1))
@@ -253,16 +254,27 @@ def _encode_straight(ctx: RunContext, chunks: TrainingChunks, job: MergeJob, bas
 
 
 def _settle_kernels_ahead(ctx: RunContext, merges_with_kernels: bool) -> None:
-    """The process compiling the merge's kernels beside the count (kernels_ahead.py), if one runs:
-    waited for where this merge runs kernels (they are in numba's cache then), else stopped."""
-    ahead, ctx.kernels_ahead = ctx.kernels_ahead, None
+    """The processes compiling a first run's kernels (kernels_ahead.py), if they run: waited for where
+    this merge runs kernels (until the merge's are in numba's cache; SuperBPE's stage 2 waits for the
+    rest: _finish_kernels_ahead), else stopped."""
+    ahead = ctx.kernels_ahead
     if ahead is None:
         return
-    if merges_with_kernels:
-        ahead.wait()
-    else:
+    if not merges_with_kernels:
         ahead.record["not_needed"] = True  # (the text's table came out too small for the merge's kernels)
-        ahead.close()
+        _finish_kernels_ahead(ctx, stop=True)
+        return
+    ahead.wait_merge()
+    if not ("superbpe" in ahead.families and ahead.running()):
+        _finish_kernels_ahead(ctx)
+
+
+def _finish_kernels_ahead(ctx: RunContext, stop: bool = False) -> None:
+    """The compiling processes, if they run, waited for (stopped past their time: KernelsAhead.wait), or
+    stopped at once."""
+    ahead, ctx.kernels_ahead = ctx.kernels_ahead, None
+    if ahead is not None:
+        ahead.close() if stop else ahead.wait()
 
 
 def _fit(ctx: RunContext, chunks: TrainingChunks, job: MergeJob, base: tuple[int, int],

@@ -117,23 +117,33 @@ def test_a_warm_cache_or_a_small_budget_starts_none(corpus, reference, tmp_path,
     assert (tmp_path / "small" / "merges.txt").read_bytes() == reference
 
 
-def test_a_real_first_run_in_an_empty_numba_cache(corpus, reference, tmp_path):
+@pytest.fixture(scope="module")
+def superbpe_reference(corpus, tmp_path_factory) -> bytes:
+    out = tmp_path_factory.mktemp("ref") / "tok"
+    parbpe.train(str(corpus), vocab_size=600, workers=1, jit="off", out_dir=out, superbpe_transition=0.8)
+    return (out / "merges.txt").read_bytes()
+
+
+@pytest.mark.parametrize("superbpe", [False, True], ids=["bpe", "superbpe"])
+def test_a_real_first_run_in_an_empty_numba_cache(corpus, request, tmp_path, superbpe):
     """The command on an empty numba cache: the probe finds it cold, the compiling processes fill the
     cache, the tokenizer is the numpy path's; this process compiled the probe and its hand of the
     counting kernels, nothing else (every call recorded is a call the run made: one recorded wrong
     would be compiled again here); the next run finds the cache warm and starts none."""
     pytest.importorskip("numba")
+    reference = request.getfixturevalue("superbpe_reference" if superbpe else "reference")
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
     runs = []
     for name in ("first", "second"):
         out = tmp_path / name
         done = subprocess.run([sys.executable, "-m", "parbpe", "train", str(corpus), "--vocab-size", "600",
-                               "--workers", "1", "--jit", "on", "--progress", "none", "--out", str(out)],
+                               "--workers", "1", "--jit", "on", "--progress", "none", "--out", str(out),
+                               *(["--superbpe-transition", "0.8"] if superbpe else [])],
                               capture_output=True, text=True, env=env, timeout=600)
         assert done.returncode == 0, done.stderr[-2000:]
         assert (out / "merges.txt").read_bytes() == reference
         runs.append(json.loads((out / "stats.json").read_text())["kernels"])
-    assert runs[0]["ahead"]["exit"] == 0
+    assert runs[0]["ahead"]["exit"] == 0 and ("superbpe" in runs[0]["ahead"]["families"]) == superbpe
     hand = jit.deal(kernels_ahead.count_calls(resolve_pattern("gpt4")), runs[0]["ahead"]["processes"] + 1)[0]
     assert set(runs[0]["compiled"]) == {"_partition_kernel"} | {name.rsplit(".", 1)[1] for name, _ in hand}
     assert "ahead" not in runs[1] and runs[1]["compiled"] == []
