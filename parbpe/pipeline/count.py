@@ -25,7 +25,7 @@ from ..count.partitions import N_PARTITIONS
 from ..count.reduce import TrainingChunks, check_pair_counts, combine_selections, reduce_runs
 from ..count.stream import QUEUE_BATCHES_PER_WORKER, count_stream_to_runs
 from ..io.iterables import STREAM_BATCH_BYTES, TextStream, text_batches
-from ..io.plan import unit_text_bytes
+from ..io.plan import text_size, unit_text_bytes
 from ..io.readers import ReadStats
 from ..io.sample import sample_documents
 from ..io.units import WorkUnit
@@ -177,9 +177,8 @@ def count_units(ctx: RunContext, units: list[WorkUnit], config: TrainConfig, run
         data_limit = worker_data_limit(budget, workers, process_rss(), max(unit_text_bytes(u) for u in units))
     elif data_limit is None:  # local workers start as the whole tree is now
         trim_heap()
-        sizes = [unit_text_bytes(u) for u in units]
-        unit_bytes = max(sizes)
-        numpy_only = not jit_fits(budget, workers, unit_bytes, config.pattern, sum(sizes))
+        unit_bytes = max(unit_text_bytes(u) for u in units)
+        numpy_only = not jit_fits(budget, workers, unit_bytes, config.pattern, text_size(units))
         if not numpy_only:
             if ctx.kernels_ahead is not None:  # a first run: the counting kernels compiled in several processes
                 ctx.kernels_ahead.wait_count()

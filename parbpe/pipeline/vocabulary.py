@@ -19,7 +19,7 @@ from typing import Any
 
 from ..config import TrainConfig
 from ..count.reduce import TrainingChunks
-from ..io.plan import unit_text_bytes
+from ..io.plan import text_size, unit_text_bytes
 from ..merge.coordinator import MergeResult
 from ..merge.encode import rank_order_batches
 from ..merge.fit import MergeFit
@@ -77,7 +77,7 @@ def _text_bytes(units: Any) -> int | None:
     """The bytes of text a plan's units hold (None: texts from an iterable, or counts files)."""
     if not isinstance(units, list) or any(unit.kind.startswith("counts") for unit in units):
         return None
-    return sum(unit_text_bytes(unit) for unit in units)
+    return text_size(units)
 
 
 class Bpe:

@@ -11,6 +11,7 @@ import pytest
 import parbpe
 from parbpe.cli import main
 from parbpe.io.plan import expand_inputs, plan
+from parbpe.io.units import WorkUnit
 
 TEXT = "The quick brown fox jumps over the lazy dog. " * 40
 
@@ -108,3 +109,30 @@ def test_a_saved_datasets_directory_says_how_to_load_it(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "Hugging Face datasets directory (made by save_to_disk)" in err
     assert f"datasets.load_from_disk({str(saved)!r})" in err
+
+
+def test_text_size_is_the_text_the_units_hold_not_their_reading_floor(tmp_path):
+    """text_size judges a job's size (whether kernels repay numba's start): a small text file is its
+    bytes (unit_text_bytes, a reading floor, says 2 read blocks), a file split into ranges is counted
+    once, a compressed one at COMPRESSED_TEXT_RATIO times its bytes, a parquet row group its size."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from parbpe.io.plan import COMPRESSED_TEXT_RATIO, text_size, unit_text_bytes
+
+    small = tmp_path / "small.txt"
+    small.write_text("a few words\n" * 100)
+    units = plan([str(small)])
+    assert text_size(units) == small.stat().st_size < unit_text_bytes(units[0])
+    packed = tmp_path / "packed.txt.gz"
+    packed.write_bytes(gzip.compress(b"x y z\n" * 1000))
+    assert text_size(plan([str(packed)])) == COMPRESSED_TEXT_RATIO * packed.stat().st_size
+    table = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"text": ["one document"] * 50}), table, row_group_size=10)
+    groups = plan([str(table)])
+    assert len(groups) == 5 and text_size(groups) == sum(unit_text_bytes(u) for u in groups)
+    big = tmp_path / "big.txt"
+    big.write_text("0123456789" * 10_000)
+    ranges = [WorkUnit(str(big), "text", start=a, end=a + 30_000 if a + 30_000 < 100_000 else -1)
+              for a in range(0, 100_000, 30_000)]
+    assert text_size(plan([str(big)])) == text_size(ranges) == 100_000
