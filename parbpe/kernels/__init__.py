@@ -7,7 +7,8 @@ when and how to call them (buffers, threads, thresholds). Kept in one place so t
 Python, its compile costs and its cache live apart from the numpy code, and a kernel is found by its
 job: lexer, pieces and key_tables (counting), byte_order and partitions (the reduce and run files),
 linked, pair_index, selection, cold_pairs and encode (merging), segment and pathpiece (segmentation
-and PathPiece's scores). Threads are run/threads.py's, in the callers.
+and PathPiece's scores). Helpers shared by several of them have one home each: hashing (the home
+slot of Fibonacci hashing); threads are run/threads.py's, in the callers.
 
 Imports: jit.
 """

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..jit import helper, kernel, prefetch
+from .hashing import home
 
 LIGHT = 0xFFFF  # counts below this go with their pair in one uint32 (the first pass's entries)
 EMPTY = 0xFFFFFFFF  # an empty slot of the set of hot pairs
-MIX = 0x9E3779B97F4A7C15  # Fibonacci hashing's multiplier
 _FNV_BASIS, _FNV_PRIME = 0xCBF29CE484222325, 0x100000001B3
 _AHEAD = 16  # longer pieces found before the first of them is placed (cut_pieces: their slots asked for)
 
@@ -105,7 +105,7 @@ def _longer(array, used, size):
 
 
 @kernel(twin="parbpe.merge.cold_pairs:_cut_numpy")
-def hot_set(keys, empty, mix):
+def hot_set(keys, empty):
     """An open-addressing set of the pair keys (uint32 slots, `empty` where none; at most a quarter
     full) and its bits: a lookup is one probe or two in a table the caches hold."""
     bits = 4
@@ -114,7 +114,7 @@ def hot_set(keys, empty, mix):
     table = np.full(1 << bits, np.uint32(empty), np.uint32)
     mask = (1 << bits) - 1
     for key in keys:
-        i = np.int64((np.uint64(key) * np.uint64(mix)) >> np.uint64(64 - bits))
+        i = home(key, bits)
         while table[i] != np.uint32(empty):
             i = (i + 1) & mask
         table[i] = np.uint32(key)
@@ -126,7 +126,7 @@ def _hot_slot(table, bits, a, b):
     """The slot of pair (a, b) in hot_set's table, or -1 if it is not hot."""
     key = (np.uint32(a) << np.uint32(16)) | np.uint32(b)
     mask = (1 << bits) - 1
-    i = np.int64((np.uint64(key) * np.uint64(MIX)) >> np.uint64(64 - bits))
+    i = home(key, bits)
     while True:
         held = table[i]
         if held == key:
@@ -151,8 +151,9 @@ def _piece_key(tokens, begin, size):
 
 
 @helper
-def _home(key, size, bits):
-    return np.int64(((key ^ np.uint64(size)) * np.uint64(MIX)) >> np.uint64(64 - bits))
+def _piece_home(key, size, bits):
+    """The home slot of a piece of `size` tokens with hash key `key`."""
+    return home(key ^ np.uint64(size), bits)
 
 
 @helper
@@ -162,7 +163,7 @@ def _regrown(slots, bits):
     mask = (1 << bits) - 1
     for j in range(len(slots)):
         if slots[j, 1] > 0:
-            i = _home(np.uint64(slots[j, 0]), slots[j, 2], bits)
+            i = _piece_home(np.uint64(slots[j, 0]), slots[j, 2], bits)
             while grown[i, 1] > 0:
                 i = (i + 1) & mask
             grown[i, 0], grown[i, 1], grown[i, 2], grown[i, 3] = slots[j, 0], slots[j, 1], slots[j, 2], slots[j, 3]
@@ -174,7 +175,7 @@ def _place(tokens, begin, size, count, key, slots, bits, held, piece_at, n_held,
     """The piece tokens[begin:begin + size] (its key) counted `count` times more in its slot, or given a
     new row (its tokens kept in held); the table doubled once half full. Returns what it changes."""
     mask = (1 << bits) - 1
-    i = _home(key, size, bits)
+    i = _piece_home(key, size, bits)
     while True:
         row = slots[i, 1] - 1  # (0: an empty slot)
         if row < 0:
@@ -250,7 +251,7 @@ def cut_pieces(tokens, starts, counts, hot, hot_bits, slots):
                         tokens, ring_begin[k], ring_size[k], ring_count[k], ring_key[k],
                         slots, bits, held, piece_at, n_held, n_long)
                 ring_begin[k], ring_size[k], ring_count[k], ring_key[k] = begin, size, w, key
-                prefetch(slots, _home(key, size, bits))
+                prefetch(slots, _piece_home(key, size, bits))
                 waiting += 1
             begin = p + 1
     for j in range(max(waiting - _AHEAD, 0), waiting):

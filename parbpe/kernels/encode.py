@@ -2,8 +2,8 @@
 calls it; its numpy path, encode_table through the pieces, is the reference).
 
 One pass cuts the chunks into pieces where no token of the merges holds two bytes side by side,
-looks each piece up in a table of the pieces seen (a multiplicative hash, then linear probes)
-and encodes the new ones: a heap of the merges' ranks over a linked list of the piece's
+looks each piece up in a table of the pieces seen (kernels/hashing.py's home slot, then linear
+probes) and encodes the new ones: a heap of the merges' ranks over a linked list of the piece's
 tokens.
 """
 
@@ -12,17 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..jit import helper, kernel, prefetch
+from .hashing import home
 
-_MIX = 0x9E3779B97F4A7C15  # Fibonacci hashing's multiplier: the top bits of key * _MIX index a table
 _MIX_SECOND = 0xC2B2AE3D27D4EB4F  # a long piece's second word, multiplied by this, joins its first
 _AHEAD = 8  # pieces ahead whose slots encode_chunks asks for (prefetch)
 _CACHED_BYTES = 16  # pieces of at most this many bytes are looked up (two words of key); longer ones encoded each time
-
-
-@helper
-def _slot(key, bits):
-    """The home slot of a 64-bit key in a table of 2 ** bits slots."""
-    return np.int64((np.uint64(key) * np.uint64(_MIX)) >> np.uint64(64 - bits))
 
 
 @helper
@@ -58,7 +52,7 @@ def _encode_span(data, begin, size, pair_keys, pair_ranks, bits, tok, nxt, prv, 
             if nxt[j] < 0:
                 continue
             key = (tok[j] << 32) | tok[nxt[j]]
-            s = _slot(key, bits)
+            s = home(key, bits)
             while pair_keys[s] != -1 and pair_keys[s] != key:
                 s = (s + 1) & mask
             if pair_keys[s] == key:
@@ -137,9 +131,9 @@ def encode_chunks(data, starts, inside, merge_keys, out, batch, short_bits, long
             if i + _AHEAD < n:  # the slot of a piece further on, asked for now (the tables outgrow the caches)
                 ahead = piece_size[i + _AHEAD]
                 if 1 < ahead <= 8:
-                    prefetch(short, _slot(_short_key(piece_word0[i + _AHEAD], ahead), state[0]))
+                    prefetch(short, home(_short_key(piece_word0[i + _AHEAD], ahead), state[0]))
                 elif 8 < ahead <= _CACHED_BYTES:
-                    prefetch(long, _slot(_long_key(piece_word0[i + _AHEAD], piece_word1[i + _AHEAD]), state[1]))
+                    prefetch(long, home(_long_key(piece_word0[i + _AHEAD], piece_word1[i + _AHEAD]), state[1]))
             begin, size, chunk = piece_at[i], piece_size[i], piece_chunk[i]
             word0, word1 = piece_word0[i], piece_word1[i]
             meta = np.uint64(0)  # the slot's word of length, count and tokens (0: not there, or too long)
@@ -150,12 +144,12 @@ def encode_chunks(data, starts, inside, merge_keys, out, batch, short_bits, long
                 at += 1
                 continue
             if size <= 8:
-                s = _slot(_short_key(word0, size), state[0])
+                s = home(_short_key(word0, size), state[0])
                 while short[s, 1] != 0 and not (short[s, 0] == word0 and (short[s, 1] & np.uint64(15)) == size):
                     s = (s + 1) & ((1 << state[0]) - 1)
                 meta = short[s, 1]
             elif size <= _CACHED_BYTES:
-                s = _slot(_long_key(word0, word1), state[1])
+                s = home(_long_key(word0, word1), state[1])
                 while long[s, 2] != 0 and not (long[s, 0] == word0 and long[s, 1] == word1
                                                and (long[s, 2] & np.uint64(15)) == size - 8):
                     s = (s + 1) & ((1 << state[1]) - 1)
@@ -195,7 +189,7 @@ def _pair_table(merge_keys):
     pair_keys = np.full(1 << bits, -1, dtype=np.int64)
     pair_ranks = np.empty(1 << bits, dtype=np.int64)
     for r in range(len(merge_keys)):
-        s = _slot(merge_keys[r], bits)
+        s = home(merge_keys[r], bits)
         while pair_keys[s] != -1:
             s = (s + 1) & ((1 << bits) - 1)
         pair_keys[s], pair_ranks[s] = merge_keys[r], r
@@ -284,9 +278,9 @@ def _regrow(old, bits, short):
         if old[o, flag] == 0:
             continue
         if short:
-            s = _slot(_short_key(old[o, 0], old[o, 1] & np.uint64(15)), bits)
+            s = home(_short_key(old[o, 0], old[o, 1] & np.uint64(15)), bits)
         else:
-            s = _slot(_long_key(old[o, 0], old[o, 1]), bits)
+            s = home(_long_key(old[o, 0], old[o, 1]), bits)
         while table[s, flag] != 0:
             s = (s + 1) & mask
         for w in range(old.shape[1]):

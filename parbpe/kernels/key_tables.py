@@ -1,9 +1,9 @@
 """Keys (or pairs of words) added to an open-addressing table of counts: count/key_tables.py's KeyCounts
 holds the table and calls it (count/short_keys.py's sums are the reference).
 
-Its probe starts from a seeded hash of the key (or pair): a table filled from another table's items
-hashes otherwise, or the keys, coming out in the first table's hash order, fill one run of slots
-that every probe crosses.
+Its probe starts from a seeded hash of the key (or pair), not kernels/hashing.py's home slot: a
+table filled from another table's items hashes otherwise, or the keys, coming out in the first
+table's hash order, fill one run of slots that every probe crosses.
 """
 
 from __future__ import annotations

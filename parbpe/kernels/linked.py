@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..jit import helper, kernel, prefetch
+from .hashing import home
 
 AHEAD = 8  # hits ahead whose records a loop over scattered positions asks for (prefetch)
 
@@ -304,7 +305,7 @@ def _sums_fill(keys, deltas, first, table, bits, used):
 def _sums_slot(table, bits, key):
     """key's slot in a table of 2**bits (key, sum) slots: its own, or the empty one where it goes."""
     mask = (np.int64(1) << bits) - 1
-    at = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - bits))
+    at = home(key, bits)
     while table[at, 0] >= 0 and table[at, 0] != key:
         at = (at + 1) & mask
     return at

@@ -14,8 +14,9 @@ bytes) and their number to n_out[c].
 
 Lookups: the trie's first two levels and the pairs of two bytes are dense arrays; the rest are
 open-addressing hash tables of int64 keys (-1: empty slot), trie edges keyed node * 256 + byte and
-merge pairs a * 2^32 + b, the slot the top bits of key * a Fibonacci constant. The probe is one
-function, `slot_of`, a `@helper` (jit.py: numba compiles it into each kernel that calls it).
+merge pairs a * 2^32 + b, probed by `slot_of` from the top bits of key * a Fibonacci constant: the
+slot of kernels/hashing.py's home, computed in int64 arithmetic. Left as it is (another program for
+the same slots), so that the segmentation and scoring kernels compile as they did.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import jit
-from ..kernels.cold_pairs import EMPTY, LIGHT, MIX, bucket_pairs, cut_pieces, hot_set, sum_buckets
+from ..kernels.cold_pairs import EMPTY, LIGHT, bucket_pairs, cut_pieces, hot_set, sum_buckets
 from ..run.threads import in_two
 from .table import ChunkTable
 
@@ -154,7 +154,7 @@ def cut_table(table: ChunkTable, hot_keys: np.ndarray, use_jit: bool | None = No
         tokens, starts, counts = _cut_numpy(table, np.asarray(hot_keys, dtype=np.int64))
         return ChunkTable(tokens=tokens, starts=starts, lengths=np.diff(starts), counts=counts)
     hot_keys = np.asarray(hot_keys, dtype=np.int64)
-    hot, bits = hot_set(hot_keys, EMPTY, MIX)
+    hot, bits = hot_set(hot_keys, EMPTY)
 
     def half(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         # the pieces' slots: room for a piece a chunk, half full (regrowing moves every slot to a random
