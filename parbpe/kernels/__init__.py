@@ -8,7 +8,8 @@ Python, its compile costs and its cache live apart from the numpy code, and a ke
 job: lexer, pieces and key_tables (counting), byte_order and partitions (the reduce and run files),
 linked, pair_index, selection, cold_pairs and encode (merging), segment and pathpiece (segmentation
 and PathPiece's scores). Helpers shared by several of them have one home each: hashing (the home
-slot of Fibonacci hashing); threads are run/threads.py's, in the callers.
+slot of Fibonacci hashing), heaps (a min-heap of int64 entries); threads are run/threads.py's, in
+the callers.
 
 Imports: jit.
 """

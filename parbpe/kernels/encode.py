@@ -13,6 +13,7 @@ import numpy as np
 
 from ..jit import helper, kernel, prefetch
 from .hashing import home
+from .heaps import pop, push
 
 _MIX_SECOND = 0xC2B2AE3D27D4EB4F  # a long piece's second word, multiplied by this, joins its first
 _AHEAD = 8  # pieces ahead whose slots encode_chunks asks for (prefetch)
@@ -58,24 +59,10 @@ def _encode_span(data, begin, size, pair_keys, pair_ranks, bits, tok, nxt, prv, 
             if pair_keys[s] == key:
                 rank = pair_ranks[s]
                 rank_at[j] = rank
-                heap[top], i = (rank << 32) | j, top
-                top += 1
-                while i and heap[(i - 1) >> 1] > heap[i]:
-                    heap[(i - 1) >> 1], heap[i] = heap[i], heap[(i - 1) >> 1]
-                    i = (i - 1) >> 1
+                top = push(heap, top, (rank << 32) | j)
         j = -1
         while top and j < 0:  # pop until an entry still holds its pair
-            item = heap[0]
-            top -= 1
-            heap[0], i = heap[top], 0
-            while 2 * i + 1 < top:
-                child = 2 * i + 1
-                if child + 1 < top and heap[child + 1] < heap[child]:
-                    child += 1
-                if heap[i] <= heap[child]:
-                    break
-                heap[i], heap[child] = heap[child], heap[i]
-                i = child
+            item, top = pop(heap, top)
             if rank_at[item & 0xFFFFFFFF] == item >> 32:
                 j = item & 0xFFFFFFFF
         if j < 0:

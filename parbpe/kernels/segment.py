@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..jit import helper, kernel
+from .heaps import pop, push
 
 _MIX = -7046029254386353131  # 0x9E3779B97F4A7C15 as int64: multiplicative hashing
 
@@ -168,30 +169,11 @@ def merges_kernel(data: np.ndarray, offsets: np.ndarray, weights: np.ndarray, by
                     rank = pairs[slot, 1] if pairs[slot, 0] == key else -1
                 if rank < 0:
                     continue
-                entry = (rank << 32) | left
-                p = size
-                size += 1
-                while p > 0 and heap[(p - 1) >> 1] > entry:
-                    heap[p] = heap[(p - 1) >> 1]
-                    p = (p - 1) >> 1
-                heap[p] = entry
+                size = push(heap, size, (rank << 32) | left)
             n_pending = 0
             bytes_only = False
             while size > 0 and not n_pending:  # pop until an entry still holds its pair: merge it
-                entry = heap[0]
-                size -= 1
-                moved = heap[size]
-                p = 0
-                child = 1
-                while child < size:
-                    if child + 1 < size and heap[child + 1] < heap[child]:
-                        child += 1
-                    if heap[child] >= moved:
-                        break
-                    heap[p] = heap[child]
-                    p = child
-                    child = 2 * p + 1
-                heap[p] = moved
+                entry, size = pop(heap, size)
                 rank = entry >> 32
                 i = entry & 0xFFFFFFFF
                 j = nxt[i]
