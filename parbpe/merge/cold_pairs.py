@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import jit
 from ..kernels.cold_pairs import EMPTY, LIGHT, bucket_pairs, cut_pieces, hot_set, sum_buckets
-from ..run.threads import in_two
+from ..run.threads import one_or_two
 from .table import ChunkTable
 
 CUT_DIVISOR = 2  # T: the n-th largest pair count at the start, divided by this
@@ -102,18 +102,19 @@ def pair_sums(table: ChunkTable, use_jit: bool | None = None, threads: int = 1
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every pair of adjacent tokens in a chunk (tokens below 2 ** 16): (keys a << 16 | b, counts:
     occurrences times their chunks' counts, occurrences), in no particular order. use_jit: the kernels
-    (default: as use_kernels decides; threads=2: each half of the chunks bucketed in a thread, then
+    (default: as jit.merge_kernels decides; threads=2: each half of the chunks bucketed in a thread, then
     the pairs of even and odd first tokens summed each in a thread) or numpy's twin (keys ascending)."""
     if not (jit.merge_kernels(len(table.tokens)) if use_jit is None else use_jit):
         return _pair_sums_numpy(table)
     width = int(table.tokens.max(initial=0)) + 1
     halves = _halves(table, threads)
-    buckets = _in_threads([lambda lo=lo, hi=hi: bucket_pairs(table.tokens, table.starts[lo:hi + 1], table.counts[lo:hi],
-                                                         width, LIGHT) for lo, hi in halves])
+    buckets = one_or_two([lambda lo=lo, hi=hi: bucket_pairs(table.tokens, table.starts[lo:hi + 1],
+                                                            table.counts[lo:hi], width, LIGHT)
+                          for lo, hi in halves])
     if len(buckets) == 1:
         buckets.append(bucket_pairs(table.tokens, table.starts[:1], table.counts[:0], width, LIGHT))  # (none)
     parts = len(halves)
-    sums = _in_threads([lambda k=k: sum_buckets(*buckets[0], *buckets[1], width, k, parts) for k in range(parts)])
+    sums = one_or_two([lambda k=k: sum_buckets(*buckets[0], *buckets[1], width, k, parts) for k in range(parts)])
     return tuple(np.concatenate(column) for column in zip(*sums))
 
 
@@ -122,13 +123,6 @@ def _halves(table: ChunkTable, threads: int) -> list[tuple[int, int]]:
     n = len(table.counts)
     cut = int(np.searchsorted(table.starts, table.starts[-1] // 2)) if threads > 1 else 0
     return [(0, cut), (cut, n)] if 0 < cut < n else [(0, n)]
-
-
-def _in_threads(calls: list) -> list:
-    """Each call's result, the first two in two threads (run/threads.py in_two)."""
-    if len(calls) == 1:
-        return [calls[0]()]
-    return list(in_two(calls[0], calls[1]))
 
 
 def _pair_sums_numpy(table: ChunkTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -148,7 +142,7 @@ def cut_table(table: ChunkTable, hot_keys: np.ndarray, use_jit: bool | None = No
     """The table's chunks cut between every two adjacent tokens whose pair (a << 16 | b) is not in
     hot_keys, equal pieces one row with their counts summed, pieces of one token left out (no pair:
     nothing is ever merged there); rows in no particular order (the merges never depend on it).
-    use_jit: the kernel (default: as use_kernels decides; threads=2: each half of the chunks in a
+    use_jit: the kernel (default: as jit.merge_kernels decides; threads=2: each half of the chunks in a
     thread, a longer piece seen in both halves then a row in each) or numpy's twin."""
     if not (jit.merge_kernels(len(table.tokens)) if use_jit is None else use_jit):
         tokens, starts, counts = _cut_numpy(table, np.asarray(hot_keys, dtype=np.int64))
@@ -162,7 +156,7 @@ def cut_table(table: ChunkTable, hot_keys: np.ndarray, use_jit: bool | None = No
         slots = np.zeros((1 << max(12, (hi - lo - 1).bit_length()), 4), np.int64)
         return cut_pieces(table.tokens, table.starts[lo:hi + 1], table.counts[lo:hi], hot, bits, slots)
 
-    parts = _in_threads([lambda lo=lo, hi=hi: half(lo, hi) for lo, hi in _halves(table, threads)])
+    parts = one_or_two([lambda lo=lo, hi=hi: half(lo, hi) for lo, hi in _halves(table, threads)])
     doubles = parts[0][0] if len(parts) == 1 else parts[0][0] + parts[1][0]
     held = np.flatnonzero(doubles)
     pair_tokens = np.empty((len(held), 2), dtype=table.tokens.dtype)  # the pieces of two tokens: hot pairs
