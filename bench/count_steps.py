@@ -9,8 +9,8 @@ search for special tokens (<|endoftext|>), cutting documents into pieces, counti
 summing the batches, and splitting the distinct pieces into chunks (the lexers, or `regex`) and
 counting those; the superword split has no pieces: its chunks are found and counted straight
 from the text. With the JIT on (PARBPE_JIT=on, or auto with numba) the numba kernel of
-jit_pieces.py cuts and keys the pieces in one pass ("cut pieces"; "count pieces" is then the
-sorts) and the numba lexer (jit_lexer.py) splits the distinct pieces. MB/s are of the UTF-8 text
+piece_keyer.py cuts and keys the pieces in one pass ("cut pieces"; "count pieces" is then the
+sorts) and the numba lexer (chunking.py) splits the distinct pieces. MB/s are of the UTF-8 text
 (realmix: 152.8 MB) over each step's own time, so the slowest step shows which to cut; "total" is
 the sum, one worker's throughput.
 """
@@ -71,7 +71,7 @@ def steps(files: list[str], pattern: str) -> dict[str, float]:
             if counter._jit_kind is None:
                 bounds = timed("cut pieces", cut_bounds, offsets, data)
                 timed("count pieces", counter._held.add, data, bounds)
-            else:  # the numba kernel cuts and keys in one pass (jit_pieces.py), a segment at a time
+            else:  # the numba kernel cuts and keys in one pass (piece_keyer.py), a segment at a time
                 segments = counter._keyer.pieces(offsets, data)
                 while (keyed := timed("cut pieces", next, segments, None)) is not None:
                     timed("count pieces", counter._held.add_keyed, *keyed)

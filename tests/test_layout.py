@@ -21,12 +21,13 @@ ALLOWED = {
     "patterns": set(),
     "warnings": set(),  # parbpe's warning categories: any part may warn
     "jit": set(),  # the kernel seam: any numeric part may declare kernels
+    "kernels": {"jit"},  # every numba kernel: numpy and jit only, so any stage may call them
     "io": set(),
     "config": {"jit", "run", "patterns"},  # an --init tokenizer is read by the inputs stage, not by the settings
-    "count": {"jit", "config", "patterns", "run", "io"},
-    "merge": {"jit", "run"},
-    "tokenizer": {"jit", "patterns", "io"},
-    "pathpiece": {"jit", "tokenizer", "run"},  # PathPiece's vocabulary construction: segmentation kernels, workers
+    "count": {"jit", "kernels", "config", "patterns", "run", "io"},
+    "merge": {"jit", "kernels", "run"},
+    "tokenizer": {"jit", "kernels", "patterns", "io"},
+    "pathpiece": {"jit", "kernels", "tokenizer", "run"},  # PathPiece's construction: segmentation tables, workers
     "pipeline": {"jit", "config", "patterns", "run", "io", "count", "merge", "tokenizer", "pathpiece", "warnings",
                  "__init__"},
     "train": {"jit", "config", "patterns", "run", "io", "count", "merge", "tokenizer", "pathpiece", "pipeline",

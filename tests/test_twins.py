@@ -204,10 +204,10 @@ def pieces_counted(paths: Paths, texts: list[list[str]] | None = None, patterns=
 
 
 def pieces_keyed(paths: Paths) -> None:
-    """jit_pieces.keyed_pieces (the cut-and-key kernel, any window) against cuts.cut_bounds and short_keys:
+    """piece_keyer.keyed_pieces (the cut-and-key kernel, any window) against cuts.cut_bounds and short_keys:
     the same pieces, the short ones' keys, the 9-16 byte ones' words and the long ones' bytes."""
     from parbpe.count.pieces import string_buffers
-    from tests.count.test_jit_pieces import kernel_pieces, numpy_pieces
+    from tests.count.test_piece_keyer import kernel_pieces, numpy_pieces
 
     for documents in text_cases(10):
         array = pa.array(documents, pa.string())
@@ -221,17 +221,17 @@ def pieces_keyed(paths: Paths) -> None:
 def chunks_keyed(paths: Paths) -> None:
     """PieceKeyer.chunks (chunks keyed with their pieces' counts) against StringCounts.add: one keyer
     for calls of every size, the same counts."""
-    from parbpe.count import jit_lexer, jit_pieces
+    from parbpe.count import chunking, piece_keyer
     from parbpe.count.pieces import StringCounts, string_buffers
     from parbpe.patterns import PATTERNS
 
-    keyer = jit_pieces.PieceKeyer()
+    keyer = piece_keyer.PieceKeyer()
     rng = np.random.default_rng(11)
-    kind, group = jit_lexer.kind_of(PATTERNS["gpt4"])
+    kind, group = chunking.kind_of(PATTERNS["gpt4"])
     for documents in text_cases(11):
         offsets, data = string_buffers(pa.array(documents, pa.string()))
         counts = rng.integers(1, 1000, len(documents))
-        bounds = paths.kernels(jit_lexer.chunk_bounds, data, offsets, kind, group, jit_lexer.char_tables())
+        bounds = paths.kernels(chunking.chunk_bounds, data, offsets, kind, group, chunking.char_tables())
 
         def by_kernel() -> dict[str, int]:
             got = StringCounts(hashed=True)
@@ -248,8 +248,8 @@ def chunks_keyed(paths: Paths) -> None:
 
 
 def keys_spelled(paths: Paths) -> None:
-    """jit_pieces.spell against short_keys.strings_of: keys of 1 to 8 bytes, pairs of 9 to 16, none."""
-    from parbpe.count import jit_pieces, short_keys
+    """piece_keyer.spell against short_keys.strings_of: keys of 1 to 8 bytes, pairs of 9 to 16, none."""
+    from parbpe.count import piece_keyer, short_keys
     from parbpe.count.pieces import string_buffers
 
     rng = np.random.default_rng(12)
@@ -265,7 +265,7 @@ def keys_spelled(paths: Paths) -> None:
             starts, lengths = offsets[:-1], np.diff(offsets)
             first = short_keys.keys_of(data, starts, np.minimum(lengths, 8))
             second = short_keys.keys_of(data, starts + 8, np.maximum(lengths - 8, 0)) if paired else None
-            spelled_offsets, spelled = paths.kernels(jit_pieces.spell, first, second)
+            spelled_offsets, spelled = paths.kernels(piece_keyer.spell, first, second)
             strings_of = paths.numpy(short_keys.strings_of, first, second)
             assert pa.StringArray.from_buffers(len(first), pa.py_buffer(spelled_offsets.astype(np.int32)),
                                                pa.py_buffer(spelled)).equals(strings_of)
@@ -305,13 +305,14 @@ def keys_summed(paths: Paths) -> None:
 
 
 def characters_decoded(paths: Paths) -> None:
-    """jit_lexer.decode (classes, ASCII points, contraction letters and byte positions of the
+    """kernels/lexer.py's decode (classes, ASCII points, contraction letters and byte positions of the
     characters of documents) against lexer.decode_utf8 and the same tables."""
-    from parbpe.count import jit_lexer
+    from parbpe.count import chunking
     from parbpe.count.lexer import decode_utf8
     from parbpe.count.pieces import string_buffers
+    from parbpe.kernels import lexer as lexing
 
-    table, canon = jit_lexer.char_tables()
+    table, canon = chunking.char_tables()
     for documents in text_cases(14):
         offsets, data = string_buffers(pa.array(documents, pa.string()))
         n = len(data)
@@ -319,7 +320,7 @@ def characters_decoded(paths: Paths) -> None:
         def decoded() -> tuple:
             bits, low, folded = (np.zeros(n, np.uint8) for _ in range(3))
             pos, char_docs = np.zeros(n + 1, np.int32), np.zeros(len(offsets), np.int64)
-            chars = jit_lexer.decode(data, offsets, table, canon, bits, low, folded, pos, char_docs)
+            chars = lexing.decode(data, offsets, table, canon, bits, low, folded, pos, char_docs)
             return pos[:chars], bits[:chars], low[:chars], folded[:chars], pos[chars]
 
         def by_numpy() -> tuple:
@@ -330,16 +331,16 @@ def characters_decoded(paths: Paths) -> None:
 
 
 def pieces_lexed(paths: Paths) -> None:
-    """jit_lexer.chunk_bounds (decode and the pattern's kernel) over the pieces cuts.py cuts, against the
+    """chunking.chunk_bounds (decode and the pattern's kernel) over the pieces cuts.py cuts, against the
     numpy lexers of lexer.py: GPT-2 and GPT-4 on any text (and GPT-4 with one digit a chunk), GPT-4o on
     the ASCII pieces numpy lexes (none holding a line break before "/")."""
     import regex
 
-    from parbpe.count import jit_lexer, lexer
+    from parbpe.count import chunking, lexer
     from parbpe.count.pieces import cut_pieces, string_buffers
 
-    tables = jit_lexer.char_tables()
-    numpy_lexers = [(0, jit_lexer.NO_GROUP, lambda d, o: lexer.gpt2_chunk_starts_utf8(d, o)),
+    tables = chunking.char_tables()
+    numpy_lexers = [(0, chunking.NO_GROUP, lambda d, o: lexer.gpt2_chunk_starts_utf8(d, o)),
                     (1, 3, lexer.gpt4_chunk_starts_utf8),
                     (1, 1, lambda d, o: lexer.gpt4_chunk_starts_utf8(d, o, digit_group=1)),
                     (2, 3, lexer.gpt4o_chunk_starts)]
@@ -351,22 +352,22 @@ def pieces_lexed(paths: Paths) -> None:
                 lexed = [p for p in pieces.to_pylist() if p.isascii() and not regex.search(r"[\r\n]/", p)]
                 chosen = pa.array(lexed, pa.string())
             offsets, data = string_buffers(chosen)
-            bounds = paths.kernels(jit_lexer.chunk_bounds, data, offsets, kind, group, tables)
+            bounds = paths.kernels(chunking.chunk_bounds, data, offsets, kind, group, tables)
             equal(bounds, paths.numpy(lambda d=data, o=offsets, f=numpy_lexer: np.append(f(d, o), len(d))),
                   f"kind {kind}, group {group}")
 
 
 def superword_split(paths: Paths, texts: list[list[str]] | None = None) -> None:
-    """The superword split: jit_lexer.chunk_bounds (superword_decode, superword_starts) against
+    """The superword split: chunking.chunk_bounds (superword_decode, superword_starts) against
     superword.superword_chunk_starts, and SuperwordCounter's chunk counts both ways (use_jit)."""
-    from parbpe.count import jit_lexer
+    from parbpe.count import chunking
     from parbpe.count.pieces import string_buffers
     from parbpe.count.superword import SuperwordCounter, superword_chunk_starts
 
     for documents in texts if texts is not None else text_cases(16, slash=False):
         array = pa.array(documents, pa.string())
         offsets, data = string_buffers(array)
-        bounds = paths.kernels(jit_lexer.chunk_bounds, data, offsets, jit_lexer.SUPERWORD, 0, jit_lexer.char_tables())
+        bounds = paths.kernels(chunking.chunk_bounds, data, offsets, chunking.SUPERWORD, 0, chunking.char_tables())
         equal(bounds, paths.numpy(lambda: np.append(superword_chunk_starts(data, offsets), len(data))), "bounds")
 
         def counted(use_jit: bool, array=array) -> dict[str, int]:
@@ -417,9 +418,9 @@ def _flat(chunks: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
 
 def segmented(paths: Paths, cases: list | None = None) -> None:
     """Tokenizer.segment_arrays by greedy and shortest: the segmentation kernel (over the trie of hashed
-    edges fill_hash makes) with jit on, segment.py's numpy with it off; and kernels.token_totals (the
+    edges fill_hash makes) with jit on, segment.py's numpy with it off; and tables.token_totals (the
     corpus evaluation's counts of each token, both methods in one pass) against numpy's ids counted."""
-    from parbpe.tokenizer import kernels
+    from parbpe.tokenizer import tables
     from parbpe.tokenizer.model import Tokenizer
 
     if cases is None:
@@ -440,7 +441,7 @@ def segmented(paths: Paths, cases: list | None = None) -> None:
             owner, ids = paths.numpy(tok.segment_arrays, chunks, method)
             equal(got, (owner, ids), method)
         weights = np.arange(1, len(chunks) + 1, dtype=np.int64)
-        totals = paths.kernels(lambda: kernels.token_totals(tok.kernel_tables(), ["greedy", "shortest"],
+        totals = paths.kernels(lambda: tables.token_totals(tok.kernel_tables(), ["greedy", "shortest"],
                                                             *_flat(chunks), weights))
         for method, counted in totals.items():
             owner, ids = paths.numpy(tok.segment_arrays, chunks, method)
@@ -494,10 +495,10 @@ def pathpiece_scored(paths: Paths, cases: list | None = None) -> None:
 
 
 def merges_encoded(paths: Paths, cases: list | None = None) -> None:
-    """kernels.chunk_tokens and token_totals by merges (the merges kernel: a heap over a linked list)
+    """tables.chunk_tokens and token_totals by merges (the merges kernel: a heap over a linked list)
     against Tokenizer._merge_long (Python's heap): the same ids for every chunk, the same totals;
     bytes numbered as GPT-2 numbers them or as parbpe does, chunks of none to 300 bytes."""
-    from parbpe.tokenizer import kernels
+    from parbpe.tokenizer import tables
     from parbpe.tokenizer.model import Tokenizer
 
     if cases is None:
@@ -514,9 +515,9 @@ def merges_encoded(paths: Paths, cases: list | None = None) -> None:
         weights = np.arange(1, len(chunks) + 1, dtype=np.int64)
 
         def by_kernel() -> tuple:
-            tables = tok.kernel_tables()
-            return kernels.chunk_tokens(tables, "merges", data, offsets), kernels.token_totals(
-                tables, ["merges"], data, offsets, weights)["merges"]
+            made = tok.kernel_tables()
+            return tables.chunk_tokens(made, "merges", data, offsets), tables.token_totals(
+                made, ["merges"], data, offsets, weights)["merges"]
 
         def by_heap(size: int) -> tuple:
             ids = [tok._merge_long([tok.byte_ids[b] for b in c]) for c in chunks]
@@ -628,7 +629,7 @@ def cold_tables() -> list:
 
 
 def cold_pairs_summed(paths: Paths, tables: list | None = None) -> None:
-    """cold_pairs.pair_sums by its kernels (_bucket, _sum_buckets; one thread and two) against
+    """cold_pairs.pair_sums by its kernels (bucket_pairs, sum_buckets; one thread and two) against
     _pair_sums_numpy: the same pairs, sums and occurrences (the kernels' in no order)."""
     from parbpe.merge.cold_pairs import pair_sums
 
@@ -649,7 +650,7 @@ def _rows(table) -> dict[tuple[int, ...], int]:
 
 
 def cold_pairs_cut(paths: Paths, tables: list | None = None) -> None:
-    """cold_pairs.cut_table by its kernels (_hot_set, _cut_pieces; one thread and two) against
+    """cold_pairs.cut_table by its kernels (hot_set, cut_pieces; one thread and two) against
     _cut_numpy, for no hot pair, some, all: the same pieces with the same counts."""
     from parbpe.merge.cold_pairs import _pair_sums_numpy, cut_table
 
@@ -674,7 +675,7 @@ def _stage1(paths: Paths, counts: dict[bytes, int], n: int):
 
 
 def byte_tables_encoded(paths: Paths, cases: list | None = None) -> None:
-    """encode.encode_byte_table (jit on: _encode_chunks, one thread and two, its tables small so that
+    """encode.encode_byte_table (jit on: encode_chunks, one thread and two, its tables small so that
     they regrow) against its numpy path (off) and encode_table; encode_chunk_arrays (the kernel straight
     from chunk arrays) against the same; tables of no chunk, one, many."""
     from parbpe.merge import encode
@@ -706,12 +707,12 @@ def byte_tables_encoded(paths: Paths, cases: list | None = None) -> None:
 
 # The linked engine's ways: (name, threads, attributes set) so that a small table takes every kernel:
 # the first count by count_live_pairs (default) or sorted_live_pairs and sum_sorted_pairs, in two
-# threads; rounds in two threads (_cut); candidates radix-sorted; the index rebuilt often.
+# threads; rounds in two threads (split_point); candidates radix-sorted; the index rebuilt often.
 def _linked_ways():
-    from parbpe.merge import linked_kernels
+    from parbpe.merge import linked
     from parbpe.merge.engines import LinkedEngine
 
-    every = [(linked_kernels, "TWO_THREADS_MIN", 1), (linked_kernels, "SORT_IN_TWO_MIN", 1),
+    every = [(linked, "TWO_THREADS_MIN", 1), (linked, "SORT_IN_TWO_MIN", 1),
              (jit, "RADIX_MIN", 1), (LinkedEngine, "MIN_REBUILD", 8), (LinkedEngine, "COUNTING_SORT_WIDTH", 0)]
     return [("default", 1, []), ("one thread, sorted", 1, every), ("two threads", 2, every[:-1]),
             ("two threads, sorted", 2, every)]
@@ -867,7 +868,7 @@ def test_a_kernel_without_a_twin_breaks_the_rule():
         assert bare and "names no numpy twin" in bare[0]
         assert unknown and "does not resolve" in unknown[0]
         assert lonely and "no family" in lonely[0]
-        assert not kernel_problems("cut_and_key", KERNELS["parbpe.count.jit_pieces.cut_and_key"])
+        assert not kernel_problems("cut_and_key", KERNELS["parbpe.kernels.pieces.cut_and_key"])
     finally:
         for name in names:
             jit.KERNELS.pop(name, None)

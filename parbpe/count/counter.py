@@ -29,9 +29,9 @@ from ..patterns import SUPERWORD_LINES_PATTERN, SUPERWORD_PATTERN, Splitter, tra
 from ..run.memory import format_size, system_pool, trim_heap, use_system_pool
 from ..run.pool import get_context, parallel, worker_rank
 from ..run.run_dir import COUNT_COMMIT_SECONDS, checkpoint_seconds, sync_file, test_stop, write_json
-from . import jit_lexer
+from . import chunking
+from .chunking import uses_jit
 from .counts_file import counts_file_table
-from .jit_lexer import uses_jit
 from .partitions import partition_ids, write_run
 from .pieces import PieceCounter, count_table, counter_table, documents_holding, string_array, sum_tables, supports
 from .superword import SuperwordCounter
@@ -239,9 +239,9 @@ def cut_chunk(data: bytes, max_bytes: int) -> list[bytes]:
 
 def prepare(pattern: str, mode: str | None = None) -> None:
     """Every kernel a counting worker calls loaded in this process before workers fork: the lexer's
-    (jit_lexer.prepare) and the run files' partition hash; mode: the run's (its config's), as the
+    (chunking.prepare) and the run files' partition hash; mode: the run's (its config's), as the
     workers will take it."""
-    jit_lexer.prepare(pattern, mode)
+    chunking.prepare(pattern, mode)
     if uses_jit(pattern, mode):
         partition_ids(pa.array(["x"]))
 

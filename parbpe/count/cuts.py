@@ -10,7 +10,7 @@ only a run of symbols takes trailing line breaks); the text after the cut is mat
 before (no pattern looks behind); and the text before it ends in a character that is not
 whitespace, where the only lookahead, (?!\S) after whitespace, is never tried.
 tests/count/test_pieces.py checks the cuts against a character-by-character reference (and the
-counts against the plain path); jit_pieces.py is the same rule in one numba pass.
+counts against the plain path); piece_keyer.py is the same rule in one numba pass.
 """
 
 from __future__ import annotations

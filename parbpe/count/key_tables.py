@@ -1,5 +1,5 @@
-"""Counts of short strings' keys in open-addressing hash tables (numba): the JIT's twin of
-short_keys.py's sorts.
+"""Counts of short strings' keys in open-addressing hash tables (kernels/key_tables.py): the
+kernels' twin of short_keys.py's sorts.
 
 short_keys counts a batch's keys by sorting them, and sums the batches by merging sorted runs at the
 end. A table held from batch to batch adds each key where it lies (several times faster than the
@@ -15,57 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit import helper, kernel, prefetch
+from ..kernels.key_tables import add_keys
 
-AHEAD = 16  # keys ahead whose slots _add asks for (prefetch)
 MAX_LOAD = 0.6  # filled share of the slots that doubles the table (linear probing slows past ~0.7)
 FIRST_SLOTS = 1 << 14
 # Each table's hash by its `seed`: keys come out of one table in the order of its hash, and added in
 # that order to a table hashing alike they fill one run of slots that every probe crosses (a
 # counter's chunks, keyed from its pieces' table, took five times as long).
 _MIXES = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xD6E8FEB86659FD93))
-_MIX2 = np.uint64(0xBF58476D1CE4E5B9)
-
-
-@helper
-def _home(a, b, paired, mix, shift):
-    """The first slot probed for key a (or pair (a, b))."""
-    return np.int64((((a * mix) ^ b) * _MIX2 if paired else a * mix) >> shift)
-
-
-@kernel(twin="parbpe.count.short_keys:sum_keys")
-def _add(firsts, seconds, counts, mix, shift, first, second, weights, start, room):
-    """Add keys first[start:] (or, where seconds is not empty, pairs (first[i], second[i])) to the
-    table, each weights[i] times (or once where weights is empty), until `room` new ones have taken a
-    slot. Returns (the index reached, the new ones)."""
-    mask = len(firsts) - 1
-    weighted = len(weights) > 0
-    paired = len(seconds) > 0
-    added = 0
-    i = start
-    n = len(first)
-    while i < n and added < room:
-        if i + AHEAD < n:  # the slots of a key further on, asked for now (a table far larger than the caches)
-            ahead = _home(first[i + AHEAD], second[i + AHEAD] if paired else np.uint64(0), paired, mix, shift)
-            prefetch(firsts, ahead)
-            prefetch(counts, ahead)
-            if paired:
-                prefetch(seconds, ahead)
-        a = first[i]
-        b = second[i] if paired else np.uint64(0)
-        at = _home(a, b, paired, mix, shift)
-        slot = firsts[at]
-        while slot != 0 and (slot != a or (paired and seconds[at] != b)):
-            at = (at + 1) & mask
-            slot = firsts[at]
-        if slot == 0:
-            firsts[at] = a
-            if paired:
-                seconds[at] = b
-            added += 1
-        counts[at] += weights[i] if weighted else 1
-        i += 1
-    return i, added
 
 
 class KeyCounts:
@@ -103,8 +60,8 @@ class KeyCounts:
                 continue
             shift = np.uint64(64 - (len(self._counts).bit_length() - 1))
             seconds, second = (self._words[1], words[1]) if self.width == 2 else (self._words[0][:0], words[0][:0])
-            done, added = _add(self._words[0], seconds, self._counts, self._mix, shift, words[0], second, weights,
-                               done, room)
+            done, added = add_keys(self._words[0], seconds, self._counts, self._mix, shift, words[0], second, weights,
+                                   done, room)
             self._used += int(added)
 
     def _grow(self) -> None:

@@ -18,6 +18,7 @@ import pyarrow.ipc as ipc
 
 from .. import jit
 from ..io.atomic import disk_full
+from ..kernels.partitions import BASE, MULT, partition_hashes
 from .byte_order import byte_order
 from .pieces import SCHEMA, sum_tables
 
@@ -25,8 +26,6 @@ N_PARTITIONS = 32
 _STRING_BYTES = 2**31 - 1  # what a string (not large_string) array's offsets reach
 _HASH_ROWS = 1 << 18  # rows hashed per numpy pass (bounds the temporary arrays) ...
 _HASH_BYTES = 1 << 22  # ... and bytes (a longer row is hashed alone, in windows of this size)
-_BASE = np.uint64(1099511628211)
-_MULT = np.uint64(0x9E3779B97F4A7C15)
 _REPEATS = {"parbpe.rows": "a chunk may be in several rows"}  # a run file's schema metadata (write_run)
 
 
@@ -44,7 +43,7 @@ def partition_ids(chunks: pa.Array | pa.ChunkedArray, n_partitions: int = N_PART
     offsets = np.frombuffer(offsets_buf, dtype=np.int64)[chunks.offset: chunks.offset + len(chunks) + 1]
     if len(chunks) and _kernel_hashes():
         data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
-        _partition_kernel(data, offsets, n_partitions, out)
+        partition_hashes(data, offsets, n_partitions, out)
         return out
     first = 0
     while first < len(chunks):
@@ -58,30 +57,11 @@ def partition_ids(chunks: pa.Array | pa.ChunkedArray, n_partitions: int = N_PART
 
 
 def _kernel_hashes() -> bool:
-    """Whether _partition_kernel hashes (the same ids): where numba is loaded in this process already
+    """Whether partition_hashes hashes (the same ids): where numba is loaded in this process already
     (SuperBPE's second count forks its workers from a parent that merged with the kernels), or --jit
     on (enabled() then imports it). The numpy hash makes several uint64 arrays per byte, several times
     the kernel's time on SuperBPE's superword counts."""
     return jit.warm()
-
-
-@jit.kernel(twin="parbpe.count.partitions:partition_ids")
-def _partition_kernel(data, offsets, n_partitions, out):
-    """partition_ids's hash, row by row: the same wrapping polynomial sum and mix as _hash_slice."""
-    for r in range(len(offsets) - 1):
-        lo = offsets[r]
-        hi = offsets[r + 1]
-        total = np.uint64(0)
-        power = np.uint64(1)
-        for i in range(lo, hi):
-            total += np.uint64(data[i]) * power
-            power *= _BASE
-        h = np.uint64(hi - lo) * _MULT
-        h ^= total
-        h ^= h >> np.uint64(31)
-        h *= _MULT
-        h ^= h >> np.uint64(29)
-        out[r] = np.int64(h >> np.uint64(33)) % n_partitions
 
 
 def _hash_slice(chunks: pa.Array) -> np.ndarray:
@@ -89,7 +69,7 @@ def _hash_slice(chunks: pa.Array) -> np.ndarray:
     _, offsets_buf, data_buf = chunks.buffers()
     offsets = np.frombuffer(offsets_buf, dtype=np.int64)[chunks.offset: chunks.offset + len(chunks) + 1]
     lengths = np.diff(offsets)
-    h = lengths.astype(np.uint64) * _MULT
+    h = lengths.astype(np.uint64) * MULT
     nonempty = lengths > 0
     if data_buf is not None and nonempty.any():
         data = np.frombuffer(data_buf, dtype=np.uint8)[offsets[0]: offsets[-1]].astype(np.uint64)
@@ -108,7 +88,7 @@ def _hash_long(chunks: pa.Array) -> np.ndarray:
     lo, hi = np.frombuffer(offsets_buf, dtype=np.int64)[chunks.offset: chunks.offset + 2]
     data = np.frombuffer(data_buf, dtype=np.uint8)[lo:hi]
     powers = _powers(_HASH_BYTES)
-    step = powers[-1:] * _BASE  # BASE ** _HASH_BYTES, as a one-element array (wraps silently)
+    step = powers[-1:] * BASE  # BASE ** _HASH_BYTES, as a one-element array (wraps silently)
     scale = np.ones(1, dtype=np.uint64)
     total = np.zeros(1, dtype=np.uint64)
     for start in range(0, len(data), _HASH_BYTES):
@@ -116,18 +96,18 @@ def _hash_long(chunks: pa.Array) -> np.ndarray:
         window *= powers[:len(window)]
         total += scale * np.add.reduce(window, dtype=np.uint64)
         scale *= step
-    return _mix(np.array([hi - lo], dtype=np.uint64) * _MULT ^ total)
+    return _mix(np.array([hi - lo], dtype=np.uint64) * MULT ^ total)
 
 
 def _powers(n: int) -> np.ndarray:
     """BASE ** i for i < n (wrapping uint64)."""
-    powers = np.cumprod(np.full(n, _BASE, dtype=np.uint64))
+    powers = np.cumprod(np.full(n, BASE, dtype=np.uint64))
     return np.concatenate([np.ones(1, dtype=np.uint64), powers[:-1]])
 
 
 def _mix(h: np.ndarray) -> np.ndarray:
     h ^= h >> np.uint64(31)
-    h *= _MULT
+    h *= MULT
     h ^= h >> np.uint64(29)
     return (h >> np.uint64(33)).astype(np.int64)
 

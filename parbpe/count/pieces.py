@@ -8,7 +8,7 @@ split each distinct piece once, multiplying its chunks by the piece's count. Wit
 GPT-4 patterns the vectorized lexers of lexer.py split every piece; with GPT-4o, the ASCII pieces
 (those not holding "/" after a line break), and `regex` the others.
 
-The cuts are cuts.py's (numpy) or jit_pieces.py's (numba, which also keys the pieces).
+The cuts are cuts.py's (numpy) or piece_keyer.py's (numba, which also keys the pieces).
 Documents holding a special token, and custom patterns, take the plain path.
 """
 
@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..patterns import digit_groups
-from . import jit_lexer, jit_pieces, short_keys
+from . import chunking, piece_keyer, short_keys
 from .cuts import cut_bounds
 from .key_tables import KeyCounts
 from .lexer import (
@@ -280,7 +280,7 @@ class StringCounts:
     def buffers(self, batch: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Everything counted, batch distinct strings at a time, as (offsets from 0, UTF-8 bytes,
         counts): table()'s strings without making the table (the short ones spelled by a kernel,
-        jit_pieces.spell). The strings of a kind come in their table() order; the kinds, long first."""
+        piece_keyer.spell). The strings of a kind come in their table() order; the kinds, long first."""
         self.sum()
         for table in self._tables:
             for start in range(0, table.num_rows, batch):
@@ -290,11 +290,11 @@ class StringCounts:
         short, pairs = self._summed_keys()
         for keys, counts in short:
             for start in range(0, len(keys), batch):
-                yield *jit_pieces.spell(keys[start:start + batch]), counts[start:start + batch]
+                yield *piece_keyer.spell(keys[start:start + batch]), counts[start:start + batch]
         for first, second, counts in pairs:
             for start in range(0, len(first), batch):
                 end = start + batch
-                yield *jit_pieces.spell(first[start:end], second[start:end]), counts[start:end]
+                yield *piece_keyer.spell(first[start:end], second[start:end]), counts[start:end]
 
     def table(self, count_long: bool = True) -> pa.Table:
         """Everything counted, as one counts table (SCHEMA) of distinct strings; count_long=False: the
@@ -369,8 +369,8 @@ class PieceCounter(BatchCounter):
             raise ValueError("the piece shortcut is only proven for the built-in patterns")
         self._lexer = _lexers(pattern)
         self._findall = findall
-        self._jit_kind = jit_lexer.kind_of(pattern) if use_jit else None  # the numba lexer splits every piece
-        self._keyer = jit_pieces.PieceKeyer() if use_jit else None  # and the numba kernel cuts and keys them
+        self._jit_kind = chunking.kind_of(pattern) if use_jit else None  # the numba lexer splits every piece
+        self._keyer = piece_keyer.PieceKeyer() if use_jit else None  # and the numba kernel cuts and keys them
 
     def add(self, texts: pa.Array) -> None:
         """Add the pieces of texts (a string array)."""
@@ -410,12 +410,12 @@ class PieceCounter(BatchCounter):
 
 
     def _jit_chunk_counts(self, pieces: StringCounts) -> pa.Table:
-        """The chunk counts of counted pieces, each split by the numba lexer (jit_lexer.py): any text, no `regex`."""
+        """The chunk counts of counted pieces, each split by the numba lexer (chunking.py): any text, no `regex`."""
         kind, group = self._jit_kind
-        tables = jit_lexer.char_tables()
+        tables = chunking.char_tables()
         chunks = StringCounts(hashed=True, seed=1)  # (its keys come in the order of the pieces' tables)
         for offsets, data, counts in pieces.buffers(_CONVERT_BATCH):
-            bounds = jit_lexer.chunk_bounds(data, offsets, kind, group, tables)
+            bounds = chunking.chunk_bounds(data, offsets, kind, group, tables)
             keys, first, second, long, weights = self._keyer.chunks(data, offsets, bounds, counts)
             chunks.add_keyed(keys, first, second, long, weights)
         return chunks.table()

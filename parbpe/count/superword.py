@@ -24,7 +24,7 @@ import functools
 
 import numpy as np
 
-from . import jit_lexer
+from . import chunking
 from .lexer import BREAK, DIGIT, LETTER, SPACE, TAB, code_point_tables, decode_utf8, mark_digit_groups
 from .pieces import BatchCounter, _buffers
 
@@ -117,12 +117,12 @@ class SuperwordCounter(BatchCounter):
 
     def __init__(self, use_jit: bool = False) -> None:
         super().__init__(hashed=use_jit)
-        self._use_jit = use_jit  # the numba lexer finds the chunks (jit_lexer.superword_starts)
+        self._use_jit = use_jit  # the numba lexer finds the chunks (chunking.superword_starts)
 
     def add(self, texts) -> None:
         """Add the chunks of texts (a string array), a window of texts at a time."""
         offsets, data = _buffers(texts)
-        for first, last in jit_lexer.document_spans(offsets, _WINDOW):
+        for first, last in chunking.document_spans(offsets, _WINDOW):
             part = data[offsets[first]:offsets[last]]
             if len(part):
                 self._held.add(part, self._bounds(part, offsets[first:last + 1] - offsets[first]))
@@ -131,7 +131,7 @@ class SuperwordCounter(BatchCounter):
     def _bounds(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """Bounds of the chunks of the texts data[offsets[i]:offsets[i + 1]]: numpy's, or the numba lexer's."""
         if self._use_jit:
-            bounds = jit_lexer.chunk_bounds(data, offsets, jit_lexer.SUPERWORD, 0, jit_lexer.char_tables())
+            bounds = chunking.chunk_bounds(data, offsets, chunking.SUPERWORD, 0, chunking.char_tables())
             return bounds.astype(np.int64)
         return np.append(superword_chunk_starts(data, offsets), len(data))
 

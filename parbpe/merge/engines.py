@@ -17,9 +17,20 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import jit
-from . import linked_kernels
+from ..kernels.linked import (
+    by_position,
+    count_live_pairs,
+    fill_records,
+    new_pair_entries,
+    sorted_live_pairs,
+    split_point,
+    sum_sorted_pairs,
+)
+from ..kernels.pair_index import merged_runs, searched
+from ..run.threads import Beside
+from . import linked
 from .exact import boundary_events, prefix_stop
-from .pair_index import PairIndex, merged_runs, searched
+from .pair_index import PairIndex
 from .pairs import (
     aggregate,
     aggregate_sorted,
@@ -31,7 +42,6 @@ from .pairs import (
     sort_by_pair,
     wide_key,
 )
-from ..run.threads import Beside
 from .table import ChunkTable
 
 
@@ -119,7 +129,7 @@ class ChunkEngine:
 
 def preload_linked_kernels(n_tokens: int, token_dtype: np.dtype) -> None:
     """Start loading, in a background thread, the kernels a LinkedEngine of n_tokens will call (if it
-    will: see linked_kernels.use_kernels), while the caller builds its table. They are loaded for the
+    will: see jit.merge_kernels), while the caller builds its table. They are loaded for the
     dtypes of a table of token_dtype, by merging a tiny one: numba loads a kernel once per dtypes."""
     if jit.merge_kernels(n_tokens):
         jit.preload(f"linked-{np.dtype(token_dtype).name}", lambda: _warm_linked(np.dtype(token_dtype)))
@@ -134,19 +144,19 @@ def _warm_linked(token_dtype: np.dtype) -> None:
     engine.initial_pair_counts()
     engine.apply(np.array([97, 98]), np.array([97, 99]), np.array([256, 257]))
     engine.apply_hits(*engine.find_hits(np.array([98]), np.array([97])), np.array([258]))  # exact batching's steps
-    linked_kernels._cut(engine.records, np.array([0, 1 << 20], dtype=np.int64), 20)  # (two threads' rounds)
-    linked_kernels._by_position(np.array([2, 1], dtype=np.int64), 20, 4)  # (a round of many candidates)
+    split_point(engine.records, np.array([0, 1 << 20], dtype=np.int64), 20)  # (two threads' rounds)
+    by_position(np.array([2, 1], dtype=np.int64), 20, 4)  # (a round of many candidates)
     merged_runs(np.array([1, 3], dtype=np.uint64), np.array([2], dtype=np.uint64))  # (a fold of packed blocks)
     if engine.index.packed:  # (the spans in a large packed block)
         searched(engine.index.blocks[0], engine.index.blocks[0][:2])
     engine.index.blocks.clear()
     engine._index_live_pairs(count=False)
     if engine.index.packed:  # (the first count of a wide table; a table of 2**16 ids or more has no packed index)
-        linked_kernels.sum_sorted_pairs(engine.records, engine.index.blocks[0])
+        sum_sorted_pairs(engine.records, engine.index.blocks[0])
         # (a large table's, in two threads)
         width = int(engine.table.tokens.max()) + 1
-        packed = linked_kernels.sorted_live_pairs_in_two(engine.records, engine.live_pairs, width)
-        linked_kernels.sum_sorted_pairs_in_two(engine.records, packed)
+        packed = linked.sorted_live_pairs_in_two(engine.records, engine.live_pairs, width)
+        linked.sum_sorted_pairs_in_two(engine.records, packed)
 
 
 class LinkedEngine:
@@ -177,20 +187,20 @@ class LinkedEngine:
         self.roomy = roomy
         t = table
         n_tokens = len(t.tokens)
-        # find and apply the hits with linked_kernels (None: as use_kernels decides for this size)
+        # find and apply the hits with the kernels (None: as use_kernels decides for this size)
         self.jit = jit.merge_kernels(n_tokens) if use_kernels is None else use_kernels
-        # 2: large rounds' kernels in two threads (linked_kernels.TWO_THREADS_MIN), when nothing else
+        # 2: large rounds' kernels in two threads (linked.TWO_THREADS_MIN), when nothing else
         # runs beside this engine (the coordinator's own, not a merge worker's)
         self.threads = threads if self.jit else 1
         link_dtype = np.int32 if n_tokens < 2**31 - 1 else np.int64
         # Each position carries its chunk's count (int32 while counts fit; sums are made in int64).
         weight_dtype = np.int32 if len(t.counts) == 0 or int(t.counts.max()) < 2**31 else np.int64
         if self.jit:
-            # One record a position, (next, prev, weight, token): the kernels' layout (linked_kernels).
+            # One record a position, (next, prev, weight, token): the kernels' layout (kernels/linked.py).
             link_dtype = np.promote_types(link_dtype, weight_dtype).type
             self.records = np.empty((n_tokens, 4), dtype=link_dtype)
-            two = self.threads > 1 and n_tokens >= linked_kernels.TWO_THREADS_MIN
-            fill = linked_kernels.fill_records_in_two if two else linked_kernels.fill_records
+            two = self.threads > 1 and n_tokens >= linked.TWO_THREADS_MIN
+            fill = linked.fill_records_in_two if two else fill_records
             fill(self.records, t.tokens, t.starts, t.counts)
             self.next, self.prev, self.weight = self.records[:, 0], self.records[:, 1], self.records[:, 2]
         else:
@@ -239,7 +249,7 @@ class LinkedEngine:
             return aggregate_sorted(keys, self.weight[starts]) if count else (keys[:0], keys[:0])
         width = int(self.table.tokens.max(initial=0)) + 1
         if self.jit and count and width <= self.COUNTING_SORT_WIDTH:
-            packed, keys, counts = linked_kernels.count_live_pairs(self.records, self.live_pairs, width)
+            packed, keys, counts = count_live_pairs(self.records, self.live_pairs, width)
             self._index.add_packed(packed)
             return keys, counts
         # The table's largest moment: the index's packed entries (narrow key, position); then the
@@ -251,7 +261,7 @@ class LinkedEngine:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty
         if self.jit:
-            sums = linked_kernels.sum_sorted_pairs_in_two if self._sorts_in_two() else linked_kernels.sum_sorted_pairs
+            sums = linked.sum_sorted_pairs_in_two if self._sorts_in_two() else sum_sorted_pairs
             return sums(self.records, packed)
         # Each slice of the sorted entries sums its own pairs; a pair cut by a slice boundary is
         # summed once more over the (far fewer) per-slice sums, which are still sorted.
@@ -271,9 +281,9 @@ class LinkedEngine:
     def _packed_entries(self, width: int) -> np.ndarray:
         """The packed index entries of every live pair (tokens below width), sorted; made a slice of
         positions at a time into one array and sorted in place (or by a kernel's counting sorts, in two
-        threads from linked_kernels.SORT_IN_TWO_MIN positions where the engine has two)."""
+        threads from linked.SORT_IN_TWO_MIN positions where the engine has two)."""
         if self.jit:
-            sort = linked_kernels.sorted_live_pairs_in_two if self._sorts_in_two() else linked_kernels.sorted_live_pairs
+            sort = linked.sorted_live_pairs_in_two if self._sorts_in_two() else sorted_live_pairs
             return sort(self.records, self.live_pairs, width)
         tokens, nxt = self.table.tokens, self.next
         live = nxt >= 0
@@ -296,12 +306,12 @@ class LinkedEngine:
         return packed
 
     def _sorts_in_two(self) -> bool:
-        """Whether the kernels sort and sum every live pair in two threads (linked_kernels.SORT_IN_TWO_MIN)."""
-        return self.threads > 1 and len(self.records) >= linked_kernels.SORT_IN_TWO_MIN
+        """Whether the kernels sort and sum every live pair in two threads (linked.SORT_IN_TWO_MIN)."""
+        return self.threads > 1 and len(self.records) >= linked.SORT_IN_TWO_MIN
 
     def _index_new_pairs(self, keys: np.ndarray, positions: np.ndarray) -> None:
         """Index the pairs a round made (at positions), and rebuild the index if it went stale."""
-        entries = linked_kernels.new_pair_entries(keys, positions) if self.jit and self._index.packed else None
+        entries = new_pair_entries(keys, positions) if self.jit and self._index.packed else None
         if entries is not None:
             self._index.add_packed(entries)
         else:
@@ -355,12 +365,12 @@ class LinkedEngine:
     def _merge_at(self, first: np.ndarray, second: np.ndarray, new_ids: np.ndarray, spans: list | None = None
                   ) -> tuple[np.ndarray, np.ndarray]:
         """A safe batch's hits found and merged (spans: its spans in the index, if known); the count changes.
-        With the kernels in one sweep (linked_kernels.find_and_apply), else find_hits, then apply_hits."""
+        With the kernels in one sweep (linked.find_and_apply), else find_hits, then apply_hits."""
         if not self.jit:
             return self.apply_hits(*self.find_hits(first, second, spans), new_ids)
         self.settle()
         cand, which = self._index.lookup(pack(first, second), spans)
-        return self._kernels_done(*linked_kernels.find_and_apply(
+        return self._kernels_done(*linked.find_and_apply(
             self.records, self.table.tokens, cand, which, np.asarray(first, dtype=np.int64),
             np.asarray(second, dtype=np.int64), new_ids, self.REMOVED, self.threads))
 
@@ -375,7 +385,7 @@ class LinkedEngine:
         # Candidate positions from the index; keep those that still hold their pair.
         cand, which = self._index.lookup(batch_keys, spans)
         if self.jit:
-            return linked_kernels.find_hits(self.records, cand, which, np.asarray(first, dtype=np.int64),
+            return linked.find_hits(self.records, cand, which, np.asarray(first, dtype=np.int64),
                                             np.asarray(second, dtype=np.int64), self.threads)
         after = nxt[cand].astype(np.int64)
         live = after >= 0
@@ -417,13 +427,13 @@ class LinkedEngine:
         """After the kernels merged n_hits: index the new pairs (keys from made on, at positions) and
         sum the count changes."""
         self.live_pairs -= n_hits
-        if self.threads > 1 and len(positions) >= linked_kernels.TWO_THREADS_MIN:
+        if self.threads > 1 and len(positions) >= linked.TWO_THREADS_MIN:
             # The new pairs go to the index beside the sums and the coordinator's update; the next
             # lookup waits for them (settle).
             self._pending = Beside(self._index_new_pairs, keys[made:], positions)
         else:
             self._index_new_pairs(keys[made:], positions)
-        return linked_kernels.sum_by_key(keys, deltas)
+        return linked.sum_by_key(keys, deltas)
 
     def apply_hits(self, hits: np.ndarray, which: np.ndarray, new_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Merge at the positions find_hits gave; returns the change in pair counts."""
@@ -433,10 +443,10 @@ class LinkedEngine:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty
         if self.jit:
-            found = hits.astype(np.int64) << linked_kernels.member_bits(self.records)
+            found = hits.astype(np.int64) << linked.member_bits(self.records)
             found |= which
             none = np.zeros(0, dtype=np.int64)  # (unchecked: no pairs to check against)
-            return self._kernels_done(*linked_kernels.sweep(self.records, tokens, found, none, none, new_ids,
+            return self._kernels_done(*linked.sweep(self.records, tokens, found, none, none, new_ids,
                                                             self.REMOVED, self.threads, check=False))
         partners = nxt[hits].astype(np.int64)
         beyond = nxt[partners].astype(np.int64)
@@ -453,8 +463,8 @@ class LinkedEngine:
 
         tokens[hits] = new_ids[which].astype(tokens.dtype)
         nxt[hits] = beyond
-        linked = beyond >= 0
-        prv[beyond[linked]] = hits[linked]
+        followed = beyond >= 0
+        prv[beyond[followed]] = hits[followed]
         nxt[partners] = self.REMOVED
 
         # Pairs after the merge that involve a new token: they are all new, index them.
@@ -463,7 +473,7 @@ class LinkedEngine:
         marked[hits] = True
         lone_lefts = lefts[(lefts >= 0) & ~marked[np.maximum(lefts, 0)]]
         marked[hits] = False
-        after_pos = np.concatenate([lone_lefts, hits[linked]])
+        after_pos = np.concatenate([lone_lefts, hits[followed]])
         after_keys, after_w = self._pairs_at(after_pos), self.weight[after_pos]
         self._index.add(after_keys, after_pos)
         self.live_pairs -= len(hits)  # each merge joins two tokens: one pair fewer in its chunk

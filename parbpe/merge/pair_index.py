@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import jit
-from ..jit import kernel, prefetch
+from ..kernels.pair_index import merged_runs, searched
 from .pairs import LOW32, gather, narrow_key
 
 
@@ -36,6 +36,7 @@ def _merge_sorted(older: _IndexBlock, newer: _IndexBlock) -> _IndexBlock:
     keys[at], values[at] = newer.keys, newer.values
     keys[~from_newer], values[~from_newer] = older.keys, older.values
     return _IndexBlock(keys, values)
+
 
 _PAST_VALUES = np.uint64(1 << 31)  # a packed entry's value is below this
 
@@ -143,47 +144,3 @@ class PairIndex:
         mask = np.zeros(n_chunks, dtype=bool)
         mask[chunk_ids] = True
         return np.flatnonzero(mask)
-
-
-@kernel(twin="parbpe.merge.pair_index:PairIndex._fold")
-def merged_runs(older, newer):
-    """Two sorted uint64 blocks as one (a fold): one pass, where numpy's stable sort of the two
-    concatenated finds the runs, then merges them through a copy of one. Holds both blocks and the
-    merged one, as the concatenation does."""
-    out = np.empty(len(older) + len(newer), dtype=np.uint64)
-    i = j = 0
-    for k in range(len(out)):
-        if j == len(newer) or (i < len(older) and older[i] <= newer[j]):
-            out[k] = older[i]
-            i += 1
-        else:
-            out[k] = newer[j]
-            j += 1
-    return out
-
-
-@kernel(twin="parbpe.merge.pair_index:PairIndex.spans")
-def searched(block, needles):
-    """np.searchsorted(block, needles) (side left) for a sorted uint64 block far larger than the caches:
-    the needles' binary searches advance together, a level at a time, so that the CPU can have the
-    cache misses of several needles under way at once where numpy's searches wait for them one after another."""
-    n = len(needles)
-    lo = np.zeros(n, dtype=np.int64)
-    hi = np.full(n, len(block), dtype=np.int64)
-    for i in range(n):
-        if lo[i] < hi[i]:
-            prefetch(block, (lo[i] + hi[i]) >> 1)
-    searching = True
-    while searching:
-        searching = False
-        for i in range(n):
-            if lo[i] < hi[i]:
-                mid = (lo[i] + hi[i]) >> 1
-                if block[mid] < needles[i]:
-                    lo[i] = mid + 1
-                else:
-                    hi[i] = mid
-                if lo[i] < hi[i]:
-                    prefetch(block, (lo[i] + hi[i]) >> 1)
-                    searching = True
-    return lo

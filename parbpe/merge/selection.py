@@ -12,7 +12,7 @@ import heapq
 
 import numpy as np
 
-from ..jit import helper, kernel
+from ..kernels.selection import NEGATIVE, NOT_COUNTED, by_age, lower_by_key, rising_by_age
 
 
 class Descending:
@@ -50,8 +50,8 @@ class PairCounts:
     """
 
     def __init__(self, keys: np.ndarray, counts: np.ndarray, use_kernels: bool = False) -> None:
-        # with kernels: falling counts found through _high_starts (_lower_by_key), new pairs put in
-        # age order by a counting sort (_rising_by_age), where numpy sorts and searches the store
+        # with kernels: falling counts found through _high_starts (lower_by_key), new pairs put in
+        # age order by a counting sort (rising_by_age), where numpy sorts and searches the store
         self.use_kernels = use_kernels
         keys, counts = np.asarray(keys, dtype=np.int64), np.asarray(counts, dtype=np.int64)
         n = len(keys)
@@ -59,7 +59,7 @@ class PairCounts:
         # growing the store later copied it into new memory, whose first touch is slow (SuperBPE's stage 2).
         room = 2 * n
         if use_kernels and n > 1 and bool(np.all(keys[1:] > keys[:-1])):  # (as every engine counts them)
-            self._ages, self._counts = _by_age(keys, counts, room)
+            self._ages, self._counts = by_age(keys, counts, room)
         else:
             ages = age_key(keys)
             order = np.argsort(ages)
@@ -88,9 +88,9 @@ class PairCounts:
         token newer than every pair stored; negative ones lower existing pairs."""
         if self.use_kernels:
             stored, counts = self.arrays()
-            ascending, new_ages, new_counts = _rising_by_age(keys, deltas)
+            ascending, new_ages, new_counts = rising_by_age(keys, deltas)
             if ascending:  # (as engines give them; a ranking's pairs, taken out, come in rank order)
-                self._check(_lower_by_key(stored, counts, self._high_starts[:self._highs], keys, deltas))
+                self._check(lower_by_key(stored, counts, self._high_starts[:self._highs], keys, deltas))
                 self._add_new(new_ages, new_counts)
                 return
         ages = age_key(keys)
@@ -105,9 +105,9 @@ class PairCounts:
 
     def _check(self, emptied: int) -> None:
         """Raise for a refused change (nothing changed); else count the pairs that fell to zero."""
-        if emptied == _NOT_COUNTED:
+        if emptied == NOT_COUNTED:
             raise AssertionError("a count change for a pair that is not counted")
-        if emptied == _NEGATIVE:
+        if emptied == NEGATIVE:
             raise AssertionError("a pair count went negative")
         self.live -= emptied
 
@@ -162,125 +162,18 @@ def _grown(array: np.ndarray, used: int, room: int) -> np.ndarray:
     return out
 
 
-_NOT_COUNTED, _NEGATIVE = -1, -2  # what lowering counts returns for a change it cannot make (nothing changed)
-
-
 def _lower_counts_numpy(stored: np.ndarray, counts: np.ndarray, ages: np.ndarray, deltas: np.ndarray) -> int:
     """counts[searchsorted(stored, ages)] += deltas for ascending ages of stored pairs, numpy's way (the
-    kernels' twin: _lower_by_key); the number of counts that fell to zero, or _NOT_COUNTED / _NEGATIVE,
+    kernels' twin: lower_by_key); the number of counts that fell to zero, or NOT_COUNTED / NEGATIVE,
     changing nothing, when an age is not stored or a count would go below zero."""
     at = np.searchsorted(stored, ages)
     if len(at) and (at[-1] >= len(stored) or not np.array_equal(stored[at], ages)):
-        return _NOT_COUNTED
+        return NOT_COUNTED
     left = counts[at] + deltas
     if (left < 0).any():
-        return _NEGATIVE
+        return NEGATIVE
     counts[at] = left
     return int(np.count_nonzero(left == 0))
-
-
-@helper
-def _age(key):
-    """age_key of one pair key in a kernel: its bits above 32 (age >> 32) are 2 * larger id + side."""
-    first, second = key >> 32, key & 0xFFFFFFFF
-    return ((np.uint64(max(first, second)) << np.uint64(33)) | (np.uint64(first < second) << np.uint64(32))
-            | np.uint64(min(first, second)))
-
-
-@kernel(twin="parbpe.merge.selection:PairCounts.__init__")
-def _by_age(keys, counts, room):
-    """(age keys, counts) of pairs given in ascending key order, in ascending age order: a stable
-    counting sort by (larger id, side), into arrays of room items (room >= len(keys); the rest left
-    unwritten). Within one, the smaller ids already ascend: pairs (high, x) lie side by side in key
-    order, pairs (x, high) in the order of their x. numpy's argsort of the age keys, the twin, is
-    several times slower on SuperBPE's millions of stage-2 pairs."""
-    n = len(keys)
-    width = 0
-    for i in range(n):
-        width = max(width, max(keys[i] >> 32, keys[i] & 0xFFFFFFFF) + 1)
-    starts = np.zeros(2 * width + 1, dtype=np.int64)
-    for i in range(n):
-        starts[np.int64(_age(keys[i]) >> np.uint64(32)) + 1] += 1
-    for b in range(1, len(starts)):
-        starts[b] += starts[b - 1]
-    ages = np.empty(room, dtype=np.uint64)
-    ordered = np.empty(room, dtype=np.int64)
-    for i in range(n):
-        age = _age(keys[i])
-        b = np.int64(age >> np.uint64(32))
-        ages[starts[b]] = age
-        ordered[starts[b]] = counts[i]
-        starts[b] += 1
-    return ages, ordered
-
-
-@kernel(twin="parbpe.merge.selection:_lower_counts_numpy")
-def _lower_by_key(stored, counts, high_starts, keys, deltas):
-    """PairCounts.update's falling pairs (deltas < 0), by kernel: each found by bisecting the entries
-    of its larger token (high_starts), in any order; numpy sorts the ages and bisects the whole store.
-    The number of counts that fell to zero, or _NOT_COUNTED / _NEGATIVE, changing nothing, when a
-    pair is not stored or its count would go below zero."""
-    at = np.empty(len(keys), dtype=np.int64)
-    for i in range(len(keys)):
-        at[i] = -1
-        if deltas[i] >= 0:
-            continue
-        high = max(keys[i] >> 32, keys[i] & 0xFFFFFFFF)
-        if high + 1 >= len(high_starts):
-            return _NOT_COUNTED
-        age = _age(keys[i])
-        lo, end = high_starts[high], high_starts[high + 1]
-        hi = end
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if stored[mid] < age:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo == end or stored[lo] != age:
-            return _NOT_COUNTED
-        if counts[lo] + deltas[i] < 0:
-            return _NEGATIVE
-        at[i] = lo
-    emptied = 0
-    for i in range(len(keys)):
-        if at[i] >= 0:
-            counts[at[i]] += deltas[i]
-            emptied += counts[at[i]] == 0
-    return emptied
-
-
-@kernel(twin="parbpe.merge.selection:PairCounts.update")
-def _rising_by_age(keys, deltas):
-    """(whether keys ascend; the ages and counts of the pairs with deltas > 0, in age order): the
-    stable counting sort of _by_age over the new pairs' larger tokens (a round's new ones) alone."""
-    empty_ages, empty_counts = np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64)
-    n_new, low_high, top_high = 0, np.int64(1) << 40, np.int64(-1)
-    for i in range(len(keys)):
-        if i > 0 and keys[i] <= keys[i - 1]:
-            return False, empty_ages, empty_counts
-        if deltas[i] > 0:
-            high = max(keys[i] >> 32, keys[i] & 0xFFFFFFFF)
-            low_high, top_high = min(low_high, high), max(top_high, high)
-            n_new += 1
-    if n_new == 0:
-        return True, empty_ages, empty_counts
-    starts = np.zeros(2 * (top_high - low_high + 1) + 1, dtype=np.int64)
-    for i in range(len(keys)):
-        if deltas[i] > 0:
-            starts[np.int64(_age(keys[i]) >> np.uint64(32)) - 2 * low_high + 1] += 1
-    for b in range(1, len(starts)):
-        starts[b] += starts[b - 1]
-    ages = np.empty(n_new, dtype=np.uint64)
-    ordered = np.empty(n_new, dtype=np.int64)
-    for i in range(len(keys)):
-        if deltas[i] > 0:
-            age = _age(keys[i])
-            b = np.int64(age >> np.uint64(32)) - 2 * low_high
-            ages[starts[b]] = age
-            ordered[starts[b]] = deltas[i]
-            starts[b] += 1
-    return True, ages, ordered
 
 
 def age_key(keys: np.ndarray) -> np.ndarray:

@@ -71,7 +71,7 @@ def kernels_alone(n_tokens: int, workers: int) -> bool:
 
 def merge_workers(n_tokens: int, workers: int, linked: bool, min_tokens_per_worker: int | None = None) -> int:
     """The processes that merge a table of n_tokens (1: the coordinator's alone). Where the kernels
-    merge it (the linked engine: linked, and linked_kernels.use_kernels) and at most two workers
+    merge it (the linked engine: linked, and jit.merge_kernels) and at most two workers
     could, one process, its engine in two threads, beats them on any table: faster, at a lower peak,
     even on SuperBPE's stage-2 table; more workers (more cores) were not measured against it. Else
     `workers`, each given at least MIN_TOKENS_PER_WORKER tokens.

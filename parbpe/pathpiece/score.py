@@ -10,6 +10,7 @@ the tokens the corpus would lose least without them are dropped first (PathPiece
 
 Chunks go in padded batches as in `tokenizer/segment.py`: every array is (chunks x columns x token
 lengths) at most, and the loops run over columns and token lengths, vectorized across chunks.
+KernelScorer computes the same with the kernels of kernels/pathpiece.py, over the flat chunk table.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..kernels.pathpiece import score_kernel, window_kernel
 from ..tokenizer.segment import VocabIndex, _matrix, forward_lengths, shortest_backtrack
+from ..tokenizer.tables import Trie
 
 _INF = np.iinfo(np.int32).max // 2  # no path (segment.forward_lengths uses the same bound)
 IRREPLACEABLE = np.iinfo(np.int64).max
@@ -167,3 +170,68 @@ def prune_step(
     score_of, usage_of = scores.tolist(), usage.tolist()
     ranked = sorted(candidates.tolist(), key=lambda k: (score_of[k], usage_of[k], -len(tokens[k]), tokens[k]))
     return ranked[:n_drop]
+
+
+ROOM = 4  # windows a byte the first arrays have room for (realmix, 262,144 tokens: 2.7; more: they grow)
+
+
+class KernelScorer:
+    """score.token_scores of one chunk table by the kernels: scores(tokens) per iteration. The windows
+    of the first vocabulary scored are kept; a later one made of its tokens is scored from them, any
+    other has its windows found again. The table: data[offsets[c]:offsets[c + 1]] seen counts[c] times."""
+
+    def __init__(self, data: np.ndarray, offsets: np.ndarray, counts: np.ndarray) -> None:
+        offsets = np.asarray(offsets, dtype=np.int64)
+        lo = int(offsets[0]) if len(offsets) else 0
+        self.offsets = offsets - lo
+        self.data = np.ascontiguousarray(data[lo:lo + int(self.offsets[-1])] if len(offsets) else data[:0],
+                                         dtype=np.uint8)
+        self.counts = np.ascontiguousarray(counts, dtype=np.int64)
+        self.longest = int(np.diff(self.offsets).max(initial=0))
+        self._ids: dict[bytes, int] = {}  # the tokens whose windows are kept, by their id there
+        self._windows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # n_win, win_len, win_id
+
+    def scores(self, tokens: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, usage), int64 per token id, as score.token_scores(VocabIndex(tokens), chunks,
+        counts, len(tokens)). tokens: checked by the caller (segment.check_vocabulary)."""
+        n = len(tokens)
+        scores = np.zeros(n, dtype=np.int64)
+        usage = np.zeros(n, dtype=np.int64)
+        lost = np.zeros(n, dtype=np.uint8)
+        if not len(self.data):
+            return scores, usage
+        current = self._current(tokens)
+        n_win, win_len, win_id = self._windows
+        score_kernel(self.offsets, self.counts, n_win, win_len, win_id, current, max(map(len, tokens)), scores,
+                     usage, lost, self.longest)
+        scores[lost.view(bool)] = IRREPLACEABLE
+        return scores, usage
+
+    def _current(self, tokens: Sequence[bytes]) -> np.ndarray:
+        """The map from the kept windows' token ids to the ids in tokens (-1: not there); the windows
+        found for tokens first where some token of theirs has none kept."""
+        ids = self._ids
+        if self._windows is None or not all(t in ids for t in tokens):
+            self._find_windows(tokens)
+            return np.arange(len(tokens), dtype=np.int64)
+        current = np.full(len(ids), -1, dtype=np.int64)
+        current[np.fromiter((ids[t] for t in tokens), dtype=np.int64, count=len(tokens))] = np.arange(len(tokens))
+        return current
+
+    def _find_windows(self, tokens: Sequence[bytes]) -> None:
+        """Room for ROOM windows a byte: zeroed pages that are never written take no memory."""
+        self._windows = None
+        trie = Trie.of(tokens, np.arange(len(tokens), dtype=np.int64))
+        n_win = np.zeros(len(self.data), dtype=np.uint8)
+        win_len = np.zeros(ROOM * len(self.data) + 16 * self.longest, dtype=np.uint8)
+        win_id = np.zeros(len(win_len), dtype=np.int32)
+        c, filled = 0, 0
+        while True:
+            c, filled = window_kernel(self.data, self.offsets, c, trie.first, trie.second, trie.edges.slots,
+                                      trie.edges.bits, trie.token, n_win, win_len, win_id, filled)
+            if c == len(self.offsets) - 1:
+                break
+            win_len = np.concatenate([win_len, np.zeros(len(win_len), dtype=np.uint8)])  # twice the room
+            win_id = np.concatenate([win_id, np.zeros(len(win_id), dtype=np.int32)])
+        self._windows = n_win, win_len[:filled], win_id[:filled]
+        self._ids = {t: k for k, t in enumerate(tokens)}

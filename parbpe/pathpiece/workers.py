@@ -5,7 +5,7 @@ once in a shared-memory block (run/shared_arrays.py); each worker maps it and co
 (cut so that every slice has about the same number of bytes), and the parent removes the block's
 name as soon as all have mapped it. An iteration sends the vocabulary only (its tokens joined, and
 their lengths: a message the size of the vocabulary, never of the corpus) to every worker; each
-scores its slice (SliceScorer: the kernels of kernels.py, or numpy's score.token_scores) and answers
+scores its slice (SliceScorer: the kernels of kernels/pathpiece.py, or numpy's score.token_scores) and answers
 with its int64 sums, which the parent adds up: the result is exactly that of one process, whatever
 the number of workers and whichever of the two scored.
 
@@ -42,8 +42,7 @@ from ..run.pool import (
 )
 from ..run.shared_arrays import BlockHandle, SharedBlock, attach
 from ..tokenizer.segment import VocabIndex, check_vocabulary
-from .kernels import KernelScorer
-from .score import IRREPLACEABLE, token_scores
+from .score import IRREPLACEABLE, KernelScorer, token_scores
 
 DEFAULT_START_METHOD = "spawn"  # see the module's docstring; an explicit start_method is followed
 FAULT_STAGE = "pathpiece"
@@ -68,7 +67,7 @@ def chunk_list(data: np.ndarray, offsets: np.ndarray, c0: int, c1: int) -> list[
 
 class SliceScorer:
     """The scores of one table (a worker's slice: data[offsets[c]:offsets[c + 1]] seen counts[c] times)
-    for a vocabulary at a time, by the kernels (kernels.KernelScorer, which keeps the first
+    for a vocabulary at a time, by the kernels (score.KernelScorer, which keeps the first
     vocabulary's windows) or by numpy (score.token_scores)."""
 
     def __init__(self, data: np.ndarray, offsets: np.ndarray, counts: np.ndarray, kernel: bool) -> None:

@@ -2,7 +2,7 @@
 budget, any input train reads), then each unique chunk is segmented once per tokenizer and method and
 its tokens are weighted by the chunk's count.
 
-With the JIT on, the three methods are the numba kernels of tokenizer/kernels.py over the chunk
+With the JIT on, the three methods are kernels/segment.py's kernels (tokenizer/tables.py) over the chunk
 table (per-token counts directly; merges with a stop list excepted). Without it, numpy:
 - merges: the chunk table is encoded with the tokenizer's merges by merge/encode.py (BPE's rank
   order, merges applied a safe batch at a time, vectorized over chunks). A tokenizer with a stop
@@ -40,7 +40,7 @@ from ..patterns import encoding_split
 from ..run.pool import default_start_method, get_context, parallel
 from ..run.run_dir import counts_arrays
 from ..run.temp_dirs import temp_work_dir
-from ..tokenizer import kernels
+from ..tokenizer import tables
 from ..tokenizer.evaluate import is_superword
 from ..tokenizer.inherit import inherit
 from ..tokenizer.model import Tokenizer
@@ -108,7 +108,7 @@ def token_counts(tok: Tokenizer, methods: Sequence[str], data: np.ndarray, offse
     data, seen counts[k] times, are segmented by it: by the numba kernels when the JIT is on (not
     merges with a stop list), else by numpy."""
     fast = [m for m in methods if jit.enabled() and not (m == "merges" and tok.stop_words)]
-    found = kernels.token_totals(tok.kernel_tables(), fast, data, offsets, counts) if fast else {}
+    found = tables.token_totals(tok.kernel_tables(), fast, data, offsets, counts) if fast else {}
     return {m: found[m] if m in found else _numpy_counts(tok, m, data, offsets, counts) for m in methods}
 
 
@@ -185,7 +185,7 @@ def _score(text: CountedText, tokenizers: Sequence[Tokenizer], per: list[list[st
     """score_text with the JIT mode settled."""
     if jit.enabled():  # the tables and kernels made here, before any worker starts: they share them
         for tok, mine in zip(tokenizers, per):
-            kernels.load(tok.kernel_tables(), [m for m in mine if m != "merges" or not tok.stop_words])
+            tables.load(tok.kernel_tables(), [m for m in mine if m != "merges" or not tok.stop_words])
     slices = _slices(text.offsets, slice_bytes or (JIT_SLICE_BYTES if jit.enabled() else SLICE_BYTES))
     tasks = [(t, per[t], a, b) for t in range(len(tokenizers)) for a, b in slices]
     kernels_only = jit.enabled() and not any(tok.stop_words and "merges" in m for tok, m in zip(tokenizers, per))

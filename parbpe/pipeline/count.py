@@ -19,8 +19,8 @@ import pyarrow as pa
 
 from .. import jit
 from ..config import TrainConfig
+from ..count.chunking import uses_jit
 from ..count.counter import CountResult, count_to_runs, prepare, unit_key
-from ..count.jit_lexer import uses_jit
 from ..count.partitions import N_PARTITIONS
 from ..count.reduce import TrainingChunks, check_pair_counts, combine_selections, reduce_runs
 from ..count.stream import QUEUE_BATCHES_PER_WORKER, count_stream_to_runs

@@ -67,9 +67,9 @@ class KernelsAhead:
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
         self.pids = [proc.pid for proc in self._procs]
         if "reduce" in families:  # (the reduce's sort takes numpy meanwhile, and leaves the kernel to later runs)
-            from ..count.byte_order import _radix_sort
+            from ..count.byte_order import radix_sort
 
-            self._elsewhere.append(_radix_sort)
+            self._elsewhere.append(radix_sort)
         for kernel in self._elsewhere:
             kernel.elsewhere = True
 
@@ -142,7 +142,7 @@ def start(ctx: RunContext, text_bytes: int | None) -> KernelsAhead | None:
     to be compiled): the counting kernels where the text's size makes the count use them, the
     reduce's sort, and the merge's kernels where a text of text_bytes (None: not known) makes a table
     they merge. None where none is started; the run context stops them at the run's end."""
-    from ..count.jit_lexer import uses_jit
+    from ..count.chunking import uses_jit
 
     config = ctx.config
     if ctx.budget < MIN_BUDGET or not jit.enabled() or ctx.cluster is not None:
@@ -205,8 +205,8 @@ def later_calls(families: list[str], vocab_size: int) -> list[tuple[str, tuple]]
 
 
 def count_calls(pattern: str) -> list[tuple[str, tuple]]:
-    """The counting kernels' calls for pattern (what count.jit_lexer.prepare loads)."""
-    from ..count.jit_lexer import load_kernels
+    """The counting kernels' calls for pattern (what count.chunking.prepare loads)."""
+    from ..count.chunking import load_kernels
 
     return jit.signatures_of(lambda: load_kernels(pattern))
 

@@ -20,7 +20,6 @@ from ..count.reduce import TrainingChunks
 from ..io.iterables import TextStream
 from ..io.plan import unit_text_bytes
 from ..io.units import WorkUnit
-from ..merge import linked_kernels
 from ..merge.cold_pairs import cut_cold_pairs
 from ..merge.coordinator import THREADS, ColdPairReached, MergeResult, learn_merges, preload_kernels
 from ..merge.encode import encode_chunk_arrays, sampled_tokens_per_byte

@@ -15,8 +15,8 @@ from ..pathpiece.prune import prune_rounds
 from ..pathpiece.score import chunk_batches
 from ..pathpiece.workers import ScoringPool
 from ..run.memory import format_size
-from ..tokenizer.kernels import KernelTables, Trie, token_totals
 from ..tokenizer.segment import VocabIndex, shortest_tokens
+from ..tokenizer.tables import KernelTables, Trie, token_totals
 from .context import RunContext
 from .corpus_eval import CountedText
 

@@ -38,3 +38,11 @@ def in_two(left: Callable[[], Any], right: Callable[[], Any]) -> tuple[Any, Any]
     finally:
         left_value = beside.wait()
     return left_value, right_value
+
+
+def one_or_two(calls: list[Callable[[], Any]]) -> list[Any]:
+    """The results of one call (run in this thread) or two (side by side, in_two)."""
+    if len(calls) == 1:
+        return [calls[0]()]
+    left, right = calls
+    return list(in_two(left, right))

@@ -18,7 +18,7 @@ import numpy as np
 from .. import jit
 from ..io.readers import replace_surrogates
 from ..patterns import NORMAL_FORMS, Splitter, normalize_text, resolve_pattern
-from . import exports, kernels, load, segment
+from . import exports, load, segment, tables
 from .dropout import dropout_merge
 
 _CACHE_LIMIT = 200_000
@@ -94,7 +94,7 @@ class Tokenizer:
         self._splitter = Splitter(pattern, tuple(self.special_tokens), normalize)
         self._cache: dict[str, list[int]] = {}
         self._vocab_index: tuple[segment.VocabIndex, np.ndarray] | None = None
-        self._kernel_tables: kernels.KernelTables | None = None
+        self._kernel_tables: tables.KernelTables | None = None
 
     # -- basic facts ---------------------------------------------------------------------------
 
@@ -279,7 +279,7 @@ class Tokenizer:
             lengths = np.fromiter(map(len, raw), dtype=np.int64, count=len(raw))
             offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
             data = np.frombuffer(b"".join(raw), dtype=np.uint8)
-            return kernels.chunk_tokens(self.kernel_tables(), method, data, offsets)
+            return tables.chunk_tokens(self.kernel_tables(), method, data, offsets)
         if self._vocab_index is None:
             tokens, ids = self._segment_vocab()
             self._vocab_index = (segment.VocabIndex(tokens, max(16, max(map(len, tokens)))), ids)
@@ -312,12 +312,12 @@ class Tokenizer:
             first.setdefault(self.vocab[i], i)
         return list(first), np.array(list(first.values()), dtype=np.int64)
 
-    def kernel_tables(self) -> kernels.KernelTables:
+    def kernel_tables(self) -> tables.KernelTables:
         """The trie of the vocabulary and the merges as the numba kernels take them (made once)."""
         if self._kernel_tables is None:
             tokens, ids = self._segment_vocab()
-            merges = kernels.MergeTable.of(self.byte_ids, self.merges) if not self.tokens else None
-            self._kernel_tables = kernels.KernelTables(kernels.Trie.of(tokens, ids), merges, max(self.vocab) + 1)
+            merges = tables.MergeTable.of(self.byte_ids, self.merges) if not self.tokens else None
+            self._kernel_tables = tables.KernelTables(tables.Trie.of(tokens, ids), merges, max(self.vocab) + 1)
         return self._kernel_tables
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:

@@ -1,4 +1,4 @@
-"""The numba lexer (jit_lexer.py): exactly `regex`'s chunks, and with it the numpy path's counts."""
+"""The numba lexer (chunking.py): exactly `regex`'s chunks, and with it the numpy path's counts."""
 
 from __future__ import annotations
 
@@ -22,9 +22,10 @@ from parbpe.patterns import PATTERNS, SUPERWORD_LINES_PATTERN, SUPERWORD_PATTERN
 
 pytest.importorskip("numba")
 
-from parbpe.count import jit_lexer  # noqa: E402  (after the skip: its kernels compile with numba)
+from parbpe.count import chunking  # noqa: E402  (after the skip: its kernels compile with numba)
 from parbpe.count.pieces import PieceCounter  # noqa: E402
 from parbpe.count.superword import _class_table, superword_chunk_starts  # noqa: E402
+from parbpe.kernels import lexer as lexing  # noqa: E402
 
 # Each built-in pattern and its --digits variants.
 PATTERN_VARIANTS = {name: PATTERNS[name] for name in ("gpt2", "gpt4", "gpt4o")}
@@ -69,11 +70,11 @@ def random_text(rng: random.Random, length: int) -> str:
 
 def jit_chunks(documents: list[str], pattern: str) -> list[str]:
     """The chunks the kernels find in each document, in order."""
-    kind, group = jit_lexer.kind_of(pattern)
+    kind, group = chunking.kind_of(pattern)
     encoded = [d.encode() for d in documents]
     data = np.frombuffer(b"".join(encoded), np.uint8)
     docs = np.cumsum([0] + [len(e) for e in encoded]).astype(np.int64)
-    bounds = jit_lexer.chunk_bounds(data, docs, kind, group, jit_lexer.char_tables()).tolist()
+    bounds = chunking.chunk_bounds(data, docs, kind, group, chunking.char_tables()).tolist()
     return [data[a:b].tobytes().decode() for a, b in zip(bounds, bounds[1:])]
 
 
@@ -90,14 +91,14 @@ def test_each_tricky_string_alone_equals_regex(name):
 
 
 # chunk_bounds' parts: the default (these texts in one), and 64 bytes (many; documents longer whole)
-SPANS = [jit_lexer.CHUNK_BOUNDS_BYTES, 64]
+SPANS = [chunking.CHUNK_BOUNDS_BYTES, 64]
 
 
 @pytest.mark.parametrize("span", SPANS)
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("name", NAMES)
 def test_random_text_of_every_category_equals_regex(monkeypatch, name, seed, span):
-    monkeypatch.setattr(jit_lexer, "CHUNK_BOUNDS_BYTES", span)
+    monkeypatch.setattr(chunking, "CHUNK_BOUNDS_BYTES", span)
     pattern = PATTERN_VARIANTS[name]
     rng = random.Random(seed)
     documents = [random_text(rng, rng.randint(0, 80)) for _ in range(400)]
@@ -107,10 +108,10 @@ def test_random_text_of_every_category_equals_regex(monkeypatch, name, seed, spa
 def test_a_wrong_class_is_caught(monkeypatch):
     """The comparison can fail: with "'" read as a letter, GPT-4's chunks differ."""
     pattern = PATTERNS["gpt4"]
-    bits, canon = jit_lexer.char_tables()
+    bits, canon = chunking.char_tables()
     bits = bits.copy()
-    bits[ord("'")] |= jit_lexer.LETTER
-    monkeypatch.setattr(jit_lexer, "char_tables", lambda: (bits, canon))
+    bits[ord("'")] |= lexing.LETTER
+    monkeypatch.setattr(chunking, "char_tables", lambda: (bits, canon))
     assert jit_chunks(["don't stop"], pattern) != regex_chunks(["don't stop"], pattern)
 
 
@@ -137,7 +138,7 @@ def test_superword_tricky_strings_alone_equal_regex():
 @pytest.mark.parametrize("span", SPANS)
 @pytest.mark.parametrize("seed", range(4))
 def test_superword_random_text_of_every_category_equals_regex(monkeypatch, seed, span):
-    monkeypatch.setattr(jit_lexer, "CHUNK_BOUNDS_BYTES", span)
+    monkeypatch.setattr(chunking, "CHUNK_BOUNDS_BYTES", span)
     rng = random.Random(seed)
     documents = superword_documents([random_text(rng, rng.randint(0, 80)) for _ in range(400)])
     assert jit_chunks(documents, SUPERWORD_PATTERN) == regex_chunks(documents, SUPERWORD_LINES_PATTERN)
@@ -161,14 +162,14 @@ def test_superword_real_text_equals_regex(shared_data):
 
 def test_the_kernels_superword_classes_are_the_numpy_splits_for_every_code_point():
     # Two derivations of regex's classes: char_tables()'s bits (the kernels') and lexer.py's code_point_tables.
-    assert np.array_equal(jit_lexer.superword_classes(), _class_table())
+    assert np.array_equal(chunking.superword_classes(), _class_table())
 
 
 def test_a_wrong_superword_rule_is_caught(monkeypatch):
     """The comparison can fail: with digits read as letters, the superword chunks differ."""
-    classes = jit_lexer.superword_classes().copy()
-    classes[ord("0"):ord("9") + 1] = jit_lexer.SW_LETTER
-    monkeypatch.setattr(jit_lexer, "superword_classes", lambda: classes)
+    classes = chunking.superword_classes().copy()
+    classes[ord("0"):ord("9") + 1] = lexing.SW_LETTER
+    monkeypatch.setattr(chunking, "superword_classes", lambda: classes)
     assert jit_chunks(["abc 12345"], SUPERWORD_PATTERN) != regex_chunks(["abc 12345"], SUPERWORD_LINES_PATTERN)
 
 
@@ -191,25 +192,25 @@ def test_pieces_split_by_the_numba_lexer_count_as_regex(name):
 
 def test_the_character_tables_are_cached_on_disk(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    jit_lexer.char_tables.cache_clear()
+    chunking.char_tables.cache_clear()
     try:
-        built = jit_lexer.char_tables()
+        built = chunking.char_tables()
         (cached,) = list((tmp_path / "parbpe").iterdir())
-        jit_lexer.char_tables.cache_clear()
-        loaded = jit_lexer.char_tables()
+        chunking.char_tables.cache_clear()
+        loaded = chunking.char_tables()
         assert all((a == b).all() for a, b in zip(built, loaded))
         with np.load(cached) as saved:
             assert saved["tables"].shape == (2, 0x110000)
     finally:
-        jit_lexer.char_tables.cache_clear()
+        chunking.char_tables.cache_clear()
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "edited"])
 def test_a_damaged_cache_file_is_built_again(monkeypatch, tmp_path, damage):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    jit_lexer.char_tables.cache_clear()
+    chunking.char_tables.cache_clear()
     try:
-        built = jit_lexer.char_tables()
+        built = chunking.char_tables()
         (cached,) = list((tmp_path / "parbpe").iterdir())
         if damage == "garbage":
             cached.write_bytes(b"not a numpy file")
@@ -218,27 +219,27 @@ def test_a_damaged_cache_file_is_built_again(monkeypatch, tmp_path, damage):
         else:  # the right shape and type, a letter made a digit: only the digest tells
             with np.load(cached) as saved:
                 tables, digest = saved["tables"].copy(), saved["digest"]
-            tables[0, ord("a")] = jit_lexer.NUMBER
+            tables[0, ord("a")] = lexing.NUMBER
             with open(cached, "wb") as f:
                 np.savez(f, tables=tables, digest=digest)
-        jit_lexer.char_tables.cache_clear()
-        loaded = jit_lexer.char_tables()
+        chunking.char_tables.cache_clear()
+        loaded = chunking.char_tables()
         assert all((a == b).all() for a, b in zip(built, loaded))
-        jit_lexer.char_tables.cache_clear()
-        assert all((a == b).all() for a, b in zip(built, jit_lexer.char_tables()))  # and the file was rewritten
+        chunking.char_tables.cache_clear()
+        assert all((a == b).all() for a, b in zip(built, chunking.char_tables()))  # and the file was rewritten
     finally:
-        jit_lexer.char_tables.cache_clear()
+        chunking.char_tables.cache_clear()
 
 
 def test_an_unwritable_cache_directory_builds_the_tables_each_time(monkeypatch, tmp_path):
     (tmp_path / "parbpe").write_text("a file where the cache directory would be")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    jit_lexer.char_tables.cache_clear()
+    chunking.char_tables.cache_clear()
     try:
-        bits, _ = jit_lexer.char_tables()
-        assert bits[ord("a")] & jit_lexer.LETTER and bits[ord("7")] & jit_lexer.NUMBER
+        bits, _ = chunking.char_tables()
+        assert bits[ord("a")] & lexing.LETTER and bits[ord("7")] & lexing.NUMBER
     finally:
-        jit_lexer.char_tables.cache_clear()
+        chunking.char_tables.cache_clear()
 
 
 WORDS = ["alpha", "Beta", "épsilon", "ζήτα", "中文", "😀", "1234", "٣٤", "don't", "IT'S", "  ", "\n", "x.y", ".\n/",
@@ -278,9 +279,9 @@ def test_the_numba_kernels_count_the_pieces_when_on_or_auto(monkeypatch, mode, n
     from parbpe.count.counter import ShardCounter
 
     monkeypatch.setenv("PARBPE_JIT", mode)
-    expected = jit_lexer.kind_of(PATTERNS[name]) if splits else None
+    expected = chunking.kind_of(PATTERNS[name]) if splits else None
     assert ShardCounter(TrainConfig(pattern=name), "/nonexistent", "t").pieces._jit_kind == expected
-    assert jit_lexer.uses_jit(PATTERNS[name]) == splits
+    assert chunking.uses_jit(PATTERNS[name]) == splits
 
 
 def test_a_custom_pattern_is_never_the_numba_lexers(monkeypatch):
@@ -288,7 +289,7 @@ def test_a_custom_pattern_is_never_the_numba_lexers(monkeypatch):
 
     monkeypatch.setenv("PARBPE_JIT", "on")
     assert ShardCounter(TrainConfig(pattern=r"\w+|\s+|."), "/nonexistent", "t").pieces is None  # custom: regex
-    assert not jit_lexer.uses_jit(r"\w+|\s+|.")
+    assert not chunking.uses_jit(r"\w+|\s+|.")
     assert "numba" in sys.modules
 
 

@@ -28,7 +28,7 @@ def corpus(seed: int, alphabet: bytes = b"ab c") -> tuple[list[bytes], list[int]
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("max_batch_size", [0, 1])
 @pytest.mark.parametrize("stage1_alphabet", [b"ab c", b"abc", b"a c"])  # the last two: pieces cut at spaces, at b
-@pytest.mark.parametrize("jit_mode", ["off", "on"])  # on: the pieces encoded by a kernel (_encode_chunks)
+@pytest.mark.parametrize("jit_mode", ["off", "on"])  # on: the pieces encoded by a kernel (kernels/encode.py)
 def test_encoded_table_is_bpe_encoding_and_merging_on_equals_replay(seed, max_batch_size, stage1_alphabet, jit_mode,
                                                                     monkeypatch):
     if jit_mode == "on":
@@ -62,7 +62,7 @@ def test_encoded_table_is_bpe_encoding_and_merging_on_equals_replay(seed, max_ba
 @pytest.mark.parametrize("sizes", [(256, 16, 12), (1, 1, 1), (3, 2, 1), (7, 4, 3)])
 @pytest.mark.parametrize("seed", range(3))
 def test_the_encoding_kernel_equals_the_numpy_path(monkeypatch, seed, sizes, threads):
-    """_encode_chunks against encode_byte_table's numpy path: pieces of 1 to 40 bytes (looked up up to 16
+    """encode_chunks against encode_byte_table's numpy path: pieces of 1 to 40 bytes (looked up up to 16
     bytes, in the short or the long table; encoded each time past it), pieces that differ only in
     trailing zero bytes (the same words, told apart by their lengths), tokens in the slot or kept apart,
     batches of pieces cut across chunks, and the tables regrown many times (tiny first sizes); in one

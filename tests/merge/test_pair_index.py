@@ -88,7 +88,7 @@ def test_pair_counts_are_exact_past_int32(vocab_size):
 def test_the_fold_kernel_merges_as_numpy_sorts(sizes):
     """merged_runs: two sorted uint64 blocks merged is their concatenation sorted (equal entries too)."""
     pytest.importorskip("numba")
-    from parbpe.merge.pair_index import merged_runs
+    from parbpe.kernels.pair_index import merged_runs
 
     rng = np.random.default_rng(sum(sizes))
     older, newer = (np.sort(rng.integers(0, 2**64 - 1, n, dtype=np.uint64) >> np.uint64(rng.integers(0, 60)))
@@ -101,7 +101,7 @@ def test_the_search_kernel_finds_what_numpy_does(size):
     """searched: np.searchsorted's left insertion points, for needles below, between, on (runs of
     equal entries) and past the block's entries, in any order."""
     pytest.importorskip("numba")
-    from parbpe.merge.pair_index import searched
+    from parbpe.kernels.pair_index import searched
 
     rng = np.random.default_rng(size)
     block = np.sort(rng.integers(0, 40 if size < 100 else 2**63, size, dtype=np.int64).astype(np.uint64))

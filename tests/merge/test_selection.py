@@ -325,7 +325,7 @@ def test_narrow_rounds_rebuild_a_growing_heap_as_it_runs_short():
 
 @pytest.mark.parametrize("high", [3, 300, 70_000])
 def test_pair_counts_in_age_order_by_the_kernel_as_by_argsort(high):
-    """PairCounts from keys in ascending order (as engines count them) takes _by_age's counting sort
+    """PairCounts from keys in ascending order (as engines count them) takes by_age's counting sort
     with the kernels: the same store as numpy's argsort of the age keys; keys out of order take numpy's."""
     pytest.importorskip("numba")
     rng = np.random.default_rng(high)

@@ -1,6 +1,6 @@
-"""PathPiece's scoring kernel (pathpiece/kernels.py) against numpy's score.token_scores: the same int64
-sums and the same pruned vocabulary for 1, 2 and 3 workers; the choice made once, in the parent
-(jit.score_kernels), and carried to spawned workers as their mode."""
+"""PathPiece's scoring kernels (kernels/pathpiece.py, through score.KernelScorer) against numpy's
+score.token_scores: the same int64 sums and the same pruned vocabulary for 1, 2 and 3 workers; the
+choice made once, in the parent (jit.score_kernels), and carried to spawned workers as their mode."""
 
 from __future__ import annotations
 
@@ -127,12 +127,12 @@ def test_the_budget_counts_numba_and_the_windows_of_kernel_workers() -> None:
 def test_the_windows_arrays_grow_when_a_table_has_more_windows_than_room(monkeypatch) -> None:
     """With no room a byte up front (only one chunk's worth), the window kernel stops and resumes as its
     arrays grow: the same sums as numpy's, for the first vocabulary and one scored from the windows kept."""
-    from parbpe.pathpiece import kernels
+    from parbpe.pathpiece import score
 
-    monkeypatch.setattr(kernels, "ROOM", 0)
+    monkeypatch.setattr(score, "ROOM", 0)
     vocab, chunks, counts = _corpus(8)
     smaller = [t for k, t in enumerate(vocab) if len(t) == 1 or k % 2]
-    scorer = kernels.KernelScorer(*chunk_arrays(chunks), counts)
+    scorer = score.KernelScorer(*chunk_arrays(chunks), counts)
     for tokens in (vocab, smaller):
         with jit.using("on"):
             scores, usage = scorer.scores(tokens)

@@ -59,7 +59,6 @@ def test_no_room_for_numba_merges_with_numpy_under_auto(monkeypatch, engines_mad
     """A budget with no room for numba beside the merge stage's estimate: under auto the engine runs
     numpy (said in a note), with the same merges; --jit on keeps the kernels (the user's choice)."""
     pytest.importorskip("numba")
-    from parbpe.merge import linked_kernels
 
     monkeypatch.setattr(jit, "MERGE_MIN_TOKENS", 10)  # this small table counts as large
     texts = [f"document {i}: the quick brown fox jumps over the lazy dog {i * 7}" for i in range(300)]
@@ -107,7 +106,6 @@ def test_counts_files_start_numba_before_counting_where_the_kernels_will_merge(m
     (preload_before_counting) when their bytes make a table past JIT_MIN_TOKENS and the budget has room:
     the same merges as numpy's; not for text, not without room, not below the size, not with --jit off."""
     pytest.importorskip("numba")
-    from parbpe.merge import linked_kernels
 
     counts = _counts_csv(tmp_path / "counts.csv")
     text = tmp_path / "corpus.txt"
@@ -133,7 +131,6 @@ def test_the_fit_waits_for_a_load_started_before_counting(monkeypatch, tmp_path)
     """The table stage settles the preload threads before its fit reckons numba (loaded or not): its
     reckoning may not depend on how far a thread got."""
     pytest.importorskip("numba")
-    from parbpe.merge import linked_kernels
 
     monkeypatch.setattr(jit, "MERGE_MIN_TOKENS", 1000)
     monkeypatch.setattr(jit, "_preloading", {})

@@ -1,6 +1,7 @@
-"""The numba segmentation kernels (tokenizer/kernels.py) against the numpy path and the slow references:
-merges against Tokenizer's rescan (ties: runs of one byte), greedy and shortest against segment.py
-(PARBPE_JIT off) and an exhaustive search, on random vocabularies and on a realmix tokenizer."""
+"""The segmentation kernels (kernels/segment.py, through tokenizer/tables.py) against the numpy path
+and the slow references: merges against Tokenizer's rescan (ties: runs of one byte), greedy and
+shortest against segment.py (PARBPE_JIT off) and an exhaustive search, on random vocabularies and on
+a realmix tokenizer."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from parbpe.tokenizer import kernels
+from parbpe.tokenizer import tables
 from parbpe.tokenizer.model import _HEAP_BYTES, Tokenizer
 from tests.tokenizer.test_segment import _fewest, _greedy_ref
 
@@ -23,7 +24,7 @@ def _flat(chunks: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
 
 def _kernel_lists(tok: Tokenizer, chunks: list[bytes], method: str) -> list[list[int]]:
     data, offsets = _flat(chunks)
-    owner, ids = kernels.chunk_tokens(tok.kernel_tables(), method, data, offsets)
+    owner, ids = tables.chunk_tokens(tok.kernel_tables(), method, data, offsets)
     out: list[list[int]] = [[] for _ in chunks]
     for c, t in zip(owner.tolist(), ids.tolist()):
         out[c].append(t)
@@ -93,9 +94,9 @@ def test_greedy_and_shortest_equal_numpy_and_the_references(seed, monkeypatch):
             else:
                 assert len(ids) == (_fewest(chunk, vocab) if chunk else 0)
     weights = np.arange(1, len(chunks) + 1)
-    both = kernels.token_totals(tok.kernel_tables(), ["greedy", "shortest"], *_flat(chunks), weights)
+    both = tables.token_totals(tok.kernel_tables(), ["greedy", "shortest"], *_flat(chunks), weights)
     for method, totals in both.items():  # one pass for both methods: each as when alone
-        owner, ids = kernels.chunk_tokens(tok.kernel_tables(), method, *_flat(chunks))
+        owner, ids = tables.chunk_tokens(tok.kernel_tables(), method, *_flat(chunks))
         assert totals.tolist() == np.bincount(ids, weights=weights[owner], minlength=len(totals)).tolist()
 
 
@@ -108,7 +109,7 @@ def test_shortest_ties_go_to_the_longest_last_token():
 def test_token_totals_weigh_chunks_by_their_counts():
     tok = Tokenizer(pattern="gpt4", merges=[(97, 98, 256)])
     data, offsets = _flat([b"ab", b"abab", b"c"])
-    found = kernels.token_totals(tok.kernel_tables(), ["merges", "greedy", "shortest"], data, offsets,
+    found = tables.token_totals(tok.kernel_tables(), ["merges", "greedy", "shortest"], data, offsets,
                                  np.array([3, 2, 5]))
     for totals in found.values():
         assert totals[256] == 3 + 2 * 2 and totals[99] == 5 and totals.sum() == 12 and len(totals) == 257

@@ -1,4 +1,4 @@
-"""The linked engine's numba kernels (merge/linked_kernels.py) give the numpy engine's merges, tables and counts."""
+"""The linked engine's numba kernels (kernels/linked.py) give the numpy engine's merges, tables and counts."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from corpora import random_corpus
 from reference import reference_train
 
 from parbpe import jit
-from parbpe.merge import coordinator, linked_kernels
+from parbpe.kernels import linked as linked_kernels
+from parbpe.merge import coordinator, linked
 from parbpe.merge import workers as merge_workers
 from parbpe.merge.coordinator import learn_merges
 from parbpe.merge.engines import LinkedEngine
@@ -79,8 +80,8 @@ def test_kernels_give_the_numpy_merges(monkeypatch, corpus, setting):
         monkeypatch.setattr(LinkedEngine, "COUNTING_SORT_WIDTH", 0)
         monkeypatch.setattr(jit, "RADIX_MIN", 1)
     monkeypatch.setattr(coordinator, "THREADS", 2 if setting.startswith("two threads") else 1)
-    monkeypatch.setattr(linked_kernels, "TWO_THREADS_MIN", 1)
-    monkeypatch.setattr(linked_kernels, "SORT_IN_TWO_MIN", 1)  # (index rebuilds, with two threads)
+    monkeypatch.setattr(linked, "TWO_THREADS_MIN", 1)
+    monkeypatch.setattr(linked, "SORT_IN_TWO_MIN", 1)  # (index rebuilds, with two threads)
     numpy_result = _run(monkeypatch, "off", counts, n, **SETTINGS[setting])
     assert _run(monkeypatch, "on", counts, n, **SETTINGS[setting]) == numpy_result
     if setting in ("exact", "serial") and corpus != "wide":  # the wide corpus: numpy's merges against the
@@ -198,9 +199,9 @@ def test_sorting_and_summing_in_two_threads_is_one_threads(table):
             records[np.flatnonzero(records[:, 0] >= 0)[0], 0] = -1
             n_live -= 1
         packed = linked_kernels.sorted_live_pairs(records, n_live, width)
-        np.testing.assert_array_equal(linked_kernels.sorted_live_pairs_in_two(records, n_live, width), packed)
+        np.testing.assert_array_equal(linked.sorted_live_pairs_in_two(records, n_live, width), packed)
         for one, two in zip(linked_kernels.sum_sorted_pairs(records, packed),
-                            linked_kernels.sum_sorted_pairs_in_two(records, packed)):
+                            linked.sum_sorted_pairs_in_two(records, packed)):
             assert one.dtype == two.dtype
             np.testing.assert_array_equal(one, two)
 
@@ -220,11 +221,11 @@ def test_one_pair_almost_everywhere_sorts_and_sums_in_two_threads_as_in_one(pair
         records[n - 2 * k, 3] = 7 + k
     n_live = int(np.count_nonzero(records[:, 0] >= 0))
     packed = linked_kernels.sorted_live_pairs(records, n_live, 10)
-    np.testing.assert_array_equal(linked_kernels.sorted_live_pairs_in_two(records, n_live, 10), packed)
+    np.testing.assert_array_equal(linked.sorted_live_pairs_in_two(records, n_live, 10), packed)
     for one, two in zip(linked_kernels.sum_sorted_pairs(records, packed),
-                        linked_kernels.sum_sorted_pairs_in_two(records, packed)):
+                        linked.sum_sorted_pairs_in_two(records, packed)):
         np.testing.assert_array_equal(one, two)
-    assert linked_kernels._pair_boundary(packed) == n_live - pairs + 1  # the end of (7, 7): all of them for 1
+    assert linked._pair_boundary(packed) == n_live - pairs + 1  # the end of (7, 7): all of them for 1
 
 
 @pytest.mark.parametrize("corpus", ["three letters", "wide"])
@@ -236,14 +237,14 @@ def test_the_first_count_and_rebuilds_in_two_threads_merge_as_in_one(monkeypatch
     monkeypatch.setattr(LinkedEngine, "COUNTING_SORT_WIDTH", 0)
     monkeypatch.setattr(LinkedEngine, "MIN_REBUILD", 8)
     monkeypatch.setattr(LinkedEngine, "JIT_STALE_FACTOR", 1.2)
-    monkeypatch.setattr(linked_kernels, "SORT_IN_TWO_MIN", 1)
+    monkeypatch.setattr(linked, "SORT_IN_TWO_MIN", 1)
     calls = {"sorted_live_pairs_in_two": 0, "sum_sorted_pairs_in_two": 0}
     for name in calls:
-        def counted(*args, name=name, kernel=getattr(linked_kernels, name)):
+        def counted(*args, name=name, kernel=getattr(linked, name)):
             calls[name] += 1
             return kernel(*args)
 
-        monkeypatch.setattr(linked_kernels, name, counted)
+        monkeypatch.setattr(linked, name, counted)
     one = learn_merges(_table(counts, n), [bytes([b]) for b in range(256)], n, threads=1)
     assert calls == {"sorted_live_pairs_in_two": 0, "sum_sorted_pairs_in_two": 0}
     two = learn_merges(_table(counts, n), [bytes([b]) for b in range(256)], n, threads=2)
@@ -255,15 +256,15 @@ def test_the_first_count_and_rebuilds_in_two_threads_merge_as_in_one(monkeypatch
 
 @pytest.mark.parametrize("n_positions", [1, 2047, 2048, 5000, 3 * 10**7])
 def test_holding_candidates_sort_by_position_as_numpy_sorts_them(n_positions):
-    """_by_position: the LSD radix sort of find_hits' values (distinct positions, any members) is numpy's sort."""
+    """by_position: the LSD radix sort of find_hits' values (distinct positions, any members) is numpy's sort."""
     rng = np.random.default_rng(n_positions)
     member_bits = 63 - n_positions.bit_length()
     n = min(n_positions, 20_000)
     positions = rng.choice(n_positions, n, replace=False).astype(np.int64)
     found = positions << member_bits | rng.integers(0, min(1 << member_bits, 10**6), n)
-    np.testing.assert_array_equal(linked_kernels._by_position(found.copy(), member_bits, n_positions.bit_length()),
+    np.testing.assert_array_equal(linked_kernels.by_position(found.copy(), member_bits, n_positions.bit_length()),
                                   np.sort(found))
-    assert len(linked_kernels._by_position(found[:0].copy(), member_bits, n_positions.bit_length())) == 0
+    assert len(linked_kernels.by_position(found[:0].copy(), member_bits, n_positions.bit_length())) == 0
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 300, 50_000])
@@ -291,7 +292,7 @@ def test_new_pair_entries_sort_as_numpy_sorts_the_index_entries(n):
 def test_sum_by_key_is_aggregate(n_keys, tokens):
     """The hash table's sums, sorted by the kernel's radix passes (token ids below 2**16: pairs alike
     in a whole digit, ids up to 0xFFFF) or by numpy (wider ids), are aggregate's."""
-    from parbpe.merge.linked_kernels import sum_by_key
+    from parbpe.merge.linked import sum_by_key
 
     rng = np.random.default_rng(n_keys)
     if tokens == "16-bit":
@@ -310,7 +311,7 @@ def test_a_sweep_in_two_threads_is_one_sweep_and_numpys_round(monkeypatch, seed)
     tables (runs of one token, a b a b, chunk ends next to the cut; safe batches of several pairs,
     stale candidates from the index): the table, the count changes and the new pairs' positions of
     one thread's sweep, and the numpy engine's table and count changes."""
-    monkeypatch.setattr(linked_kernels, "TWO_THREADS_MIN", 1)
+    monkeypatch.setattr(linked, "TWO_THREADS_MIN", 1)
     rng = random.Random(seed)
     counts = random_corpus(rng, rng.choice([b"ab", b"abc", b"aab "]), 300, 20)
     whole, two, plain = (LinkedEngine(_table(counts, 40), use_kernels=k) for k in (True, True, False))
@@ -327,9 +328,9 @@ def test_a_sweep_in_two_threads_is_one_sweep_and_numpys_round(monkeypatch, seed)
         new_ids = np.arange(new_id, new_id + len(batch), dtype=np.int64)
         new_id += len(batch)
         cand, which = whole.index.lookup(batch)
-        a = linked_kernels.find_and_apply(whole.records, whole.table.tokens, cand, which, first, second, new_ids,
+        a = linked.find_and_apply(whole.records, whole.table.tokens, cand, which, first, second, new_ids,
                                           whole.REMOVED, threads=1)
-        b = linked_kernels.find_and_apply(two.records, two.table.tokens, cand, which, first, second, new_ids,
+        b = linked.find_and_apply(two.records, two.table.tokens, cand, which, first, second, new_ids,
                                           two.REMOVED, threads=2)
         for engine, (keys_made, deltas, made, positions, n_hits) in ((whole, a), (two, b)):
             engine.live_pairs -= n_hits
@@ -359,7 +360,7 @@ def test_an_error_in_the_index_thread_is_raised_by_the_run(monkeypatch):
     counts, n = CORPORA["three letters"]
     monkeypatch.setenv("PARBPE_JIT", "on")
     monkeypatch.setattr(coordinator, "THREADS", 2)
-    monkeypatch.setattr(linked_kernels, "TWO_THREADS_MIN", 1)
+    monkeypatch.setattr(linked, "TWO_THREADS_MIN", 1)
     added = PairIndex.add_packed
 
     def add_packed(self, entries):
@@ -378,13 +379,13 @@ def test_preloading_loads_every_kernel_of_the_engine_in_a_thread(monkeypatch, vo
     run after it merges as one without it; nothing is loaded where the rounds would not use them."""
     from parbpe.merge.coordinator import preload_kernels
 
-    kernels = [linked_kernels.fill_records, linked_kernels._sweep, linked_kernels._cut, linked_kernels._holding,
-               linked_kernels._runs_taken, linked_kernels._sums]
+    kernels = [linked_kernels.fill_records, linked_kernels.sweep_part, linked_kernels.split_point,
+               linked_kernels.holding, linked_kernels.runs_taken, linked_kernels.sums_by_key]
     if vocab_size <= 2**16:  # the packed index's (token ids below 2**16)
         kernels += [linked_kernels.count_live_pairs, linked_kernels.sorted_live_pairs,
-                    linked_kernels.sum_sorted_pairs, linked_kernels.new_pair_entries, linked_kernels._count_seconds,
-                    linked_kernels._offsets, linked_kernels._scatter_by_second, linked_kernels._scatter_by_first,
-                    linked_kernels._distinct_pairs, linked_kernels._sum_pairs_into]
+                    linked_kernels.sum_sorted_pairs, linked_kernels.new_pair_entries, linked_kernels.count_seconds,
+                    linked_kernels.counting_offsets, linked_kernels.scatter_by_second, linked_kernels.scatter_by_first,
+                    linked_kernels.distinct_pairs, linked_kernels.sum_pairs_into]
     monkeypatch.setattr(jit, "_preloading", {})
     for k in kernels:
         monkeypatch.setattr(k, "_compiled", None)

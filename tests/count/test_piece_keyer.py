@@ -1,4 +1,4 @@
-"""The numba cut-and-key kernel (jit_pieces.py): the same pieces, keys and long strings as numpy's
+"""The numba cut-and-key kernel (piece_keyer.py): the same pieces, keys and long strings as numpy's
 cut_bounds and short_keys, whatever the text, the documents and the kernel's window."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from parbpe.count.pieces import string_buffers
 
 pytest.importorskip("numba")
 
-from parbpe.count import jit_pieces  # noqa: E402  (after the skip: its kernel compiles with numba)
+from parbpe.count import piece_keyer  # noqa: E402  (after the skip: its kernel compiles with numba)
 
 # What the cut rule looks at: spaces after every kind of character, multi-byte whitespace (and the
 # letters whose last byte may end one: р is D1 80, like the 80 of U+3000), symbols after letters and
@@ -45,7 +45,7 @@ def numpy_pieces(offsets: np.ndarray, data: np.ndarray) -> tuple:
 
 
 def kernel_pieces(offsets: np.ndarray, data: np.ndarray, window: int) -> tuple:
-    keys, first, second, long = jit_pieces.keyed_pieces(offsets, data, window)
+    keys, first, second, long = piece_keyer.keyed_pieces(offsets, data, window)
     return keys, first, second, [s.encode("utf-8") for part in long for s in part.to_pylist()]
 
 
@@ -67,13 +67,13 @@ def test_a_slice_of_a_larger_array_and_empty_input():
     offsets, data = string_buffers(texts)
     assert _equal(kernel_pieces(offsets, data, 5), numpy_pieces(offsets, data))
     offsets, data = string_buffers(pa.array(["", ""], pa.string()))
-    keys, first, second, long = jit_pieces.keyed_pieces(offsets, data)
+    keys, first, second, long = piece_keyer.keyed_pieces(offsets, data)
     assert len(keys) == len(first) == len(second) == sum(map(len, long)) == 0
 
 
 def test_one_keyer_for_many_batches_of_any_size():
     """A keyer's buffers, grown and reused from batch to batch and segment to segment, change nothing."""
-    keyer = jit_pieces.PieceKeyer(window=16, segment=100)
+    keyer = piece_keyer.PieceKeyer(window=16, segment=100)
     for seed in (11, 12, 13):
         texts = _texts(seed, documents=20 * (seed - 10))
         offsets, data = string_buffers(pa.array(texts, pa.string()))
@@ -86,9 +86,9 @@ def test_one_keyer_for_many_batches_of_any_size():
 
 def test_a_wrong_rule_is_caught(monkeypatch):
     """The comparison can fail: a kernel that does not cut before a space after a comma differs."""
-    codes = jit_pieces._CODES.copy()
-    codes[ord(",")] &= 0xFF ^ jit_pieces.NOT_WHITESPACE_BIT
-    monkeypatch.setattr(jit_pieces, "_CODES", codes)
+    codes = piece_keyer._CODES.copy()
+    codes[ord(",")] &= 0xFF ^ piece_keyer.NOT_WHITESPACE_BIT
+    monkeypatch.setattr(piece_keyer, "_CODES", codes)
     offsets, data = string_buffers(pa.array(["a, b, c", "x, y"], pa.string()))
     assert not _equal(kernel_pieces(offsets, data, 64), numpy_pieces(offsets, data))
 
@@ -97,18 +97,18 @@ def test_a_wrong_rule_is_caught(monkeypatch):
 def test_chunks_keyed_with_their_pieces_counts_count_as_numpy(seed):
     """PieceKeyer.chunks (the split's keying, weighted by the pieces' counts) gives StringCounts the
     counts numpy's keying gives, with a keyer reused across calls of different sizes."""
-    from parbpe.count import jit_lexer
+    from parbpe.count import chunking
     from parbpe.count.pieces import StringCounts
     from parbpe.patterns import PATTERNS
 
-    keyer = jit_pieces.PieceKeyer()
+    keyer = piece_keyer.PieceKeyer()
     rng = np.random.default_rng(seed)
     for documents in (40, 120, 7):
         pieces = pa.array(_texts(seed * 10 + documents, documents), pa.string())
         offsets, data = string_buffers(pieces)
         counts = rng.integers(1, 1000, len(pieces))
-        kind, group = jit_lexer.kind_of(PATTERNS["gpt4"])
-        bounds = jit_lexer.chunk_bounds(data, offsets, kind, group, jit_lexer.char_tables())
+        kind, group = chunking.kind_of(PATTERNS["gpt4"])
+        bounds = chunking.chunk_bounds(data, offsets, kind, group, chunking.char_tables())
         got = StringCounts()
         got.add_keyed(*keyer.chunks(data, offsets, bounds, counts))
         expected = StringCounts()
@@ -120,7 +120,7 @@ def test_chunks_keyed_with_their_pieces_counts_count_as_numpy(seed):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_spelled_keys_are_the_strings_of_the_keys(seed):
-    """jit_pieces.spell (a counter's distinct pieces handed to the lexer as bytes) against
+    """piece_keyer.spell (a counter's distinct pieces handed to the lexer as bytes) against
     short_keys.strings_of: keys of 1 to 8 bytes, pairs of 9 to 16, multi-byte characters, none."""
     rng = random.Random(seed)
     alphabet = ["a", "Z", " ", "\n", "é", "中", "\U0001f600", "~"]
@@ -136,8 +136,8 @@ def test_spelled_keys_are_the_strings_of_the_keys(seed):
         first = short_keys.keys_of(data, starts, np.minimum(lengths, 8))
         second = short_keys.keys_of(data, starts + 8, np.maximum(lengths - 8, 0)) if paired else None
         expected = short_keys.strings_of(first, second)
-        spelled_offsets, spelled = jit_pieces.spell(first, second)
+        spelled_offsets, spelled = piece_keyer.spell(first, second)
         assert spelled.tobytes() == data.tobytes() and np.array_equal(spelled_offsets, offsets)
         assert expected.to_pylist() == sorted(strings)
-    empty_offsets, empty = jit_pieces.spell(np.zeros(0, np.uint64))
+    empty_offsets, empty = piece_keyer.spell(np.zeros(0, np.uint64))
     assert len(empty) == 0 and empty_offsets.tolist() == [0]
