@@ -355,8 +355,11 @@ def _train(args: argparse.Namespace) -> int:
           f"in {sum(s['seconds'].values()):.1f} s; peak RSS {format_size(s['peak_rss_bytes'])}."
           + "".join(f" {_changed(change)}." for change in s.get("result_changes", [])))
     kernels = s.get("kernels", {})
-    if kernels.get("compile_seconds", 0) > 1:
-        print(f"Compiled {len(kernels['compiled'])} numba kernels in {kernels['compile_seconds']:.1f} s "
+    ahead = kernels.get("ahead", {})
+    if kernels.get("compile_seconds", 0) + ahead.get("compile_seconds", 0) > 1:
+        beside = (f", and {ahead['compiled']} in {ahead['compile_seconds']:.1f} s in {ahead['processes']} processes "
+                  "beside it" if ahead.get("compiled") else "")
+        print(f"Compiled {len(kernels['compiled'])} numba kernels in {kernels['compile_seconds']:.1f} s{beside} "
               "(the first run after an install: later runs load them from numba's cache).")
     if s.get("init", {}).get("reserved_ids"):
         print(f"Kept id(s) {', '.join(map(str, s['init']['reserved_ids']))} reserved (an empty token of the --init "

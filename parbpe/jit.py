@@ -409,7 +409,7 @@ class _Compiles:
 
     @contextlib.contextmanager
     def timing(self, name: str, dispatcher: Any) -> Iterator[None]:
-        timer = threading.Timer(self.ANNOUNCE_AFTER, self._say_compiling)
+        timer = threading.Timer(self.ANNOUNCE_AFTER, self.say_compiling)
         timer.daemon = True
         start = time.perf_counter()
         if self._started is None:
@@ -425,11 +425,12 @@ class _Compiles:
                 self.compiled.append(name)
                 self.seconds += time.perf_counter() - start
 
-    def _say_compiling(self) -> None:
+    def say_compiling(self, where: str = "") -> None:
+        """Announce, once, that numba compiles kernels (where: e.g. " in 2 processes")."""
         if self._announced or self.announce is None:
             return
         self._announced = True
-        self.announce("compiling numba kernels (the first run after an install; later runs load them "
+        self.announce(f"compiling numba kernels{where} (the first run after an install; later runs load them "
                       "from numba's cache)")
 
     def mark(self) -> tuple[int, int, float]:

@@ -38,6 +38,7 @@ WAIT = 120.0  # the longest the merge stage waits for them (then they are stoppe
 COUNT_WAIT = 60.0  # the longest the count waits for their counting kernels (then it compiles what it lacks)
 COUNT_READY = b"count\n"  # a process's line once its hand of the counting kernels is in the cache
 MERGE_READY = b"merge\n"  # ... of the reduce's and merge's (where SuperBPE's stage-2 kernels follow)
+DONE = b"compiled"  # its last line: "compiled <kernels> <seconds>" (stats.json's kernels.ahead)
 _CHILD = ("import sys; sys.path.insert(0, sys.argv[2]); from parbpe.pipeline.kernels_ahead import child; "
           "sys.exit(child(sys.argv[1].split(','), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], "
           "int(sys.argv[6]), int(sys.argv[7])))")
@@ -72,6 +73,7 @@ class KernelsAhead:
             self._elsewhere.append(radix_sort)
         for kernel in self._elsewhere:
             kernel.elsewhere = True
+        jit.compiles.say_compiling(f" in {processes + ('count' in families)} processes")
 
     def wait_count(self) -> None:
         """This process's hand of the counting kernels compiled, then each process's: every counting
@@ -119,14 +121,21 @@ class KernelsAhead:
         return any(proc.poll() is None for proc in self._procs)
 
     def close(self) -> None:
-        statuses = []
+        statuses, compiled, seconds = [], 0, 0.0
         for proc in self._procs:
             if proc.poll() is None:
                 with contextlib.suppress(OSError):
                     proc.kill()
             statuses.append(proc.wait())
-            if proc.stdout is not None:
+            if proc.stdout is not None and not proc.stdout.closed:
+                for line in proc.stdout.read().split(b"\n"):  # (it ended: what is left, to its end)
+                    words = line.split()
+                    if len(words) == 3 and words[0] == DONE:
+                        with contextlib.suppress(ValueError):
+                            compiled, seconds = compiled + int(words[1]), seconds + float(words[2])
                 proc.stdout.close()
+        if self._procs and "compiled" not in self.record:
+            self.record.update(compiled=compiled, compile_seconds=round(seconds, 2))
         # (the first that is not 0; negative: killed by that signal. The stages compiled what they needed.)
         self.record["exit"] = next((status for status in statuses if status), 0)
         for kernel in self._elsewhere:
@@ -188,6 +197,8 @@ def child(families: list[str], vocab_size: int, parent: int, pattern: str, hand:
     if "superbpe" in families:
         os.write(sys.stdout.fileno(), MERGE_READY)
         _compile_share(jit.signatures_of(lambda: _warm_superbpe(vocab_size)), hand - 1, hands - 1)
+    done = jit.compiles.summary()
+    os.write(sys.stdout.fileno(), b"%s %d %.2f\n" % (DONE, len(done["compiled"]), done["compile_seconds"]))
     return 0
 
 

@@ -144,6 +144,7 @@ def test_a_real_first_run_in_an_empty_numba_cache(corpus, request, tmp_path, sup
         assert (out / "merges.txt").read_bytes() == reference
         runs.append(json.loads((out / "stats.json").read_text())["kernels"])
     assert runs[0]["ahead"]["exit"] == 0 and ("superbpe" in runs[0]["ahead"]["families"]) == superbpe
+    assert runs[0]["ahead"]["compiled"] > 0 and runs[0]["ahead"]["compile_seconds"] > 0  # (their last lines)
     hand = jit.deal(kernels_ahead.count_calls(resolve_pattern("gpt4")), runs[0]["ahead"]["processes"] + 1)[0]
     assert set(runs[0]["compiled"]) == {"partition_hashes"} | {name.rsplit(".", 1)[1] for name, _ in hand}
     assert "ahead" not in runs[1] and runs[1]["compiled"] == []
