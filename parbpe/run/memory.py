@@ -40,7 +40,7 @@ def format_size(n: float) -> str:
 
 MIN_WORKER_DATA = 4 * 10**6  # a worker that may hold less than this would spill all the time (see count_layout)
 HELD_FACTOR = 4  # peak memory of a worker per byte of counts it holds (measured: see worker_data_limit)
-WORKER_OVERHEAD = 32 * 10**6  # what a counting worker keeps besides its start, its unit and its counts
+WORKER_OVERHEAD = 96 * 10**6  # what a counting worker keeps besides its start, its unit and its counts
 MAX_WORKER_DATA = 10**9  # runs stay far below pyarrow's 2 GB limit of one string array
 ROOMY_WORKER_DATA = 64 * 10**6  # with this much per worker spills are few: the parent need not count
 REDUCE_FACTOR = 3  # a reducing worker's peak per byte of one partition's share of the run files
