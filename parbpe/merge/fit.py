@@ -36,14 +36,15 @@ ENCODE_BYTES_PER_BYTE = 11
 # 1.35-2.40M runs, 503-877 MB.
 RUN_BYTES_PER_TOKEN = 13
 RUN_BYTES_PER_RUN = 400
-# One merge's occurrences are applied at once (LinkedEngine.apply groups merges, never one merge's
-# occurrences), so a pair at more positions than a group holds (GROUP_ENTRIES, or GROUP_SHARE of the
-# table) costs this much per position beyond it: the candidates, their table order, the hits and the
-# count changes (the kernels' sweep: 5 int64 keys and deltas a candidate), the numpy path's
-# temporaries. Measured in one process: 20 MB of random bytes as text (3.06M positions of one pair,
-# 13.3M tokens) 162 bytes a position beyond the linked model with the kernels, 320 with numpy; 50 MB
-# of one two-byte character (25M positions) 77 with the kernels.
-HIT_BYTES_KERNELS = 160
+# A pair at more positions than a group holds (GROUP_ENTRIES, or GROUP_SHARE of the table) is applied
+# alone: with the kernels its candidates are looked up and put in table order at once (several int64
+# a candidate while the index is gathered), then swept a group's worth at a time
+# (LinkedEngine._sweep_in_parts); numpy's find_hits and apply_hits hold several int64 a candidate for
+# the whole of it. Bytes a position beyond a group, measured in one process on 20 MB of random bytes
+# as text (3.06M positions of one pair, 13.3M tokens) and 50 MB of one two-byte character (25M
+# positions): under 20 above the linked model with the kernels (48 counted: the lookup's gather),
+# 320 with numpy.
+HIT_BYTES_KERNELS = 48
 HIT_BYTES_NUMPY = 320
 GROUP_ENTRIES = 1 << 18  # as LinkedEngine.GROUP_ENTRIES and GROUP_SHARE
 GROUP_SHARE = 32

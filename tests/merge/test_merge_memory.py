@@ -29,8 +29,27 @@ def _arrays(counts: dict[bytes, int]) -> tuple[np.ndarray, np.ndarray, np.ndarra
 def test_index_rebuilds_slices_and_groups_keep_the_merges(seed, monkeypatch):
     # Rebuild the index whenever it holds any stale entry, build it a few positions at a time, and
     # apply wide batches a merge or two at a time: the merges must not change.
+    _rebuilds_slices_and_groups(seed, monkeypatch)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_kernels_sweep_a_wide_pair_in_parts_and_keep_the_merges(seed, monkeypatch):
+    # With the kernels, a merge whose candidates outnumber a group is swept a slice at a time
+    # (LinkedEngine._sweep_in_parts); here a slice is one candidate, and the merges must not change.
+    pytest.importorskip("numba")
+    monkeypatch.setenv("PARBPE_JIT", "on")
+    parts = []
+    original = LinkedEngine._sweep_in_parts
+    monkeypatch.setattr(LinkedEngine, "_sweep_in_parts", lambda self, found, *rest: parts.append(len(found))
+                        or original(self, found, *rest))
+    _rebuilds_slices_and_groups(seed, monkeypatch, kernels=True)
+    assert max(parts) > 1  # a merge's candidates were swept in several slices
+
+
+def _rebuilds_slices_and_groups(seed: int, monkeypatch, kernels: bool = False) -> None:
     monkeypatch.setattr(LinkedEngine, "MIN_REBUILD", 0)
     monkeypatch.setattr(LinkedEngine, "STALE_FACTOR", 1.0)
+    monkeypatch.setattr(LinkedEngine, "JIT_STALE_FACTOR", 1.0)
     monkeypatch.setattr(LinkedEngine, "SLICE", 7)
     monkeypatch.setattr(LinkedEngine, "GROUP_ENTRIES", 1)
     monkeypatch.setattr(LinkedEngine, "GROUP_SHARE", 10**9)
@@ -51,7 +70,8 @@ def test_index_rebuilds_slices_and_groups_keep_the_merges(seed, monkeypatch):
                               max_batch_size=max_batch_size).merges
         assert merges == reference_train(counts, n, batched=max_batch_size == 0)
     assert rebuilds.count(False) > 0  # the index was rebuilt mid-training
-    assert max(groups) == 1  # every batch was applied a merge at a time
+    if not kernels:  # (the kernels find hits in their sweep)
+        assert max(groups) == 1  # every batch was applied a merge at a time
 
 
 def test_table_from_arrays_equals_build_table_and_cuts_rare_chunks():
