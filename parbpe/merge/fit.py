@@ -52,22 +52,23 @@ AUTO_CUTOFF_LIMIT = 1 << 16  # the automatic cutoff never goes beyond this count
 MAX_AUTO_DROP = 0.05  # the automatic cutoff may leave out at most this share of chunk occurrences
 
 
-def max_pair_positions(data: np.ndarray, offsets: np.ndarray, slice_bytes: int = 1 << 24) -> int:
+def max_pair_positions(data: np.ndarray, offsets: np.ndarray, slice_bytes: int = 1 << 22) -> int:
     """The most table positions one pair of bytes holds (each chunk of two bytes or more counted once,
     whatever its count): a bound on the occurrences of any pair in any round, since each occurrence
     of (A, B) stands where the last byte of A met the first byte of B in the table as built. A
     round applies one merge's occurrences at once (LinkedEngine.apply), so this bounds its
     temporaries. Counted a slice of bytes at a time, so its own temporaries stay small."""
     data = np.asarray(data, dtype=np.uint8)
+    offsets = np.asarray(offsets)
     counts = np.zeros(1 << 16, dtype=np.int64)
-    ends = np.asarray(offsets[1:-1], dtype=np.int64) - 1  # pairs across two chunks are no pairs
     for lo in range(0, max(len(data) - 1, 0), slice_bytes):
         hi = min(lo + slice_bytes, len(data) - 1)
         keys = data[lo:hi].astype(np.uint16) << 8
         keys |= data[lo + 1:hi + 1]
         counts += np.bincount(keys, minlength=1 << 16)
-        cut = ends[(ends >= lo) & (ends < hi)]
-        counts -= np.bincount(keys[cut - lo], minlength=1 << 16)
+        starts = offsets[np.searchsorted(offsets, lo + 1, side="left"):np.searchsorted(offsets, hi + 1)]
+        starts = starts[np.diff(starts, prepend=-1) > 0]  # (an empty chunk repeats an offset)
+        counts -= np.bincount(keys[starts - 1 - lo], minlength=1 << 16)  # pairs across two chunks are none
     return int(counts.max(initial=0))
 
 
