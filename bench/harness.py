@@ -23,8 +23,9 @@ def write_rusage(path: str) -> None:
         json.dump({"self_maxrss": own, "children_maxrss": kids}, f)
 
 
-def run_sampled(cmd: list[str], rusage_path: str, interval: float = 0.05) -> dict:
-    """Run cmd; return wall seconds, the sampled peak RSS of its tree and the kernel's peak (bytes)."""
+def run_sampled(cmd: list[str], rusage_path: str, interval: float = 0.05, check: bool = True) -> dict:
+    """Run cmd; return wall seconds, the sampled peak RSS of its tree and the kernel's peak (bytes).
+    check=False: a failed run returns too, with its exit code and the last line of its stderr."""
     import psutil
 
     start = time.perf_counter()
@@ -42,6 +43,11 @@ def run_sampled(cmd: list[str], rusage_path: str, interval: float = 0.05) -> dic
     finally:
         _, err = proc.communicate()
     wall = time.perf_counter() - start
+    if proc.returncode != 0 and not check:
+        if os.path.exists(rusage_path):
+            os.unlink(rusage_path)
+        lines = err.decode().strip().splitlines()
+        return {"wall": wall, "peak_sampled": peak, "returncode": proc.returncode, "error": lines[-1] if lines else ""}
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:4])} ... failed (exit {proc.returncode}): {err.decode()[-2000:]}")
     with open(rusage_path) as f:

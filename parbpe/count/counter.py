@@ -18,22 +18,45 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import TrainConfig
+from ..io.plan import unit_text_bytes
 from ..io.readers import ReadStats, count_words, iter_text_batches
 from ..io.sample import sample_documents, sample_lines
 from ..io.units import WorkUnit
 from ..patterns import SUPERWORD_LINES_PATTERN, SUPERWORD_PATTERN, Splitter, training_pattern
-from ..run.memory import format_size, system_pool, trim_heap, use_system_pool
+from ..run.memory import (
+    HELD_FACTOR,
+    LONG_PIECE_ASCII,
+    LONG_PIECE_JIT,
+    LONG_PIECE_NUMPY,
+    WORKER_OVERHEAD,
+    format_size,
+    long_piece_error,
+    system_pool,
+    trim_heap,
+    use_system_pool,
+)
 from ..run.pool import get_context, parallel, worker_rank
 from ..run.run_dir import COUNT_COMMIT_SECONDS, checkpoint_seconds, sync_file, test_stop, write_json
 from . import chunking
 from .chunking import uses_jit
 from .counts_file import counts_file_table
 from .partitions import partition_ids, write_run
-from .pieces import PieceCounter, count_table, counter_table, documents_holding, string_array, sum_tables, supports
+from .cuts import cut_bounds
+from .pieces import (
+    PieceCounter,
+    count_table,
+    counter_table,
+    documents_holding,
+    string_array,
+    string_buffers,
+    sum_tables,
+    supports,
+)
 from .superword import SuperwordCounter
 
 _PLAIN_ENTRY_BYTES = 120  # estimated memory of one entry of a Counter[str] (object, int, hash slot)
@@ -88,6 +111,7 @@ class ShardCounter:
         self._last_commit = time.monotonic()
         self._uncommitted_units: list[str] = []
         self._committed = (0, ReadStats(), 0)  # runs, stats and spills at the last commit
+        self._unit_bytes = 0  # the text the unit being read may hold at once (unit_text_bytes)
 
     @property
     def nbytes(self) -> int:
@@ -99,6 +123,7 @@ class ShardCounter:
             self.counted.append(counts_file_table(unit, self.config))
             self._check_limit()
         else:
+            self._unit_bytes = unit_text_bytes(unit) if self.data_limit is not None else 0
             sample = sample_lines if unit.kind == "text" else sample_documents  # a text file: its lines
             for texts in sample(iter_text_batches(unit, self.config.text_column, self.stats), self.config.sample_share,
                                 self.config.seed, self.stats):
@@ -136,7 +161,36 @@ class ShardCounter:
         if len(texts):
             if self.config.normalize:  # (the documents holding specials: their pieces, in segments())
                 texts = pc.utf8_normalize(texts, self.config.normalize.upper())
+            self.check_pieces(texts)
             self.pieces.add(texts)
+
+    def check_pieces(self, texts: pa.Array) -> None:
+        """A ValueError naming the budget that fits, before a piece (text with no cut in it) longer than
+        this process's share is counted: the counting layout reckons 4x a unit's text, WORKER_OVERHEAD
+        and HELD_FACTOR x the counts held, while one piece costs LONG_PIECE_NUMPY (ASCII, JIT) a byte
+        and the rest of its text 4x. Only texts that long are cut to find their longest piece."""
+        if self.data_limit is None or not self.config.memory_budget or not len(texts):
+            return
+        jit = getattr(self.pieces, "lexes_with_jit", False)
+        room = 4 * self._unit_bytes + WORKER_OVERHEAD + HELD_FACTOR * self.data_limit
+        lengths = pc.binary_length(texts)
+        most = LONG_PIECE_JIT if jit else LONG_PIECE_NUMPY
+        if most * int(pc.max(lengths).as_py()) <= room:
+            return
+        long = string_array(texts.filter(pc.greater(lengths, room // most)))
+        offsets, data = string_buffers(long)
+        if self.superword:  # its pieces are lines
+            bounds = np.union1d(offsets, np.flatnonzero(data == 0x0A) + 1)
+        else:
+            bounds = cut_bounds(offsets, data)
+        k = int(np.argmax(np.diff(bounds)))
+        piece = int(bounds[k + 1] - bounds[k])
+        ascii_only = int(data[bounds[k]:bounds[k + 1]].max(initial=0)) < 0x80
+        factor = LONG_PIECE_JIT if jit else LONG_PIECE_ASCII if ascii_only else LONG_PIECE_NUMPY
+        holder = int(np.searchsorted(offsets, bounds[k], side="right")) - 1  # the text the piece is in
+        need = factor * piece + 4 * (int(offsets[holder + 1] - offsets[holder]) - piece)
+        if need > room:
+            raise long_piece_error(self.config.memory_budget, self.config.workers, piece, need, room)
 
     def _add_plain(self, documents: list[str]) -> None:
         findall = self.splitter.chunks

@@ -372,6 +372,11 @@ class PieceCounter(BatchCounter):
         self._jit_kind = chunking.kind_of(pattern) if use_jit else None  # the numba lexer splits every piece
         self._keyer = piece_keyer.PieceKeyer() if use_jit else None  # and the numba kernel cuts and keys them
 
+    @property
+    def lexes_with_jit(self) -> bool:
+        """Whether numba's lexer splits the pieces (else numpy's, or the pattern)."""
+        return self._jit_kind is not None
+
     def add(self, texts: pa.Array) -> None:
         """Add the pieces of texts (a string array)."""
         offsets, data = _buffers(texts)

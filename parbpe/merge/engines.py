@@ -356,23 +356,48 @@ class LinkedEngine:
         ends = np.cumsum(sizes)
         while lo < len(first):
             hi = max(lo + 1, int(np.searchsorted(ends, (ends[lo - 1] if lo else 0) + limit, side="right")))
-            part_keys, part_deltas = self._merge_at(first[lo:hi], second[lo:hi], new_ids[lo:hi])
+            part_keys, part_deltas = self._merge_at(first[lo:hi], second[lo:hi], new_ids[lo:hi], sweep_part=limit)
             keys.append(part_keys)
             deltas.append(part_deltas)
             lo = hi
         return aggregate(np.concatenate(keys), np.concatenate(deltas))
 
-    def _merge_at(self, first: np.ndarray, second: np.ndarray, new_ids: np.ndarray, spans: list | None = None
-                  ) -> tuple[np.ndarray, np.ndarray]:
+    def _merge_at(self, first: np.ndarray, second: np.ndarray, new_ids: np.ndarray, spans: list | None = None,
+                  sweep_part: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """A safe batch's hits found and merged (spans: its spans in the index, if known); the count changes.
-        With the kernels in one sweep (linked.find_and_apply), else find_hits, then apply_hits."""
+        With the kernels in one sweep (linked.find_and_apply), else find_hits, then apply_hits.
+        sweep_part: with the kernels, candidates past this many are swept a slice at a time (_sweep_in_parts)."""
         if not self.jit:
             return self.apply_hits(*self.find_hits(first, second, spans), new_ids)
         self.settle()
         cand, which = self._index.lookup(pack(first, second), spans)
+        first, second = np.asarray(first, dtype=np.int64), np.asarray(second, dtype=np.int64)
+        if sweep_part is not None and len(cand) > sweep_part:
+            found = linked.candidates_in_order(self.records, cand, which, len(first))
+            del cand, which
+            return self._sweep_in_parts(found, first, second, new_ids, sweep_part)
         return self._kernels_done(*linked.find_and_apply(
-            self.records, self.table.tokens, cand, which, np.asarray(first, dtype=np.int64),
-            np.asarray(second, dtype=np.int64), new_ids, self.REMOVED, self.threads))
+            self.records, self.table.tokens, cand, which, first, second, new_ids, self.REMOVED, self.threads))
+
+    def _sweep_in_parts(self, found: np.ndarray, first: np.ndarray, second: np.ndarray, new_ids: np.ndarray,
+                        part: int) -> tuple[np.ndarray, np.ndarray]:
+        """One merge's candidates (found, in table order: a pair at more positions than a group holds)
+        swept `part` at a time, each slice's count changes summed before the next, so the sweep's
+        temporaries (several int64 a candidate) stay those of a group. Slices in table order merge
+        what one sweep does: each candidate is checked as the sweep reaches it. A pair counted at a
+        slice's end and again at the next's start (a b a b cut between its hits) sums to zero and is
+        left out, as between groups (apply)."""
+        keys, deltas = [], []
+        for lo in range(0, len(found), part):
+            part_keys, part_deltas, made, positions, n_hits = linked.sweep(
+                self.records, self.table.tokens, found[lo:lo + part], first, second, new_ids, self.REMOVED,
+                self.threads, check=True)
+            self.live_pairs -= n_hits
+            self._index_new_pairs(part_keys[made:], positions)
+            part_keys, part_deltas = linked.sum_by_key(part_keys, part_deltas)
+            keys.append(part_keys)
+            deltas.append(part_deltas)
+        return aggregate(np.concatenate(keys), np.concatenate(deltas))
 
     def find_hits(self, first: np.ndarray, second: np.ndarray, spans: list | None = None
                   ) -> tuple[np.ndarray, np.ndarray]:

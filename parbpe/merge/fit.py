@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import jit
 from ..run.memory import format_size
 from .runs import MIN_RUN_TOKENS, RUNS_FACTOR, runs_per_chunk
 from .table import sum_by_cutoff, tokens_by_cutoff
@@ -19,7 +20,7 @@ from .table import sum_by_cutoff, tokens_by_cutoff
 # (one process, realmix counts: 11.8M tokens, 1.0M chunks, 32,768 tokens): 34 bytes a token above
 # the process at the peak, in the first rounds (47 before the index was built a slice
 # at a time, batches applied in groups and the index rebuilt when stale); the initial count 27.
-MERGE_BYTES_PER_TOKEN = 38
+MERGE_BYTES_PER_TOKEN = 40  # (38 measured; realmix at 500 MB peaked 2 MB over 38's estimate)
 MERGE_BYTES_PER_CHUNK = 24
 SLICED_FACTOR = 2  # merge workers: engines in slices, an interpreter each, the coordinator's queue beside
 # them (measured 1.2-1.3x one process's peak on SuperBPE's stage 2): counted twice, on the safe side
@@ -35,8 +36,47 @@ ENCODE_BYTES_PER_BYTE = 11
 # 1.35-2.40M runs, 503-877 MB.
 RUN_BYTES_PER_TOKEN = 13
 RUN_BYTES_PER_RUN = 400
+# A pair at more positions than a group holds (GROUP_ENTRIES, or GROUP_SHARE of the table) is applied
+# alone: with the kernels its candidates are looked up and put in table order at once (several int64
+# a candidate while the index is gathered), then swept a group's worth at a time
+# (LinkedEngine._sweep_in_parts); numpy's find_hits and apply_hits hold several int64 a candidate for
+# the whole of it. Bytes a position beyond a group, measured in one process on 20 MB of random bytes
+# as text (3.06M positions of one pair, 13.3M tokens) and 50 MB of one two-byte character (25M
+# positions): under 20 above the linked model with the kernels (48 counted: the lookup's gather),
+# 320 with numpy.
+HIT_BYTES_KERNELS = 48
+HIT_BYTES_NUMPY = 320
+GROUP_ENTRIES = 1 << 18  # as LinkedEngine.GROUP_ENTRIES and GROUP_SHARE
+GROUP_SHARE = 32
 AUTO_CUTOFF_LIMIT = 1 << 16  # the automatic cutoff never goes beyond this count
 MAX_AUTO_DROP = 0.05  # the automatic cutoff may leave out at most this share of chunk occurrences
+
+
+def max_pair_positions(data: np.ndarray, offsets: np.ndarray, slice_bytes: int = 1 << 22) -> int:
+    """The most table positions one pair of bytes holds (each chunk of two bytes or more counted once,
+    whatever its count): a bound on the occurrences of any pair in any round, since each occurrence
+    of (A, B) stands where the last byte of A met the first byte of B in the table as built. A
+    round applies one merge's occurrences at once (LinkedEngine.apply), so this bounds its
+    temporaries. Counted a slice of bytes at a time, so its own temporaries stay small."""
+    data = np.asarray(data, dtype=np.uint8)
+    offsets = np.asarray(offsets)
+    counts = np.zeros(1 << 16, dtype=np.int64)
+    for lo in range(0, max(len(data) - 1, 0), slice_bytes):
+        hi = min(lo + slice_bytes, len(data) - 1)
+        keys = data[lo:hi].astype(np.uint16) << 8
+        keys |= data[lo + 1:hi + 1]
+        counts += np.bincount(keys, minlength=1 << 16)
+        starts = offsets[np.searchsorted(offsets, lo + 1, side="left"):np.searchsorted(offsets, hi + 1)]
+        starts = starts[np.diff(starts, prepend=-1) > 0]  # (an empty chunk repeats an offset)
+        counts -= np.bincount(keys[starts - 1 - lo], minlength=1 << 16)  # pairs across two chunks are none
+    return int(counts.max(initial=0))
+
+
+def wide_pairs_fit(need: int, tokens: int, budget: int) -> bool:
+    """Whether a table of `tokens` whose merge stage needs `need` (the linked model) fits the budget
+    whatever pair fills it (the widest round of every position holding one pair, with numpy): then
+    max_pair_positions need not be counted."""
+    return need + jit.NUMBA_RSS + HIT_BYTES_NUMPY * tokens <= budget
 
 
 def merge_estimate(tokens: int, chunks: int) -> int:
@@ -58,6 +98,7 @@ class MergeFit:
     workers: int  # merge workers the budget allows
     tokens_per_byte: float | None = None  # a table of bytes encoded before merging: tokens it will have per byte
     runs: int | None = None  # the table is merged by the run engine (runs.py): its runs
+    numba_counted: bool = False  # estimate holds numba's RSS: the kernels must merge (a pair's wide round)
 
     def to_dict(self) -> dict:
         return {"min_count": self.min_count, "auto_cutoff": self.auto_cutoff, "table_chunks": self.chunks,
@@ -70,7 +111,7 @@ class MergeFit:
 
 def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_rss: int, freq_cutoff: int = 1,
                     workers: int = 1, tokens_per_byte: float | None = None, data: np.ndarray | None = None,
-                    keep: int = 1) -> MergeFit:
+                    keep: int = 1, pair_positions: int = 0) -> MergeFit:
     """The smallest min_count >= freq_cutoff whose table merges under budget, given the process
     tree's RSS now (base_rss); chunk k is offsets[k]:offsets[k + 1] of the chunk bytes, seen
     counts[k] times. Raising it leaves the rarest chunks out (an automatic freq_cutoff), at most
@@ -81,20 +122,32 @@ def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_r
     chunk bytes of a table merged as it is (no encoding first); where runs of one byte shrink it
     enough for learn_merges to pick the run engine (prefers_runs), that engine's cost is estimated,
     in one process. keep: a min_count chosen before (a resumed run's), kept where it fits and is not
-    below the one found."""
+    below the one found. pair_positions: max_pair_positions of the whole table (a bound for every
+    cutoff), whose round costs beyond a group's are added (HIT_BYTES_KERNELS, with numba's RSS, where
+    the kernels merge the table; else HIT_BYTES_NUMPY); counted from data where the budget could
+    not hold the worst (wide_pairs_fit)."""
     largest = min(int(counts.max()) + 1 if len(counts) else 2, AUTO_CUTOFF_LIMIT)
     by_chunks, by_tokens = tokens_by_cutoff(offsets, counts, largest)
+    start = max(freq_cutoff, 1)
     merged = by_tokens if tokens_per_byte is None else np.ceil(by_tokens * tokens_per_byte).astype(np.int64)
     need = base_rss + MERGE_BYTES_PER_TOKEN * merged + MERGE_BYTES_PER_CHUNK * by_chunks
     if tokens_per_byte is not None:
         need = np.maximum(need, base_rss + ENCODE_BYTES_PER_BYTE * by_tokens + MERGE_BYTES_PER_CHUNK * by_chunks)
+    first = min(start, len(need) - 1)
+    if data is not None and not wide_pairs_fit(int(need[first]), int(by_tokens[first]), budget):
+        pair_positions = max(pair_positions, max_pair_positions(data, offsets))
+    wide = np.maximum(pair_positions - np.maximum(GROUP_ENTRIES, merged // GROUP_SHARE), 0)
+    kernels, wide_cost = np.zeros(len(wide), dtype=bool), np.zeros(len(wide), dtype=np.int64)
+    if wide.any():
+        kernels = np.array([jit.merge_kernels(int(t)) for t in merged]) & (wide > 0)
+        wide_cost = np.where(kernels, jit.NUMBA_RSS + HIT_BYTES_KERNELS * wide, HIT_BYTES_NUMPY * wide)
+        need = need + wide_cost
     by_runs = None
     if data is not None:
         by_runs = sum_by_cutoff(offsets, counts, largest, runs_per_chunk(data, offsets))
         use_runs = (by_tokens >= MIN_RUN_TOKENS) & (RUNS_FACTOR * by_runs <= by_tokens)
         need = np.where(use_runs, base_rss + RUN_BYTES_PER_TOKEN * by_tokens + RUN_BYTES_PER_RUN * by_runs
                         + MERGE_BYTES_PER_CHUNK * by_chunks, need)
-    start = max(freq_cutoff, 1)
     fits = np.flatnonzero(need[start:] <= budget)
     multi = counts[np.diff(offsets) > 1]
     occurrences = np.bincount(np.minimum(multi, largest), weights=multi, minlength=largest + 1)[::-1].cumsum()[::-1]
@@ -115,14 +168,15 @@ def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_r
             f"{MAX_AUTO_DROP:.0%} of the corpus; use at least {format_size(-(-least // 10**8) * 10**8)} "
             "(--memory-budget), or a larger --freq-cutoff"
         )
-    merge_peak = merge_estimate(int(merged[min_count]), int(by_chunks[min_count]))
+    merge_peak = merge_estimate(int(merged[min_count]), int(by_chunks[min_count])) + int(wide_cost[min_count])
     merge_workers = workers if base_rss + SLICED_FACTOR * merge_peak <= budget else 1
     runs = int(by_runs[min_count]) if by_runs is not None and use_runs[min_count] else None
-    if runs is not None:
-        merge_workers = 1  # the run engine merges in one process
+    if runs is not None or wide[min_count]:
+        merge_workers = 1  # the run engine merges in one process; a wide pair's round is reckoned in one
     return MergeFit(min_count=min_count, auto_cutoff=min_count > start, chunks=int(by_chunks[min_count]),
                     tokens=int(by_tokens[min_count]), estimate=int(need[min_count]),
                     dropped_chunks=int(by_chunks[start] - by_chunks[min_count]), dropped_occurrences=dropped,
-                    workers=merge_workers, tokens_per_byte=tokens_per_byte, runs=runs)
+                    workers=merge_workers, tokens_per_byte=tokens_per_byte, runs=runs,
+                    numba_counted=bool(kernels[min_count]) and runs is None)
 
 

@@ -80,11 +80,17 @@ def find_and_apply(records: np.ndarray, tokens: np.ndarray, cand: np.ndarray, wh
     partner, gone by then); every other occurrence holds as it did before the round. The records of
     a large round are read once where find_hits, then apply_hits, read them twice (a cache miss a
     position each time). Returns sweep's results."""
-    bits = member_bits(records, len(first))
+    return sweep(records, tokens, candidates_in_order(records, cand, which, len(first)), first, second, new_ids,
+                 removed, threads, check=True)
+
+
+def candidates_in_order(records: np.ndarray, cand: np.ndarray, which: np.ndarray, members: int) -> np.ndarray:
+    """The index's candidates of a batch of `members` merges, packed (position << member_bits | member)
+    and in table order: what sweep takes, whole or a slice at a time."""
+    bits = member_bits(records, members)
     found = cand.astype(np.int64) << bits
     found |= which
-    return sweep(records, tokens, _in_table_order(records, found, bits), first, second, new_ids, removed, threads,
-                 check=True)
+    return _in_table_order(records, found, bits)
 
 
 def sweep(records: np.ndarray, tokens: np.ndarray, found: np.ndarray, first: np.ndarray, second: np.ndarray,

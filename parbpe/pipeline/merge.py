@@ -343,7 +343,10 @@ def _room(fit: MergeFit, budget: int) -> str:
     loads while the table is built and large rounds take two threads; "numba", its RSS only: it loads
     when the engine starts, one thread; "numpy", not even that: under --jit auto the stage merges with
     numpy (with the kernels, a tight budget whose table passed jit.MERGE_MIN_TOKENS
-    was overrun)."""
+    was overrun). A fit whose estimate holds numba already (numba_counted: a pair's wide round, which the
+    kernels merge in less) never merges with numpy."""
+    if fit.numba_counted:
+        return "speed" if fit.estimate + merge_estimate(fit.tokens, fit.chunks) // 4 <= budget else "numba"
     return _room_for(fit.estimate, fit.tokens, fit.chunks, budget)
 
 

@@ -40,11 +40,18 @@ def format_size(n: float) -> str:
 
 MIN_WORKER_DATA = 4 * 10**6  # a worker that may hold less than this would spill all the time (see count_layout)
 HELD_FACTOR = 4  # peak memory of a worker per byte of counts it holds (measured: see worker_data_limit)
-WORKER_OVERHEAD = 32 * 10**6  # what a counting worker keeps besides its start, its unit and its counts
+WORKER_OVERHEAD = 96 * 10**6  # what a counting worker keeps besides its start, its unit and its counts
 MAX_WORKER_DATA = 10**9  # runs stay far below pyarrow's 2 GB limit of one string array
 ROOMY_WORKER_DATA = 64 * 10**6  # with this much per worker spills are few: the parent need not count
 REDUCE_FACTOR = 3  # a reducing worker's peak per byte of one partition's share of the run files
 PARENT_COUNTING = 48 * 10**6  # what the parent adds when it counts a shard (its counting code's heap)
+# Peak bytes a counting process adds per byte of one piece (text with no cut in it: a chunk of 50 MB,
+# or a run the pattern splits) while it reads, keys and splits it, above its start: numpy's lexer
+# decodes UTF-8 into several int64 a character (34 measured on one two-byte character), ASCII costs
+# 15.6, numba's lexer 9.4 (see ShardCounter.check_pieces).
+LONG_PIECE_NUMPY = 40
+LONG_PIECE_ASCII = 16
+LONG_PIECE_JIT = 12
 
 
 def default_budget() -> int:
@@ -119,6 +126,16 @@ def count_layout(budget: int, workers: int, base_rss: int, unit_bytes: int) -> C
         except ValueError as exc:
             first_error = first_error or exc
     raise first_error
+
+
+def long_piece_error(budget: int, workers: int, piece: int, need: int, room: int) -> ValueError:
+    """The one-line error of a counting process whose longest piece needs more than its share: the
+    budget with `workers + 1` times the shortfall (each counting process, and a waiting parent), rounded up."""
+    least = -(-(budget + (workers + 1) * (need - room)) // 10**8) * 10**8
+    return ValueError(
+        f"memory budget {format_size(budget)} is too small for a piece of {format_size(piece)} of text with no "
+        f"cut in it (one chunk, or a run the pattern splits): counting it takes about {format_size(need)}, "
+        f"a counting process has {format_size(room)}; use at least {format_size(least)} (--memory-budget)")
 
 
 def reduce_workers(budget: int, workers: int, base_rss: int, partition_bytes: int) -> int:

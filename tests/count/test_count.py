@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -364,3 +365,28 @@ def test_counting_allocates_from_the_system_pool_and_gives_the_pool_back(corpus,
     (tmp_path / "runs").mkdir()
     count_with(plan([str(corpus)]), TrainConfig(workers=1), tmp_path / "runs")
     assert seen and set(seen) == {"system"} and pa.default_memory_pool().backend_name == before
+
+
+@pytest.mark.parametrize("use_jit,mb", [("off", 4), ("on", 16)])
+def test_a_piece_longer_than_a_processes_share_names_the_budget_that_fits(use_jit, mb, tmp_path):
+    """One chunk of one two-byte character: counting it costs LONG_PIECE_NUMPY (or _JIT) a byte, more
+    than the counting layout gives a process; the check refuses before it is counted, naming a budget
+    at which the layout's share holds it. Many short pieces of the same length pass."""
+    from parbpe.count.counter import ShardCounter
+    from parbpe.run.memory import count_layout, parse_size
+
+    if use_jit == "on":
+        pytest.importorskip("numba")
+    long = pa.array(["é" * (mb * 500_000)])  # with no cut
+    budget, base, unit = 300 * 10**6, 100 * 10**6, 1
+    config = TrainConfig(workers=1, memory_budget=budget, jit=use_jit)
+    shard = ShardCounter(config, str(tmp_path), "w0", count_layout(budget, 1, base, unit).data_limit)
+    shard.add_texts(pa.array(["é" * 7 + " "] * (mb * 125_000)))  # as many bytes of short pieces
+    with pytest.raises(ValueError, match=rf"too small for a piece of {mb}.0 MB of text with no cut") as error:
+        shard.add_texts(long)
+    assert len(str(error.value).splitlines()) == 1
+    named = parse_size("".join(str(error.value).split("use at least ")[1].split(" ")[:2]))
+    fits = ShardCounter(dataclasses.replace(config, memory_budget=named), str(tmp_path), "w1",
+                        count_layout(named, 1, base, unit).data_limit)
+    fits.add_texts(long)
+    assert fits.pieces.nbytes > 0

@@ -29,8 +29,27 @@ def _arrays(counts: dict[bytes, int]) -> tuple[np.ndarray, np.ndarray, np.ndarra
 def test_index_rebuilds_slices_and_groups_keep_the_merges(seed, monkeypatch):
     # Rebuild the index whenever it holds any stale entry, build it a few positions at a time, and
     # apply wide batches a merge or two at a time: the merges must not change.
+    _rebuilds_slices_and_groups(seed, monkeypatch)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_kernels_sweep_a_wide_pair_in_parts_and_keep_the_merges(seed, monkeypatch):
+    # With the kernels, a merge whose candidates outnumber a group is swept a slice at a time
+    # (LinkedEngine._sweep_in_parts); here a slice is one candidate, and the merges must not change.
+    pytest.importorskip("numba")
+    monkeypatch.setenv("PARBPE_JIT", "on")
+    parts = []
+    original = LinkedEngine._sweep_in_parts
+    monkeypatch.setattr(LinkedEngine, "_sweep_in_parts", lambda self, found, *rest: parts.append(len(found))
+                        or original(self, found, *rest))
+    _rebuilds_slices_and_groups(seed, monkeypatch, kernels=True)
+    assert max(parts) > 1  # a merge's candidates were swept in several slices
+
+
+def _rebuilds_slices_and_groups(seed: int, monkeypatch, kernels: bool = False) -> None:
     monkeypatch.setattr(LinkedEngine, "MIN_REBUILD", 0)
     monkeypatch.setattr(LinkedEngine, "STALE_FACTOR", 1.0)
+    monkeypatch.setattr(LinkedEngine, "JIT_STALE_FACTOR", 1.0)
     monkeypatch.setattr(LinkedEngine, "SLICE", 7)
     monkeypatch.setattr(LinkedEngine, "GROUP_ENTRIES", 1)
     monkeypatch.setattr(LinkedEngine, "GROUP_SHARE", 10**9)
@@ -51,7 +70,8 @@ def test_index_rebuilds_slices_and_groups_keep_the_merges(seed, monkeypatch):
                               max_batch_size=max_batch_size).merges
         assert merges == reference_train(counts, n, batched=max_batch_size == 0)
     assert rebuilds.count(False) > 0  # the index was rebuilt mid-training
-    assert max(groups) == 1  # every batch was applied a merge at a time
+    if not kernels:  # (the kernels find hits in their sweep)
+        assert max(groups) == 1  # every batch was applied a merge at a time
 
 
 def test_table_from_arrays_equals_build_table_and_cuts_rare_chunks():
@@ -171,3 +191,38 @@ def test_train_reports_peaks_by_stage_and_the_merge_fit(tmp_path):
     assert fit["table_tokens"] == stats["table_tokens"] and not fit["auto_cutoff"] and fit["min_count"] == 1
     # the estimate leaves out what this (test) process held when the run started: stats say how much
     assert fit["estimate_bytes"] + stats["caller_held_bytes"] > stats["peak_rss_by_stage"]["reduce"] // 2
+
+
+def test_max_pair_positions_counts_each_chunk_once_and_no_pair_across_chunks():
+    from parbpe.merge.fit import max_pair_positions
+
+    data, offsets, _ = _arrays({b"abab": 7, b"ba": 100, b"b": 9, b"xab": 1})
+    # (a, b): 2 in "abab", 1 in "xab"; (b, a): 1 in "abab", 1 in "ba"; "ba" + "abab" meet in no pair
+    assert max_pair_positions(data, offsets) == 3
+    assert max_pair_positions(data, offsets, slice_bytes=2) == 3
+    long = np.frombuffer("é".encode() * 1000, dtype=np.uint8)
+    assert max_pair_positions(long, np.array([0, len(long)])) == 1000
+    assert max_pair_positions(data[:0], np.zeros(1, dtype=np.int64)) == 0
+
+
+@pytest.mark.parametrize("kernels", [False, True])
+def test_fit_reckons_the_round_of_a_pair_wider_than_a_group(kernels, monkeypatch):
+    """One merge's occurrences are applied at once: a pair at more positions than a group costs its
+    temporaries beyond the linked model (with numba's RSS where the kernels merge), in one process."""
+    from parbpe import jit
+    from parbpe.merge import fit as fit_module
+
+    monkeypatch.setattr(fit_module, "GROUP_ENTRIES", 100)
+    monkeypatch.setattr(jit, "merge_kernels", lambda n_tokens: kernels)
+    data, offsets, n = _arrays({"é".encode() * 400: 1, b"xy": 3})
+    linked = 10**6 + merge_estimate(802, 2)
+    plain = fit_merge_stage(offsets, n, budget=10**10, base_rss=10**6, workers=2, data=data)
+    assert plain.estimate == linked and plain.workers == 2  # the worst fits: positions not even counted
+    per = fit_module.HIT_BYTES_KERNELS if kernels else fit_module.HIT_BYTES_NUMPY
+    wide = linked + (jit.NUMBA_RSS if kernels else 0) + per * (400 - 100)
+    with pytest.raises(ValueError, match="too small for the merge stage") as error:
+        fit_merge_stage(offsets, n, budget=wide - 1, base_rss=10**6, workers=2, data=data)
+    suggested = parse_size("".join(str(error.value).split("use at least ")[1].split(" ")[:2]))
+    assert wide <= suggested and not fit_merge_stage(offsets, n, budget=suggested, base_rss=10**6, data=data).auto_cutoff
+    fit = fit_merge_stage(offsets, n, budget=wide, base_rss=10**6, workers=2, data=data)
+    assert fit.estimate == wide and fit.workers == 1 and fit.numba_counted == kernels

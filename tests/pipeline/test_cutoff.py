@@ -79,7 +79,7 @@ def test_a_kept_cutoff_holds_where_it_fits():
     kept = fit_merge_stage(offsets, counts, budget=10**9, base_rss=MB, keep=3)
     assert (kept.min_count, kept.auto_cutoff, kept.chunks, kept.dropped_chunks) == (3, True, 3, 5)
     # Room for the three frequent chunks only: min_count 3; a kept one below it is not kept, one above is.
-    tight = MB + 38 * 24 + 24 * 3
+    tight = MB + fit_module.MERGE_BYTES_PER_TOKEN * 24 + fit_module.MERGE_BYTES_PER_CHUNK * 3
     assert fit_merge_stage(offsets, counts, budget=tight, base_rss=MB).min_count == 3
     assert fit_merge_stage(offsets, counts, budget=tight, base_rss=MB, keep=2).min_count == 3
     assert fit_merge_stage(offsets, counts, budget=tight, base_rss=MB, keep=7).min_count == 7
