@@ -45,10 +45,6 @@ from ..run.run_dir import RunDirectory
 from ..run.temp_dirs import temp_work_dir
 from .context import RunContext
 
-# What numba and the count's kernels (the lexer, the piece cutter) add to the process that loads them
-# before counting, as jit_fits reckons it: more than jit.NUMBA_RSS, the merge kernels' weight (measured
-# 185 MB on realmix: the parent's RSS at the count layout with and without them).
-COUNT_JIT_RSS = 200 * 10**6
 
 EMPTY_CORPUS = "the corpus is empty: no text chunk was found in the inputs"
 
@@ -223,8 +219,8 @@ def count_units(ctx: RunContext, units: list[WorkUnit], config: TrainConfig, run
 
 def jit_fits(budget: int, workers: int, unit_bytes: int, pattern: str, text_bytes: int) -> bool:
     """Whether the numba kernels may count the text: always with --jit on; with auto, when numba is
-    there, there is jit.COUNT_MIN_BYTES of text to repay its start, and its weight (COUNT_JIT_RSS a process,
-    as count_layout reckons starts) leaves as many counting shards as the numpy path has (under a
+    there, there is jit.COUNT_MIN_BYTES of text to repay its start, and its weight
+    (jit.NUMBA_COUNT_RSS a process, as count_layout reckons starts) leaves as many counting shards as the numpy path has (under a
     tight budget, two numpy shards count faster than one with numba).
 
     The layouts compared start from CALLER_FLOOR, what every run of the command reckons, not the RSS
@@ -238,7 +234,7 @@ def jit_fits(budget: int, workers: int, unit_bytes: int, pattern: str, text_byte
     if text_bytes < jit.COUNT_MIN_BYTES:
         return False
     numpy_layout, jit_layout = (_layout_or_none(budget, workers, CALLER_FLOOR + extra, unit_bytes)
-                                for extra in (0, COUNT_JIT_RSS))
+                                for extra in (0, jit.NUMBA_COUNT_RSS))
     return jit_layout is not None and (numpy_layout is None or jit_layout.shards >= numpy_layout.shards)
 
 
