@@ -97,15 +97,17 @@ class KernelsAhead:
         self.record["merge_waited_seconds"] = round(time.perf_counter() - start, 2)
 
     def _read_line(self, line: bytes, deadline: float) -> None:
-        """Read `line` from each process that has not ended (one that ended, or sent anything else, is
-        not read again), until deadline."""
+        """Read `line` from each process that has not ended, until deadline. One that ended is not read
+        again; one that sent anything else is stopped (its kernels are left to the stages)."""
         waiting = {proc.stdout: proc for proc in self._procs if proc not in self._ended}
         while waiting and time.perf_counter() < deadline:
             ready, _, _ = select.select(list(waiting), [], [], max(0.0, deadline - time.perf_counter()))
             for pipe in ready:
+                proc = waiting.pop(pipe)
                 if os.read(pipe.fileno(), len(line)) != line:  # (b"": it ended)
-                    self._ended.add(waiting[pipe])
-                del waiting[pipe]
+                    self._ended.add(proc)
+                    with contextlib.suppress(OSError):
+                        proc.kill()
 
     def wait(self, timeout: float = WAIT) -> None:
         """Wait for every process to finish (stopped after timeout); stats.json's kernels.ahead says how it went."""

@@ -86,6 +86,16 @@ def test_a_failing_compiling_process_changes_nothing(corpus, reference, tmp_path
     assert (tmp_path / "tok" / "merges.txt").read_bytes() == reference
 
 
+def test_a_compiling_process_that_sends_garbage_is_stopped_not_waited_for(corpus, reference, tmp_path, cold,
+                                                                          monkeypatch):
+    monkeypatch.setattr(kernels_ahead, "_CHILD", "import sys, time; print('garbage', flush=True); time.sleep(600)")
+    stats = _train(corpus, tmp_path / "tok")
+    ahead = stats["kernels"]["ahead"]
+    assert ahead["exit"] == -signal.SIGKILL and ahead["count_waited_seconds"] < 30
+    assert stats["seconds"]["table"] + stats["seconds"]["merge"] < 30  # (not the merge's wait for 600 s)
+    assert (tmp_path / "tok" / "merges.txt").read_bytes() == reference
+
+
 def test_the_run_stops_it_when_the_run_fails(corpus, tmp_path, cold, monkeypatch):
     """A run that fails while it compiles (here: a hanging compile and a failing count) leaves no process."""
     monkeypatch.setattr(kernels_ahead, "_CHILD", "import time; time.sleep(600)")
