@@ -2,15 +2,16 @@
 
 numba compiles a kernel on its first call, in the process that calls it, one kernel at a time: a
 first run would compile the counting kernels while the other cores wait, then the reduce's sort,
-then the merge's kernels as the merge stage starts. Where the kernels are not in numba's cache yet
-(the first kernel this run loads had to be compiled), processes of their own compile them into
+then the merge's kernels as the merge stage starts. Where they are not in numba's cache yet (cold:
+a probe kernel a family had to be compiled), processes of their own compile those families into
 numba's cache instead, one process a core (at most PROCESSES, as the budget allows): each records
 what the run will compile (jit.signatures_of: the warm-ups run as plain Python, in milliseconds),
 takes its share of the same deal (jit.deal) and compiles it. The counting kernels come first, dealt
 to the processes and to this one; the count waits for them (wait_count), then loads them all from
 the cache. The reduce's and merge's kernels follow while the count runs; the merge stage waits for
-them (wait). The processes write nothing but numba's cache (numba replaces its files whole); if one
-fails or is killed, each stage compiles what it lacks as before, with the same result.
+them (wait_merge), SuperBPE's stage 2 for its own (wait). The processes write nothing but numba's
+cache (numba replaces its files whole); if one fails, is killed or sends garbage, each stage
+compiles what it lacks as before, with the same result.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import select
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -149,10 +152,10 @@ class KernelsAhead:
 
 def start(ctx: RunContext, text_bytes: int | None) -> KernelsAhead | None:
     """Start the compiling processes, before the count, where the budget has room for them and the
-    kernels are not in numba's cache (a probe: the counting stage's smallest kernel, loaded here, had
-    to be compiled): the counting kernels where the text's size makes the count use them, the
-    reduce's sort, and the merge's kernels where a text of text_bytes (None: not known) makes a table
-    they merge. None where none is started; the run context stops them at the run's end."""
+    kernels are not in numba's cache (cold): the counting kernels where the text's size makes the
+    count use them, the reduce's sort, and the merge's kernels where a text of text_bytes (None: not
+    known) makes a table they merge. None where none is started; the run context stops them at the
+    run's end."""
     from ..count.chunking import uses_jit
 
     config = ctx.config
@@ -168,7 +171,8 @@ def start(ctx: RunContext, text_bytes: int | None) -> KernelsAhead | None:
         families.insert(0, "count")
     if "merge" in families and config.superbpe_transition is not None:
         families.append("superbpe")  # (the superword count beside the merge; stage 2's encoding and cut)
-    if not cold():
+    families = cold(families)
+    if not families:
         return None
     processes = max(1, min(os.cpu_count() or 1, PROCESSES, ctx.budget // MIN_BUDGET))
     ahead = KernelsAhead(ctx, families, config.vocab_size, config.pattern, processes)
@@ -176,16 +180,25 @@ def start(ctx: RunContext, text_bytes: int | None) -> KernelsAhead | None:
     return ahead
 
 
-def cold() -> bool:
-    """Whether numba's cache lacks parbpe's kernels: a probe, the counting stage's smallest kernel (which
-    the count loads next anyway), had to be compiled, not loaded."""
+def cold(families: list[str]) -> list[str]:
+    """The families whose kernels are not in numba's cache (a first run's, or a run after one that was
+    stopped while it compiled): a probe each, a small kernel the run loads anyway that had to be
+    compiled, not loaded. The counting stage's partition hash for count; the merge's distinct_pairs for
+    the others (compiled together, after the count's)."""
     from ..count.partitions import partition_ids
+    from ..merge.linked import distinct_pairs
 
-    before = jit.compiles.mark()
-    probe = pa.StringArray.from_buffers(1, pa.py_buffer(np.array([0, 5], np.int32)), pa.py_buffer(b"probe"))
-    with jit.using("on"):  # (pa.array() of a list would import pandas where it is installed)
-        partition_ids(probe)
-    return len(jit.compiles.compiled) > before[1]
+    def compiled(probe: Callable[[], Any]) -> bool:
+        before = jit.compiles.mark()
+        with jit.using("on"):
+            probe()
+        return len(jit.compiles.compiled) > before[1]
+
+    # (pa.array() of a list would import pandas where it is installed)
+    strings = pa.StringArray.from_buffers(1, pa.py_buffer(np.array([0, 5], np.int32)), pa.py_buffer(b"probe"))
+    count_cold = "count" not in families or compiled(lambda: partition_ids(strings))
+    others_cold = families != ["count"] and compiled(lambda: distinct_pairs(np.zeros(1, np.uint64)))
+    return [family for family in families if (count_cold if family == "count" else others_cold)]
 
 
 def child(families: list[str], vocab_size: int, parent: int, pattern: str, hand: int, hands: int) -> int:

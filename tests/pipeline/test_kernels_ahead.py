@@ -50,7 +50,7 @@ def _train(corpus: Path, out: Path, **settings) -> dict:
 def cold(monkeypatch):
     """This process's kernels are loaded already: have the run take numba's cache as cold."""
     pytest.importorskip("numba")
-    monkeypatch.setattr(kernels_ahead, "cold", lambda: True)
+    monkeypatch.setattr(kernels_ahead, "cold", lambda families: families)
 
 
 def test_a_first_run_compiles_beside_the_count_and_the_run_waits_for_it(corpus, reference, tmp_path, cold):
@@ -119,9 +119,9 @@ def test_the_run_stops_it_when_the_run_fails(corpus, tmp_path, cold, monkeypatch
 
 def test_a_warm_cache_or_a_small_budget_starts_none(corpus, reference, tmp_path, monkeypatch):
     pytest.importorskip("numba")
-    monkeypatch.setattr(kernels_ahead, "cold", lambda: False)
+    monkeypatch.setattr(kernels_ahead, "cold", lambda families: [])
     assert "ahead" not in _train(corpus, tmp_path / "warm")["kernels"]
-    monkeypatch.setattr(kernels_ahead, "cold", lambda: True)
+    monkeypatch.setattr(kernels_ahead, "cold", lambda families: families)
     small = _train(corpus, tmp_path / "small", memory_budget=kernels_ahead.MIN_BUDGET - 1)
     assert "ahead" not in small["kernels"]
     assert (tmp_path / "small" / "merges.txt").read_bytes() == reference
@@ -137,7 +137,7 @@ def superbpe_reference(corpus, tmp_path_factory) -> bytes:
 @pytest.mark.parametrize("superbpe", [False, True], ids=["bpe", "superbpe"])
 def test_a_real_first_run_in_an_empty_numba_cache(corpus, request, tmp_path, superbpe):
     """The command on an empty numba cache: the probe finds it cold, the compiling processes fill the
-    cache, the tokenizer is the numpy path's; this process compiled the probe and its hand of the
+    cache, the tokenizer is the numpy path's; this process compiled the probes and its hand of the
     counting kernels, nothing else (every call recorded is a call the run made: one recorded wrong
     would be compiled again here); the next run finds the cache warm and starts none."""
     pytest.importorskip("numba")
@@ -156,8 +156,27 @@ def test_a_real_first_run_in_an_empty_numba_cache(corpus, request, tmp_path, sup
     assert runs[0]["ahead"]["exit"] == 0 and ("superbpe" in runs[0]["ahead"]["families"]) == superbpe
     assert runs[0]["ahead"]["compiled"] > 0 and runs[0]["ahead"]["compile_seconds"] > 0  # (their last lines)
     hand = jit.deal(kernels_ahead.count_calls(resolve_pattern("gpt4")), runs[0]["ahead"]["processes"] + 1)[0]
-    assert set(runs[0]["compiled"]) == {"partition_hashes"} | {name.rsplit(".", 1)[1] for name, _ in hand}
+    assert set(runs[0]["compiled"]) == {"partition_hashes", "distinct_pairs"} | {name.rsplit(".", 1)[1] for name, _ in hand}
     assert "ahead" not in runs[1] and runs[1]["compiled"] == []
+
+
+def test_a_run_after_one_stopped_while_compiling_compiles_what_is_missing_beside(corpus, tmp_path):
+    """The counting kernels are in numba's cache (a first run stopped after its count), the merge's are
+    not: the train compiles the later families in its processes, and itself only the probe of them."""
+    pytest.importorskip("numba")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    counting = ("from parbpe.pipeline import kernels_ahead; from parbpe.count.chunking import load_kernels; "
+                "from parbpe.patterns import resolve_pattern; from parbpe import jit; jit.set_mode('on'); "
+                "assert kernels_ahead.cold(['count']) == ['count']; load_kernels(resolve_pattern('gpt4'))")
+    done = subprocess.run([sys.executable, "-c", counting], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    done = subprocess.run([sys.executable, "-m", "parbpe", "train", str(corpus), "--vocab-size", "600", "--workers",
+                           "1", "--jit", "on", "--progress", "none", "--out", str(tmp_path / "tok")],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    kernels = json.loads((tmp_path / "tok" / "stats.json").read_text())["kernels"]
+    assert kernels["ahead"]["families"] == ["reduce", "merge"] and kernels["ahead"]["exit"] == 0
+    assert kernels["compiled"] == ["distinct_pairs"]
 
 
 def test_a_merge_that_runs_numpy_stops_it_instead_of_waiting(corpus, reference, tmp_path, cold, monkeypatch):
