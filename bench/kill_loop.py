@@ -8,7 +8,9 @@ Setups: 2 and 3 workers (with 1, no worker process runs), with and without spill
 2MB: every counting worker spills many times), text on standard input (the stream path's
 workers), PathPiece (from a 4x BPE start: its scoring workers), on --shards shards of realmix; and
 SuperBPE on all eight shards (its stage-2 table is
-large enough for merge workers, which encode it first). The moment is drawn over the undisturbed
+large enough for merge workers, which encode it first); and a first run ("cold": all eight shards,
+each run on an empty numba cache, so that the processes compiling its kernels are among the workers
+killed: the run then goes on and compiles what it lacks). The moment is drawn over the undisturbed
 run's duration; if no worker is alive then, the first worker to appear is killed. The stage killed
 in is named from the undisturbed run's stage times (stats.json).
 
@@ -18,6 +20,7 @@ in is named from the undisturbed run's stage times (stats.json).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import filecmp
 import json
 import os
@@ -28,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 LIMIT = 5.0
@@ -57,7 +61,7 @@ def command(corpus: Path, out: Path, workers: int, setup: str, vocab: int) -> li
     by the stream path's workers, count/stream.py)."""
     args = [sys.executable, "-m", "parbpe.cli", "train", "-" if setup == "stream" else str(corpus), "--vocab-size",
             str(vocab), "--workers", str(workers), "--out", str(out), "--progress", "none"]
-    return args + {"plain": [], "stream": [], "spill": ["--data-limit", "2MB"],
+    return args + {"plain": [], "stream": [], "spill": ["--data-limit", "2MB"], "cold": [],
                    # numpy's engine: the kernels encode and merge stage 2 in this process, no worker to kill
                    "superbpe": ["--superbpe-transition", "0.5", "--jit", "off"],
                    "pathpiece": ["--algorithm", "pathpiece", "--initial-vocab-size", str(4 * vocab)]}[setup]
@@ -176,6 +180,25 @@ def one_kill(args: list[str], out: Path, reference: Path, duration: float,
     return f"BAD rc={proc.returncode} {err.strip()[-300:]!r}", seconds, killed - started
 
 
+@contextlib.contextmanager
+def numba_cache(kind: str, work: Path) -> Iterator[None]:
+    """For the cold setup, runs started meanwhile get an empty numba cache of their own."""
+    if kind != "cold":
+        yield
+        return
+    cache = Path(tempfile.mkdtemp(prefix="numba-", dir=work))
+    before = os.environ.get("NUMBA_CACHE_DIR")
+    os.environ["NUMBA_CACHE_DIR"] = str(cache)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["NUMBA_CACHE_DIR"]
+        else:
+            os.environ["NUMBA_CACHE_DIR"] = before
+        shutil.rmtree(cache, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=100)
@@ -184,7 +207,7 @@ def main() -> None:
     parser.add_argument("--vocab-size", type=int, default=2048)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--kinds", default="plain,spill,superbpe,stream,pathpiece",
-                        help="which setups to draw from (plain, spill, superbpe, stream, pathpiece)")
+                        help="which setups to draw from (plain, spill, superbpe, stream, pathpiece, cold)")
     options = parser.parse_args()
     rng = random.Random(options.seed)
     work = Path(tempfile.mkdtemp(prefix="kill_loop_"))
@@ -201,6 +224,7 @@ def main() -> None:
     setups = [(w, kind) for w in (2, 3) for kind in ("plain", "spill", "stream") if kind in kinds]
     setups += [(w, "superbpe") for w in (2, 3) if "superbpe" in kinds]
     setups += [(w, "pathpiece") for w in (2, 3) if "pathpiece" in kinds]  # its scoring workers too
+    setups += [(2, "cold")] if "cold" in kinds else []  # (its compiling processes too)
     if "stream" in kinds:
         import pyarrow.parquet as pq
 
@@ -212,8 +236,9 @@ def main() -> None:
     for workers, kind in setups:
         ref = work / f"ref-{workers}-{kind}"
         started = time.monotonic()
-        with open(STDIN_TEXT if kind == "stream" else os.devnull, "rb") as stdin:
-            subprocess.run(command(full if kind == "superbpe" else corpus, ref, workers, kind, options.vocab_size),
+        with open(STDIN_TEXT if kind == "stream" else os.devnull, "rb") as stdin, numba_cache(kind, work):
+            subprocess.run(command(full if kind in ("superbpe", "cold") else corpus, ref, workers, kind,
+                                   options.vocab_size),
                            check=True, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         stats = json.loads((ref / "stats.json").read_text())
         references[workers, kind] = (ref, time.monotonic() - started, stats)
@@ -224,8 +249,10 @@ def main() -> None:
     while n < options.kills:
         workers, kind = rng.choice(setups)
         ref, duration, stats = references[workers, kind]
-        args = command(full if kind == "superbpe" else corpus, work / "out", workers, kind, options.vocab_size)
-        outcome, seconds, at = one_kill(args, work / "out", ref, duration, rng)
+        args = command(full if kind in ("superbpe", "cold") else corpus, work / "out", workers, kind,
+                       options.vocab_size)
+        with numba_cache(kind, work):
+            outcome, seconds, at = one_kill(args, work / "out", ref, duration, rng)
         if outcome == "nokill":
             continue
         n += 1
