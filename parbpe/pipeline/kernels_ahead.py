@@ -36,7 +36,7 @@ from .context import RunContext
 
 RSS = 400 * 10**6  # what one compiling process may hold (numba, its compiler, the kernels)
 MIN_BUDGET = 4 * RSS  # the budget a compiling process needs (a smaller one is left to the stages)
-PROCESSES = 4  # the most compiling processes (more gained nothing past realmix's largest kernels)
+PROCESSES = 4  # the most compiling processes (each holds numba and its compiler: RSS a process)
 WAIT = 120.0  # the longest the merge stage waits for them (then they are stopped, and it compiles)
 COUNT_WAIT = 60.0  # the longest the count waits for their counting kernels (then it compiles what it lacks)
 COUNT_READY = b"count\n"  # a process's line once its hand of the counting kernels is in the cache
