@@ -39,6 +39,7 @@ MISSING_LINE = f"numba is not installed: parbpe runs its numpy path, 2-6x slower
 # --- thresholds: every choice between a kernel and numpy is made from these -------------------------
 NUMBA_RSS = 150 * 10**6  # the memory numba and its loaded kernels add to a process
 NUMBA_COUNT_RSS = 200 * 10**6  # ... numba and the counting kernels (lexer, piece cutter), loaded before counting
+MERGE_KERNELS_RSS = 64 * 10**6  # ... the merge's kernels, loaded (or compiled) where numba is already
 MERGE_MIN_TOKENS = 1_500_000  # a chunk table from which the merge kernels repay numba's start
 COUNT_MIN_BYTES = 64 * 10**6  # text from which the counting kernels repay it
 SEGMENT_MIN_BYTES = 1 << 20  # chunk bytes from which segmentation (encode, eval) uses its kernels
@@ -138,6 +139,12 @@ def warm() -> bool:
         require()
         return True
     return current == "auto" and loaded()
+
+
+def merge_load_rss() -> int:
+    """What loading the merge's kernels adds to this process: numba with them (NUMBA_RSS), or only
+    them where numba is loaded already (its weight is then in the process's RSS)."""
+    return MERGE_KERNELS_RSS if loaded() else NUMBA_RSS
 
 
 def merge_kernels(n_tokens: int) -> bool:

@@ -118,8 +118,8 @@ def merge_stage(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> Merge
     chunks.data = chunks.offsets = chunks.counts = None  # the table holds them; merge workers fork without them
     numpy_only = room == "numpy" and jit.mode() == "auto"
     if numpy_only and jit.merge_kernels(fit.tokens):
-        ctx.note(f"merging with numpy: the {format_size(ctx.budget)} budget leaves no room for numba's "
-                 f"{format_size(jit.NUMBA_RSS)} beside the merge stage's {format_size(fit.estimate)}")
+        ctx.note(f"merging with numpy: the {format_size(ctx.budget)} budget leaves no room for the kernels' "
+                 f"{format_size(jit.merge_load_rss())} beside the merge stage's {format_size(fit.estimate)}")
     holder, table = [table], None  # handed over: the encoding replaces it, and nothing here keeps it
     with jit.using("off") if numpy_only else contextlib.nullcontext():
         return _encode_and_merge(ctx, holder, fit, job, room == "speed", training_chunks, encoded)
@@ -338,12 +338,12 @@ def reckoned_in_use(chunks: TrainingChunks, numba: bool) -> int:
 
 
 def _room(fit: MergeFit, budget: int) -> str:
-    """What the budget holds beside the fit's estimate (which counts no numba): "speed", numba's RSS
-    (jit.NUMBA_RSS) and the engine's second thread (a quarter more of the merge's own need), so numba
-    loads while the table is built and large rounds take two threads; "numba", its RSS only: it loads
-    when the engine starts, one thread; "numpy", not even that: under --jit auto the stage merges with
-    numpy (with the kernels, a tight budget whose table passed jit.MERGE_MIN_TOKENS
-    was overrun). A fit whose estimate holds numba already (numba_counted: a pair's wide round, which the
+    """What the budget holds beside the fit's estimate (which counts no merge kernels): "speed", their
+    load (jit.merge_load_rss: numba with them, or them alone where the count loaded numba) and the
+    engine's second thread (a quarter more of the merge's own need), so they load while the table is
+    built and large rounds take two threads; "numba", their load only: it comes when the engine
+    starts, one thread; "numpy", not even that: under --jit auto the stage merges with numpy (with
+    the kernels, a tight budget whose table passed jit.MERGE_MIN_TOKENS was overrun). A fit whose estimate holds numba already (numba_counted: a pair's wide round, which the
     kernels merge in less) never merges with numpy."""
     if fit.numba_counted:
         return "speed" if fit.estimate + merge_estimate(fit.tokens, fit.chunks) // 4 <= budget else "numba"
@@ -355,13 +355,13 @@ def _room_for(estimate: int, tokens: int, chunks: int, budget: int) -> str:
     tokens and chunks."""
     if fast_peak(estimate, tokens, chunks) <= budget:
         return "speed"
-    return "numba" if estimate + jit.NUMBA_RSS <= budget else "numpy"
+    return "numba" if estimate + jit.merge_load_rss() <= budget else "numpy"
 
 
 def fast_peak(estimate: int, tokens: int, chunks: int) -> int:
-    """The process tree's peak in a merge stage of "speed" room (_room): the fit's estimate, numba,
-    and the engine's second thread."""
-    return estimate + jit.NUMBA_RSS + merge_estimate(tokens, chunks) // 4
+    """The process tree's peak in a merge stage of "speed" room (_room): the fit's estimate, the merge
+    kernels' load, and the engine's second thread."""
+    return estimate + jit.merge_load_rss() + merge_estimate(tokens, chunks) // 4
 
 
 def vocab_of(merges: Pairs) -> list[bytes]:

@@ -42,16 +42,20 @@ def test_room_decides_the_preload_and_the_second_thread(monkeypatch, engines_mad
     assert parbpe.train_from_iterator(texts, vocab_size=400, workers=1).tokenizer.merges == result.tokenizer.merges
 
 
-def test_room_is_the_estimate_numba_and_a_quarter_of_the_merge():
-    from parbpe.jit import NUMBA_RSS as JIT_RSS
+@pytest.mark.parametrize("numba_loaded", [False, True], ids=["numba-to-load", "numba-loaded"])
+def test_room_is_the_estimate_the_kernels_load_and_a_quarter_of_the_merge(monkeypatch, numba_loaded):
+    """The kernels' load is numba with them, or only them where the count loaded numba already (its
+    weight is in the estimate's base then: counted once)."""
     from parbpe.merge.fit import MergeFit, merge_estimate
 
+    monkeypatch.setattr(jit, "loaded", lambda: numba_loaded)
+    load = jit.MERGE_KERNELS_RSS if numba_loaded else jit.NUMBA_RSS
     fit = MergeFit(min_count=1, auto_cutoff=False, chunks=10**6, tokens=10**7, estimate=800 * 10**6,
                    dropped_chunks=0, dropped_occurrences=0, workers=1)
-    speed = fit.estimate + JIT_RSS + merge_estimate(10**7, 10**6) // 4
+    speed = fit.estimate + load + merge_estimate(10**7, 10**6) // 4
     assert merge_stage._room(fit, speed) == "speed" and merge_stage._room(fit, speed - 1) == "numba"
-    assert merge_stage._room(fit, fit.estimate + JIT_RSS) == "numba"
-    assert merge_stage._room(fit, fit.estimate + JIT_RSS - 1) == "numpy"
+    assert merge_stage._room(fit, fit.estimate + load) == "numba"
+    assert merge_stage._room(fit, fit.estimate + load - 1) == "numpy"
 
 
 @pytest.mark.parametrize("mode", ["auto", "on"])
