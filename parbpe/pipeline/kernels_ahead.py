@@ -100,14 +100,18 @@ class KernelsAhead:
         self.record["merge_waited_seconds"] = round(time.perf_counter() - start, 2)
 
     def _read_line(self, line: bytes, deadline: float) -> None:
-        """Read `line` from each process that has not ended, until deadline. One that ended is not read
-        again; one that sent anything else is stopped (its kernels are left to the stages)."""
+        """Read `line` from each process that has not ended, until deadline (an earlier line not read,
+        COUNT_READY where the count ran numpy, is passed over). One that ended is not read again; one
+        that sent anything else is stopped (its kernels are left to the stages)."""
         waiting = {proc.stdout: proc for proc in self._procs if proc not in self._ended}
         while waiting and time.perf_counter() < deadline:
             ready, _, _ = select.select(list(waiting), [], [], max(0.0, deadline - time.perf_counter()))
             for pipe in ready:
+                said = os.read(pipe.fileno(), len(line))
+                if said == COUNT_READY != line:
+                    continue
                 proc = waiting.pop(pipe)
-                if os.read(pipe.fileno(), len(line)) != line:  # (b"": it ended)
+                if said != line:  # (b"": it ended)
                     self._ended.add(proc)
                     with contextlib.suppress(OSError):
                         proc.kill()

@@ -96,6 +96,18 @@ def test_a_compiling_process_that_sends_garbage_is_stopped_not_waited_for(corpus
     assert (tmp_path / "tok" / "merges.txt").read_bytes() == reference
 
 
+def test_superbpe_waits_for_the_merge_line_past_a_count_line_nobody_read(corpus, tmp_path, cold, monkeypatch):
+    """The count ran numpy (it never waited for the counting kernels, so their line is still in the
+    pipe): stage 1's merge reads past it to the merge line, and stops no process."""
+    reference = tmp_path / "ref"
+    parbpe.train(str(corpus), vocab_size=600, workers=1, jit="off", out_dir=reference, superbpe_transition=0.8)
+    monkeypatch.setattr(kernels_ahead.KernelsAhead, "wait_count", lambda self: None)
+    stats = _train(corpus, tmp_path / "tok", superbpe_transition=0.8)
+    ahead = stats["kernels"]["ahead"]
+    assert "superbpe" in ahead["families"] and ahead["exit"] == 0
+    assert (tmp_path / "tok" / "merges.txt").read_bytes() == (reference / "merges.txt").read_bytes()
+
+
 def test_the_run_stops_it_when_the_run_fails(corpus, tmp_path, cold, monkeypatch):
     """A run that fails while it compiles (here: a hanging compile and a failing count) leaves no process."""
     monkeypatch.setattr(kernels_ahead, "_CHILD", "import time; time.sleep(600)")
