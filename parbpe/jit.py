@@ -523,12 +523,12 @@ def deal(calls: list[tuple[str, tuple]], hands: int) -> list[list[tuple[str, tup
     """calls dealt to `hands` compiling processes, the largest kernel first to the hand with the least
     code (Kernel.code_size): every process computes the same deal from the same calls, in any order."""
     dealt: list[list[tuple[str, tuple]]] = [[] for _ in range(hands)]
-    sizes = [0] * hands
-    by_size = sorted(calls, key=lambda call: (-KERNELS[call[0]].code_size(), call[0], str(call[1])))
-    for call in by_size:
-        least = sizes.index(min(sizes))
+    held = [0] * hands
+    size = {name: KERNELS[name].code_size() for name, _ in calls}
+    for call in sorted(calls, key=lambda call: (-size[call[0]], call[0], str(call[1]))):
+        least = held.index(min(held))
         dealt[least].append(call)
-        sizes[least] += KERNELS[call[0]].code_size()
+        held[least] += size[call[0]]
     return dealt
 
 
