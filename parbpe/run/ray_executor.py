@@ -7,7 +7,8 @@ whose other values stay in Ray's object store (which spills to disk by itself) u
 takes them as arguments. Ray retries a task whose worker or node dies, or that raised an error other
 than a user's mistake; the outputs of a failed attempt are never seen, since only the returns of the
 attempt that succeeded exist. A user's mistake (ValueError, FileNotFoundError) is not retried and is
-raised on the driver as it is. Retries are counted from each successful attempt's number.
+raised on the driver as it is. Retries are counted by an actor of the run's (AttemptLog, on the
+driver's node): each attempt tells it its task as it starts, and learns how many started before it.
 """
 
 from __future__ import annotations
@@ -53,26 +54,34 @@ class RayStats:
                 "retries": dict(self.retries), "tasks_per_node": dict(sorted(self.tasks_per_node.items()))}
 
 
-def _attempt_number() -> int:
-    """Which attempt of the current task this is (0 for the first). Ray keeps it in its core worker."""
-    import ray
+class AttemptLog:
+    """How many attempts of each task have started (a Ray actor of the executor's: Ray's own attempt
+    number is not in its public API). started(key) counts one more and returns the earlier ones."""
 
-    core = ray._private.worker.global_worker.core_worker
-    return int(core.get_current_task_attempt_number())
+    def __init__(self) -> None:
+        self.started_before: dict[int, int] = {}
+
+    def started(self, key: int) -> int:
+        earlier = self.started_before.get(key, 0)
+        self.started_before[key] = earlier + 1
+        return earlier
 
 
-def _run_attempt(func: Callable[..., tuple], n_outputs: int, fail_once: str | None, *args: Any) -> tuple:
+def _run_attempt(func: Callable[..., tuple], n_outputs: int, fail_once: str | None, attempts: Any, key: int,
+                 *args: Any) -> tuple:
     """One attempt of a task: func(*args) -> (first, *rest); returns (info, *rest), info carrying
-    first, the attempt number and the node."""
+    first, the attempts that started before this one (attempts: the AttemptLog; key: this task's)
+    and the node."""
     import ray
 
+    earlier = ray.get(attempts.started.remote(key))
     try:
         first, *rest = func(*args)
     except (ValueError, FileNotFoundError) as exc:
         first, rest = _Failure(exc), [None] * (n_outputs - 1)
     else:
         inject_failure(fail_once)
-        first = {"value": first, "attempt": _attempt_number(), "node": ray.get_runtime_context().get_node_id()}
+        first = {"value": first, "attempt": earlier, "node": ray.get_runtime_context().get_node_id()}
     return (first, *rest) if n_outputs > 1 else first  # Ray stores a task's single return as it is
 
 
@@ -94,6 +103,8 @@ class RayExecutor:
         self.fail_once = os.environ.get(FAIL_ONCE_ENV)
         self.stats = RayStats()
         self._owned = False
+        self._attempts: Any = None  # the AttemptLog actor, while the executor is open
+        self._tasks_submitted = 0
 
     def __enter__(self) -> RayExecutor:
         ray = import_ray()
@@ -107,6 +118,10 @@ class RayExecutor:
                 raise ValueError(f"cannot join the Ray cluster at {self.address!r} ({exc}); start it with "
                                  "`ray start --head` or pass --ray-address") from None
             self._owned = True
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=True)
+        self._attempts = ray.remote(AttemptLog).options(num_cpus=0, scheduling_strategy=here).remote()
         alive = [n for n in ray.nodes() if n.get("Alive")]
         self.stats.nodes = len(alive)
         most = max((n["Resources"].get("memory", 0) for n in alive), default=0)
@@ -121,6 +136,11 @@ class RayExecutor:
         self.close()
 
     def close(self) -> None:
+        if self._attempts is not None:
+            import ray
+
+            ray.kill(self._attempts)
+            self._attempts = None
         if self._owned:
             import ray
 
@@ -143,7 +163,10 @@ class RayExecutor:
         if self.task_memory:
             options["memory"] = self.task_memory
         remote = ray.remote(_run_attempt).options(name=f"parbpe-{stage}", **options)
-        refs = [remote.remote(func, n_outputs, self.fail_once, *args) for args in tasks]
+        first = self._tasks_submitted
+        self._tasks_submitted += len(tasks)
+        refs = [remote.remote(func, n_outputs, self.fail_once, self._attempts, first + i, *args)
+                for i, args in enumerate(tasks)]
         self.stats.tasks[stage] = self.stats.tasks.get(stage, 0) + len(refs)
         self.stats.retries.setdefault(stage, 0)
         return [r if isinstance(r, list) else [r] for r in refs]
