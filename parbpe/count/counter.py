@@ -188,9 +188,11 @@ class ShardCounter:
         ascii_only = int(data[bounds[k]:bounds[k + 1]].max(initial=0)) < 0x80
         factor = LONG_PIECE_JIT if jit else LONG_PIECE_ASCII if ascii_only else LONG_PIECE_NUMPY
         holder = int(np.searchsorted(offsets, bounds[k], side="right")) - 1  # the text the piece is in
-        need = factor * piece + 4 * (int(offsets[holder + 1] - offsets[holder]) - piece)
+        rest = int(offsets[holder + 1] - offsets[holder]) - piece
+        need = factor * piece + 4 * rest
         if need > room:
-            raise long_piece_error(self.config.memory_budget, self.config.workers, piece, need, room)
+            raise long_piece_error(self.config.memory_budget, self.config.workers, piece, rest, ascii_only, need,
+                                   room, room - HELD_FACTOR * self.data_limit)
 
     def _add_plain(self, documents: list[str]) -> None:
         findall = self.splitter.chunks

@@ -33,7 +33,9 @@ from ..patterns import SUPERWORD_PATTERN, pattern_name
 from ..run.faults import test_stop
 from ..run.memory import (
     CALLER_FLOOR,
+    MAX_WORKER_DATA,
     CountLayout,
+    LongPiece,
     count_layout,
     format_size,
     process_rss,
@@ -43,6 +45,7 @@ from ..run.memory import (
 )
 from ..run.run_dir import RunDirectory
 from ..run.temp_dirs import temp_work_dir
+from . import kernels_ahead
 from .context import RunContext
 
 
@@ -184,7 +187,8 @@ def count_units(ctx: RunContext, units: list[WorkUnit], config: TrainConfig, run
             if ctx.kernels_ahead is not None:  # a first run: the counting kernels compiled in several processes
                 ctx.kernels_ahead.wait_count()
             prepare(config.pattern, config.jit)  # numba and the lexer: the layout sees their weight
-        layout = count_layout(budget, workers, ctx.in_use(), unit_bytes)
+        in_use = ctx.in_use()
+        layout = count_layout(budget, workers, in_use, unit_bytes)
         data_limit, parent_counts = layout.data_limit, layout.parent_counts
         if layout.shards < workers or (parent_counts and workers > 1):
             ctx.note(f"counting in {layout.shards} shard(s), this process counting one: "
@@ -209,8 +213,16 @@ def count_units(ctx: RunContext, units: list[WorkUnit], config: TrainConfig, run
     else:
         if numpy_only:  # the workers are told as a value, in their config
             config = dataclasses.replace(config, jit="off")
-        counted = count_to_runs(units, config, run_dir, data_limit=data_limit, start_method=ctx.start_method,
-                                on_progress=on_progress, parent_counts=parent_counts)
+        try:
+            counted = count_to_runs(units, config, run_dir, data_limit=data_limit, start_method=ctx.start_method,
+                                    on_progress=on_progress, parent_counts=parent_counts)
+        except LongPiece as exc:
+            if ctx.options.data_limit is not None:  # a limit given, not the layout's: the piece's own rule
+                raise
+            probe = None if jit.loaded() or not jit.enabled() else kernels_ahead.MIN_BUDGET
+            least, kernels = piece_budget(exc, budget, workers, unit_bytes, config.pattern, text_size(units),
+                                          in_use - (0 if numpy_only else jit.NUMBA_COUNT_RSS), probe)
+            raise exc.with_budget(least, kernels and numpy_only) from None
     counted.budget, counted.data_limit = budget, data_limit
     if counted.stats.replaced_bytes:
         ctx.warn(f"replaced {counted.stats.replaced_bytes} invalid UTF-8 sequences with U+FFFD")
@@ -236,6 +248,29 @@ def jit_fits(budget: int, workers: int, unit_bytes: int, pattern: str, text_byte
     numpy_layout, jit_layout = (_layout_or_none(budget, workers, CALLER_FLOOR + extra, unit_bytes)
                                 for extra in (0, jit.NUMBA_COUNT_RSS))
     return jit_layout is not None and (numpy_layout is None or jit_layout.shards >= numpy_layout.shards)
+
+
+def piece_budget(piece: LongPiece, budget: int, workers: int, unit_bytes: int, pattern: str, text_bytes: int,
+                 numpy_in_use: int, probe_from: int | None = None) -> tuple[int | None, bool]:
+    """The smallest budget, in steps of 100 MB above `budget`, at which count_units' layout gives a
+    counting process room for the piece, and whether numba's lexer counts there (None: no budget
+    does, a process's counts being capped at MAX_WORKER_DATA). numpy_in_use: the tree's RSS as the
+    layout measured it, less the counting kernels' weight where they were loaded; probe_from: the
+    budget from which this process imports numba before counting (kernels_ahead's cache probe),
+    None where it has numba already or never loads it."""
+    least = -(-budget // 10**8) * 10**8
+    while True:
+        least += 10**8
+        kernels = jit_fits(least, workers, unit_bytes, pattern, text_bytes)
+        probed = probe_from is not None and least >= probe_from
+        numba = jit.NUMBA_COUNT_RSS if kernels else jit.NUMBA_RSS if probed else 0
+        layout = _layout_or_none(least, workers, numpy_in_use + numba, unit_bytes)
+        if layout is None:
+            continue
+        if piece.fits(layout.data_limit, kernels):
+            return least, kernels
+        if layout.data_limit >= MAX_WORKER_DATA:
+            return None, kernels
 
 
 def _layout_or_none(budget: int, workers: int, in_use: int, unit_bytes: int) -> CountLayout | None:

@@ -128,14 +128,54 @@ def count_layout(budget: int, workers: int, base_rss: int, unit_bytes: int) -> C
     raise first_error
 
 
-def long_piece_error(budget: int, workers: int, piece: int, need: int, room: int) -> ValueError:
-    """The one-line error of a counting process whose longest piece needs more than its share: the
-    budget with `workers + 1` times the shortfall (each counting process, and a waiting parent), rounded up."""
+class LongPiece(ValueError):
+    """A piece (text with no cut in it) too long for a counting process's share (ShardCounter.check_pieces),
+    with what naming the smallest budget that counts it takes: the piece's bytes, the rest of its
+    text's, whether it is ASCII, and the process's room less its counts' share (4x its unit and
+    WORKER_OVERHEAD). Its message names a budget by the rule of thumb of long_piece_error; the count
+    stage, which knows the layout, names the smallest (pipeline/count.py::piece_budget)."""
+
+    def __init__(self, message: str, piece: int, rest: int, ascii_only: bool, fixed_room: int) -> None:
+        super().__init__(message, piece, rest, ascii_only, fixed_room)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+    @property
+    def piece(self) -> int:
+        return self.args[1]
+
+    def need(self, kernels: bool) -> int:
+        """What counting the piece takes in a process (numba's lexer, or numpy's)."""
+        piece, rest, ascii_only = self.args[1:4]
+        return (LONG_PIECE_JIT if kernels else LONG_PIECE_ASCII if ascii_only else LONG_PIECE_NUMPY) * piece + 4 * rest
+
+    def fits(self, data_limit: int, kernels: bool) -> bool:
+        """Whether a counting process whose counts are bounded by data_limit has room for it."""
+        return self.need(kernels) <= self.args[4] + HELD_FACTOR * data_limit
+
+    def with_budget(self, least: int | None, kernels_there: bool = False) -> ValueError:
+        """The one-line error naming `least` (None: no budget gives a counting process room for it);
+        kernels_there: numba's lexer counts at that budget (while numpy's counts at this one)."""
+        head = self.args[0].split("; use at least ")[0]
+        if least is None:
+            return ValueError(f"{head}; no memory budget gives a counting process that much (its counts are "
+                              f"capped at {format_size(MAX_WORKER_DATA)}): split the text (a newline or a space)")
+        lexer = f" (where numba's lexer counts it, in about {format_size(self.need(True))})" if kernels_there else ""
+        return ValueError(f"{head}; use at least {format_size(least)}{lexer} (--memory-budget)")
+
+
+def long_piece_error(budget: int, workers: int, piece: int, rest: int, ascii_only: bool, need: int, room: int,
+                     fixed_room: int) -> LongPiece:
+    """The error of a counting process whose longest piece needs more than its share: it names the
+    budget with `workers + 1` times the shortfall (each counting process, and a waiting parent),
+    rounded up, where nothing better is known (a Ray task, a ShardCounter used alone)."""
     least = -(-(budget + (workers + 1) * (need - room)) // 10**8) * 10**8
-    return ValueError(
+    return LongPiece(
         f"memory budget {format_size(budget)} is too small for a piece of {format_size(piece)} of text with no "
         f"cut in it (one chunk, or a run the pattern splits): counting it takes about {format_size(need)}, "
-        f"a counting process has {format_size(room)}; use at least {format_size(least)} (--memory-budget)")
+        f"a counting process has {format_size(room)}; use at least {format_size(least)} (--memory-budget)",
+        piece, rest, ascii_only, fixed_room)
 
 
 def reduce_workers(budget: int, workers: int, base_rss: int, partition_bytes: int) -> int:

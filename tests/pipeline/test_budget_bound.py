@@ -61,3 +61,31 @@ def test_each_budget_named_is_followed_until_one_holds(tmp_path):
     assert done.returncode == 0 and "too small for a piece of 8.0 MB" in refusals[0]
     stats = json.loads((tmp_path / f"out{attempt}" / "stats.json").read_text())
     assert stats["peak_rss_bytes"] <= parse_size(budget)
+
+
+def test_the_budget_a_long_piece_asks_for_is_the_smallest_that_counts_it():
+    """piece_budget walks the layout count_units takes, 100 MB at a time: at the budget it names a counting
+    process has room for the piece (with numba's lexer where that budget loads it), 100 MB less has not."""
+    from parbpe.pipeline.count import _layout_or_none, jit_fits, piece_budget
+    from parbpe.patterns import PATTERNS
+    from parbpe.jit import NUMBA_COUNT_RSS
+    from parbpe.run.memory import WORKER_OVERHEAD, LongPiece, format_size
+
+    pattern, unit, in_use = PATTERNS["gpt2"], 60 * 10**6, 150 * 10**6
+    for piece_mb, ascii_only, text in ((8, False, unit), (30, False, unit), (30, True, unit), (120, False, 10**9)):
+        piece = LongPiece("too small; use at least 9.9 GB (--memory-budget)", piece_mb * 10**6, 0, ascii_only,
+                          4 * unit + WORKER_OVERHEAD)
+        least, kernels = piece_budget(piece, 400 * 10**6, 2, unit, pattern, text, in_use)
+
+        def room(budget):
+            lexes = jit_fits(budget, 2, unit, pattern, text)
+            layout = _layout_or_none(budget, 2, in_use + (NUMBA_COUNT_RSS if lexes else 0), unit)
+            return layout is not None and piece.fits(layout.data_limit, lexes)
+
+        assert least is not None and least % 10**8 == 0 and room(least) and not room(least - 10**8), piece_mb
+        message = str(piece.with_budget(least, kernels))
+        assert len(message.splitlines()) == 1 and message.count("use at least") == 1
+        assert f"use at least {format_size(least)}" in message
+    huge = LongPiece("too small; use at least 9.9 GB", 10**9, 0, False, 4 * unit + WORKER_OVERHEAD)
+    assert piece_budget(huge, 400 * 10**6, 2, unit, pattern, 10**10, in_use)[0] is None  # counts are capped
+    assert "no memory budget" in str(huge.with_budget(None))
