@@ -168,6 +168,7 @@ def run_context(config: TrainConfig, options: RunOptions) -> Iterator[RunContext
         finally:
             for close in reversed(ctx.closers):
                 close()
+            jit.settle()  # a kernel load started in a thread (a run that failed before its merge) ends with the run
 
 
 def _compile_note(reporter: Progress) -> Callable[[str], None]:

@@ -144,3 +144,29 @@ def test_the_fit_waits_for_a_load_started_before_counting(monkeypatch, tmp_path)
     monkeypatch.setattr(merge_stage, "reckoned_in_use", lambda *a: (order.append("reckon"), reckoned(*a))[1])
     parbpe.train(_counts_csv(tmp_path / "counts.csv"), vocab_size=280, workers=1)
     assert "reckon" in order and "settle" in order[:order.index("reckon")]
+
+
+def test_a_run_that_fails_waits_for_the_kernel_load_it_started(monkeypatch, tmp_path):
+    """A kernel load started in a thread as counting starts (jit.preload) ends with the run, even one that
+    fails before its merge: no thread of the run's goes on compiling in the caller's process."""
+    import threading
+    import time
+
+    from parbpe.pipeline import vocabulary
+
+    loaded = threading.Event()
+
+    def slow_load():
+        time.sleep(0.5)
+        loaded.set()
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(jit, "_preloading", {})
+    monkeypatch.setattr(vocabulary, "preload_before_counting", lambda ctx, units: jit.preload("test-load", slow_load))
+    monkeypatch.setattr(vocabulary, "count_stage", fail)
+    (tmp_path / "a.txt").write_text("some text to count\n" * 100)
+    with pytest.raises(OSError, match="disk full"):
+        parbpe.train(str(tmp_path / "a.txt"), vocab_size=300, workers=1)
+    assert loaded.is_set()
