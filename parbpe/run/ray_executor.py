@@ -74,7 +74,10 @@ def _run_attempt(func: Callable[..., tuple], n_outputs: int, fail_once: str | No
     and the node."""
     import ray
 
-    earlier = ray.get(attempts.started.remote(key))
+    try:
+        earlier = ray.get(attempts.started.remote(key))
+    except ray.exceptions.RayError:  # the log's actor is gone: the work goes on, its retries uncounted
+        earlier = 0
     try:
         first, *rest = func(*args)
     except (ValueError, FileNotFoundError) as exc:

@@ -117,6 +117,25 @@ def test_failed_and_killed_tasks_are_retried_and_never_counted_twice(cluster, co
     assert summary["ray"]["retries"]["count"] == 2 and summary["ray"]["retries"]["reduce"] == 0
 
 
+def test_a_killed_attempt_log_leaves_the_counts_as_they_were(cluster, corpus, tmp_path, monkeypatch):
+    """The actor that counts attempts (AttemptLog) killed before the reduce: its tasks count as first
+    attempts, and the counts file is the local one."""
+    from parbpe.run import ray_executor
+
+    _count([str(corpus)], tmp_path / "local.parquet")
+    submit = ray_executor.RayExecutor.submit
+
+    def kill_the_log_first(self, stage, *args):
+        if stage == "reduce" and self._attempts is not None:
+            ray.kill(self._attempts)
+        return submit(self, stage, *args)
+
+    monkeypatch.setattr(ray_executor.RayExecutor, "submit", kill_the_log_first)
+    summary = _count([str(corpus)], tmp_path / "ray.parquet", executor="ray")
+    assert (tmp_path / "ray.parquet").read_bytes() == (tmp_path / "local.parquet").read_bytes()
+    assert summary["ray"]["retries"] == {"count": 0, "reduce": 0}
+
+
 @pytest.mark.shared_data
 def test_realmix_counts_on_two_nodes_equal_local_counts(cluster, shared_data, tmp_path):
     shards = [str(shared_data / "realmix" / f"train-0000{k}-of-00008.parquet") for k in (0, 1)]
