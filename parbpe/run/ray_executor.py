@@ -8,7 +8,7 @@ takes them as arguments. Ray retries a task whose worker or node dies, or that r
 than a user's mistake; the outputs of a failed attempt are never seen, since only the returns of the
 attempt that succeeded exist. A user's mistake (ValueError, FileNotFoundError) is not retried and is
 raised on the driver as it is. Retries are counted by an actor of the run's (AttemptLog, on the
-driver's node): each attempt tells it its task as it starts, and learns how many started before it.
+driver's node, attempt_log_class): each attempt tells it its task as it starts, and learns how many started before it.
 """
 
 from __future__ import annotations
@@ -54,17 +54,22 @@ class RayStats:
                 "retries": dict(self.retries), "tasks_per_node": dict(sorted(self.tasks_per_node.items()))}
 
 
-class AttemptLog:
-    """How many attempts of each task have started (a Ray actor of the executor's: Ray's own attempt
-    number is not in its public API). started(key) counts one more and returns the earlier ones."""
+def attempt_log_class() -> type:
+    """AttemptLog: how many attempts of each task have started (a Ray actor of the executor's: Ray's own
+    attempt number is not in its public API); started(key) counts one more and returns the earlier
+    ones. Made here, not at module level, so that Ray ships the class by value: its process imports
+    nothing of parbpe's (the package's import is most of a worker's start)."""
 
-    def __init__(self) -> None:
-        self.started_before: dict[int, int] = {}
+    class AttemptLog:
+        def __init__(self) -> None:
+            self.started_before: dict[int, int] = {}
 
-    def started(self, key: int) -> int:
-        earlier = self.started_before.get(key, 0)
-        self.started_before[key] = earlier + 1
-        return earlier
+        def started(self, key: int) -> int:
+            earlier = self.started_before.get(key, 0)
+            self.started_before[key] = earlier + 1
+            return earlier
+
+    return AttemptLog
 
 
 def _run_attempt(func: Callable[..., tuple], n_outputs: int, fail_once: str | None, attempts: Any, key: int,
@@ -74,18 +79,24 @@ def _run_attempt(func: Callable[..., tuple], n_outputs: int, fail_once: str | No
     and the node."""
     import ray
 
-    try:
-        earlier = ray.get(attempts.started.remote(key))
-    except ray.exceptions.RayError:  # the log's actor is gone: the work goes on, its retries uncounted
-        earlier = 0
-    try:
+    started = attempts.started.remote(key)  # told at once, read once the work is done: the actor's start
+    try:                                    # (a process of its own) overlaps the first tasks' work
         first, *rest = func(*args)
     except (ValueError, FileNotFoundError) as exc:
         first, rest = _Failure(exc), [None] * (n_outputs - 1)
     else:
+        earlier = _earlier_attempts(ray, started)
         inject_failure(fail_once)
         first = {"value": first, "attempt": earlier, "node": ray.get_runtime_context().get_node_id()}
     return (first, *rest) if n_outputs > 1 else first  # Ray stores a task's single return as it is
+
+
+def _earlier_attempts(ray: Any, started: Any) -> int:
+    """The AttemptLog's answer: 0 where its actor is gone (the work goes on, its retries uncounted)."""
+    try:
+        return ray.get(started)
+    except ray.exceptions.RayError:
+        return 0
 
 
 class RayExecutor:
@@ -124,7 +135,7 @@ class RayExecutor:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=True)
-        self._attempts = ray.remote(AttemptLog).options(num_cpus=0, scheduling_strategy=here).remote()
+        self._attempts = ray.remote(attempt_log_class()).options(num_cpus=0, scheduling_strategy=here).remote()
         alive = [n for n in ray.nodes() if n.get("Alive")]
         self.stats.nodes = len(alive)
         most = max((n["Resources"].get("memory", 0) for n in alive), default=0)
