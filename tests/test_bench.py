@@ -291,3 +291,17 @@ def test_pathpiece_bench_runs_bpe_and_pathpiece_and_evaluates_both(tmp_path):
     assert "pathpiece-w2" in out and "bpe-w2" in out
     methods = [line.split()[:2] for line in out.splitlines() if line.startswith("  ")]
     assert ["bpe-w2", "merges"] in methods and ["pathpiece-w2", "shortest"] in methods
+
+
+def test_merge_engines_merge_a_counts_file_alike(tmp_path):
+    """bench/merge_engines.py: the linked and chunk engines on one counts file, each in its own process,
+    the same merges."""
+    _corpus(tmp_path / "train.parquet", 2)
+    subprocess.run([sys.executable, "-m", "parbpe", "count", str(tmp_path / "train.parquet"), "--pattern", "gpt2",
+                    "--workers", "1", "--progress", "none", "--out", str(tmp_path / "counts.parquet")],
+                   check=True, capture_output=True, cwd=BENCH.parent, timeout=300)
+    out = subprocess.run([sys.executable, str(BENCH / "merge_engines.py"), str(tmp_path / "counts.parquet"),
+                          "--vocab-size", "300"], capture_output=True, text=True, timeout=300, check=True).stdout
+    lines = [json.loads(line) for line in out.strip().splitlines()]
+    assert [line["engine"] for line in lines[:-1]] == ["linked", "chunk"]
+    assert lines[-1] == {"same_merges": True} and all(line["merges"] > 0 for line in lines[:-1])
