@@ -1,10 +1,11 @@
 """Bytes per table token of the merge stage, structure by structure, and the peak of the stage.
 
-    python bench/merge_memory.py COUNTS [--vocab-size 32768] [--freq-cutoff N]
+    python bench/merge_memory.py COUNTS [--pattern gpt2] [--vocab-size 32768] [--freq-cutoff N]
 
 Builds the chunk table from a counts input and runs the merge rounds in this process (the linked
 engine), recording after the initial pair count and after every round the bytes held by each
-structure: the table (tokens, starts, lengths, counts), the engine (next, prev, weight, marks),
+structure: the table (tokens, starts, lengths, counts), the engine (the kernels' records, or numpy's
+next, prev, weight and marks),
 the pair index blocks, the pair counts store and the candidate pool. The stage's peak RSS above
 the process before the table (sampled every 10 ms) is given per table token too: it is what
 parbpe's merge estimate (run/memory.py MERGE_BYTES_PER_TOKEN) must cover.
@@ -32,11 +33,14 @@ from parbpe.run.memory import PeakSampler, tree_rss
 def sizes(engine: LinkedEngine, queue: PairQueue | None) -> dict[str, int]:
     """Bytes held by each structure of the merge stage now."""
     t = engine.table
-    out = {"tokens": t.tokens.nbytes, "starts+lengths+counts": t.starts.nbytes + t.lengths.nbytes + t.counts.nbytes,
-           "next": engine.next.nbytes, "prev": engine.prev.nbytes, "weight": engine.weight.nbytes,
-           "marks": engine._marked.nbytes,
-           "index": sum(b.nbytes if isinstance(b, np.ndarray) else b.keys.nbytes + b.values.nbytes
-                        for b in engine.index.blocks)}
+    out = {"tokens": t.tokens.nbytes, "starts+lengths+counts": t.starts.nbytes + t.lengths.nbytes + t.counts.nbytes}
+    if engine.records is not None:  # the kernels' layout: one record a position, (next, prev, weight, token)
+        out["records"] = engine.records.nbytes
+    else:
+        out.update({"next": engine.next.nbytes, "prev": engine.prev.nbytes, "weight": engine.weight.nbytes,
+                    "marks": engine._marked.nbytes})
+    out["index"] = sum(b.nbytes if isinstance(b, np.ndarray) else b.keys.nbytes + b.values.nbytes
+                       for b in engine.index.blocks)
     if queue is not None:
         out["pair_counts"] = queue.counts._ages.nbytes + queue.counts._counts.nbytes
         out["pool"] = queue._pool_keys.nbytes + queue._pool_counts.nbytes
@@ -48,8 +52,9 @@ def main() -> None:
     parser.add_argument("counts", nargs="+")
     parser.add_argument("--vocab-size", type=int, default=32768)
     parser.add_argument("--freq-cutoff", type=int, default=1)
+    parser.add_argument("--pattern", default="gpt2", help="the counts file's split pattern")
     args = parser.parse_args()
-    config = TrainConfig(vocab_size=args.vocab_size, workers=1, freq_cutoff=args.freq_cutoff)
+    config = TrainConfig(vocab_size=args.vocab_size, workers=1, freq_cutoff=args.freq_cutoff, pattern=args.pattern)
     chunks = select_training_chunks(load_counts_files(plan(args.counts), config), config)
     before = tree_rss()
     largest: dict[str, int] = {}
