@@ -30,8 +30,9 @@ from ..kernels.pair_index import merged_runs, searched
 from ..run.threads import Beside
 from . import linked
 from .exact import boundary_events, prefix_stop
-from .pair_index import PairIndex
+from .pair_index import PairIndex, packed_entries
 from .pairs import (
+    add_sorted,
     aggregate,
     aggregate_sorted,
     gather,
@@ -49,8 +50,14 @@ class ChunkEngine:
     """Applies merge batches by recounting the chunks they touch (exact for both pair counts).
 
     Used for nonoverlap counting, where a merge can change the parity of a run of one token
-    further along the chunk; LinkedEngine is faster for overlap counting.
+    further along the chunk; LinkedEngine is faster for overlap counting. It holds no links: the
+    table, an index of (pair, chunk) entries and, at a time, the temporaries of GROUP_TOKENS tokens
+    of whole chunks (the first count and a round's chunks are taken a group at a time).
     """
+
+    GROUP_TOKENS = 1 << 18  # tokens of whole chunks gathered at a time (about 150 bytes of temporaries each)
+    STALE_FACTOR = 2.0  # index entries per pair position of the table that trigger a rebuild of the index
+    MIN_REBUILD = 1 << 16  # ... but never for an index smaller than this many entries
 
     def __init__(self, table: ChunkTable, nonoverlap: bool = False) -> None:
         self.table = table
@@ -63,13 +70,45 @@ class ChunkEngine:
         """Current tokens of chunk c (for tests and debugging)."""
         return self.table.chunk_tokens(c)
 
+    def _groups(self, chunk_ids: np.ndarray) -> list[np.ndarray]:
+        """chunk_ids cut into runs of whole chunks of about GROUP_TOKENS tokens (one chunk at least)."""
+        ends = np.cumsum(self.table.lengths[chunk_ids])
+        groups, start = [], 0
+        while start < len(chunk_ids):
+            done = int(ends[start - 1]) if start else 0
+            stop = max(int(np.searchsorted(ends, done + self.GROUP_TOKENS, "right")), start + 1)
+            groups.append(chunk_ids[start:stop])
+            start = stop
+        return groups
+
     def initial_pair_counts(self) -> tuple[np.ndarray, np.ndarray]:
         """Count every pair of the table once and build the index; returns (sorted keys, counts)."""
+        return self._index_pairs(count=True)
+
+    def _index_pairs(self, count: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Build the index from the table as it is (its entries: every pair position's (pair, chunk));
+        with count, also the pair counts: (sorted keys, counts)."""
         t = self.table
-        idx, seg = gather(t.tokens, t.starts[:-1], t.lengths)
-        keys, weights, pos = pair_keys_and_weights(t.tokens[idx], seg, t.counts, self.nonoverlap)
-        self.index.add(keys, seg[pos])
-        return aggregate(keys, weights)
+        self.index = PairIndex(value_dtype=self.index.value_dtype, packed=self.index.packed)
+        keys = counts = np.zeros(0, dtype=np.int64)
+        packed = np.empty(int(np.maximum(t.lengths - 1, 0).sum()) if self.index.packed else 0, dtype=np.uint64)
+        filled = 0
+        for chunk_ids in self._groups(np.arange(t.n_chunks, dtype=np.int64)):
+            idx, seg = gather(t.tokens, t.starts[chunk_ids], t.lengths[chunk_ids])
+            group_keys, weights, pos = pair_keys_and_weights(t.tokens[idx], seg, t.counts[chunk_ids], self.nonoverlap)
+            del idx
+            if self.index.packed:  # one array of entries, sorted in place once: no block is folded
+                packed[filled:filled + len(group_keys)] = packed_entries(group_keys, chunk_ids[seg[pos]])
+                filled += len(group_keys)
+            else:
+                self.index.add(group_keys, chunk_ids[seg[pos]])
+            if count:
+                keys, counts = add_sorted(keys, counts, *aggregate(group_keys, weights))
+        if self.index.packed:
+            packed = packed[:filled]
+            packed.sort()
+            self.index.add_packed(packed)
+        return keys, counts
 
     def apply(self, first: np.ndarray, second: np.ndarray, new_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Apply a safe batch of merges (first[k], second[k]) -> new_ids[k] to every chunk.
@@ -78,17 +117,38 @@ class ChunkEngine:
         a pair (x, x) on its own), so its occurrences never overlap but in runs of x, which merge
         left to right. Returns the change in pair counts: (sorted keys, non-zero deltas).
         """
-        t = self.table
         batch_keys = pack(first, second)
         order = np.argsort(batch_keys)
         batch_keys, new_ids = batch_keys[order], np.asarray(new_ids, dtype=np.int64)[order]
+        chunk_ids = self.index.chunks_with(batch_keys, self.table.n_chunks)
+        keys = deltas = np.zeros(0, dtype=np.int64)
+        added: list = []  # every pair that holds a token of this batch is new: indexed under its chunks
+        for group in self._groups(chunk_ids):
+            group_keys, group_deltas, fresh_keys, fresh_chunks = self._apply_to(group, batch_keys, new_ids)
+            keys, deltas = add_sorted(keys, deltas, group_keys, group_deltas)
+            added.append(packed_entries(fresh_keys, fresh_chunks) if self.index.packed else (fresh_keys, fresh_chunks))
+        if self.index.packed and added:
+            entries = np.concatenate(added)
+            del added[:]
+            entries.sort()
+            self.index.add_packed(entries)
+        elif added:
+            self.index.add(np.concatenate([k for k, _ in added]), np.concatenate([c for _, c in added]))
+        positions = int(self.table.lengths.sum()) - self.table.n_chunks  # (no chunk is empty)
+        if self.index.entries > max(self.STALE_FACTOR * positions, self.MIN_REBUILD):
+            self._index_pairs(count=False)  # stale entries (pairs merged away) outgrew the live ones
+        nonzero = deltas != 0
+        return keys[nonzero], deltas[nonzero]
 
-        chunk_ids = self.index.chunks_with(batch_keys, t.n_chunks)
-        if len(chunk_ids) == 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    def _apply_to(self, chunk_ids: np.ndarray, batch_keys: np.ndarray, new_ids: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The batch applied to these chunks: (sorted keys, deltas) of their pair counts, and the new
+        pairs with the chunks that hold them (for the index)."""
+        t = self.table
         starts, lengths = t.starts[chunk_ids], t.lengths[chunk_ids]
         idx, seg = gather(t.tokens, starts, lengths)
         old = t.tokens[idx]
+        del idx
         counts = t.counts[chunk_ids]
 
         before_keys, before_w, pos = pair_keys_and_weights(old, seg, counts, self.nonoverlap)
@@ -110,10 +170,9 @@ class ChunkEngine:
         t.lengths[chunk_ids] = new_lengths
 
         after_keys, after_w, after_pos = pair_keys_and_weights(new, new_seg, counts, self.nonoverlap)
-        # Every pair that holds a token of this batch is new: index it under its chunks.
         lowest_new = int(new_ids.min())
         fresh = (new[after_pos] >= lowest_new) | (new[after_pos + 1] >= lowest_new)
-        self.index.add(after_keys[fresh], chunk_ids[new_seg[after_pos[fresh]]])
+        fresh_keys, fresh_chunks = after_keys[fresh], chunk_ids[new_seg[after_pos[fresh]]]
         if not self.nonoverlap:
             # Only pairs that touch a merge site change; the rest cancel out, so leave them out.
             # (With nonoverlap, a merge can shift the parity of a run further away: recount all.)
@@ -124,7 +183,8 @@ class ChunkEngine:
             changed = near[pos]
             before_keys, before_w = before_keys[changed], before_w[changed]
             after_keys, after_w = after_keys[fresh], after_w[fresh]
-        return aggregate(np.concatenate([before_keys, after_keys]), np.concatenate([-before_w, after_w]))
+        keys, deltas = aggregate(np.concatenate([before_keys, after_keys]), np.concatenate([-before_w, after_w]))
+        return keys, deltas, fresh_keys, fresh_chunks
 
 
 def preload_linked_kernels(n_tokens: int, token_dtype: np.dtype) -> None:

@@ -39,6 +39,14 @@ def _merge_sorted(older: _IndexBlock, newer: _IndexBlock) -> _IndexBlock:
 
 
 _PAST_VALUES = np.uint64(1 << 31)  # a packed entry's value is below this
+LOOKUP_ENTRIES = 1 << 20  # entries chunks_with reads at a time
+
+
+def packed_entries(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """A packed index's entries of (key, value) pairs, unsorted: (first << 16 | second) << 32 | value."""
+    entries = narrow_key(keys) << np.uint64(32)
+    entries |= np.asarray(values).astype(np.uint64)
+    return entries
 
 
 @dataclass
@@ -66,7 +74,7 @@ class PairIndex:
         if len(keys):
             # Lookups never rely on the order of values within a key, nor on their being distinct.
             if self.packed:
-                entries = narrow_key(keys) << np.uint64(32) | np.asarray(values).astype(np.uint64)
+                entries = packed_entries(keys, values)
                 self.add_packed(entries if presorted else np.sort(entries))
                 return
             if not presorted:
@@ -139,8 +147,25 @@ class PairIndex:
         return np.concatenate(values), np.concatenate(which)
 
     def chunks_with(self, keys: np.ndarray, n_chunks: int) -> np.ndarray:
-        """Sorted unique ids of the chunks that (may) hold any of the given pair keys."""
-        chunk_ids, _ = self.lookup(keys)
+        """Sorted unique ids of the chunks that (may) hold any of the given pair keys. The entries are
+        read about LOOKUP_ENTRIES at a time (a batch's first rounds hold most of the index): a key's
+        span that large as it lies, smaller ones gathered together up to that many."""
         mask = np.zeros(n_chunks, dtype=bool)
-        mask[chunk_ids] = True
+        for block, (lo, hi) in zip(self.blocks, self.spans(keys)):
+            sizes = hi - lo
+            held = np.flatnonzero(sizes)
+            ends = np.cumsum(sizes[held])
+            start = 0
+            while start < len(held):
+                done = int(ends[start - 1]) if start else 0
+                stop = max(int(np.searchsorted(ends, done + LOOKUP_ENTRIES, "right")), start + 1)
+                part = held[start:stop]
+                if len(part) == 1:
+                    a, b = int(lo[part[0]]), int(hi[part[0]])
+                    values = block[a:b] & LOW32 if self.packed else block.values[a:b]
+                else:
+                    idx, _ = gather(block, lo[part], sizes[part])
+                    values = block[idx] & LOW32 if self.packed else block.values[idx]
+                mask[values.astype(np.int64, copy=False)] = True
+                start = stop
         return np.flatnonzero(mask)

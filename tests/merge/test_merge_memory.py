@@ -11,7 +11,8 @@ from reference import reference_train
 
 import parbpe
 from parbpe.merge.coordinator import learn_merges
-from parbpe.merge.engines import LinkedEngine
+from parbpe.merge import pair_index
+from parbpe.merge.engines import ChunkEngine, LinkedEngine
 from parbpe.merge.fit import MAX_AUTO_DROP, fit_merge_stage, merge_estimate
 from parbpe.merge.table import build_table, table_from_arrays, tokens_by_cutoff
 from parbpe.run.memory import parse_size
@@ -72,6 +73,54 @@ def _rebuilds_slices_and_groups(seed: int, monkeypatch, kernels: bool = False) -
     assert rebuilds.count(False) > 0  # the index was rebuilt mid-training
     if not kernels:  # (the kernels find hits in their sweep)
         assert max(groups) == 1  # every batch was applied a merge at a time
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_chunk_engine_in_groups_keeps_the_merges(seed, monkeypatch):
+    """ChunkEngine counts and merges a few chunks' tokens at a time (GROUP_TOKENS), reads the index a few
+    entries at a time (LOOKUP_ENTRIES) and rebuilds it once stale entries outgrow it (STALE_FACTOR); here
+    a group is a chunk, a read an entry or two and one stale entry a rebuild: the merges are the
+    reference's, overlapping and not."""
+    monkeypatch.setattr(ChunkEngine, "GROUP_TOKENS", 1)
+    monkeypatch.setattr(ChunkEngine, "MIN_REBUILD", 0)
+    monkeypatch.setattr(ChunkEngine, "STALE_FACTOR", 1.0)  # the index rebuilt once it holds a stale entry
+    monkeypatch.setattr(pair_index, "LOOKUP_ENTRIES", 2)
+    groups, rebuilds = [], []
+    original, index_pairs = ChunkEngine._apply_to, ChunkEngine._index_pairs
+    monkeypatch.setattr(ChunkEngine, "_apply_to", lambda self, ids, *rest: groups.append(len(ids))
+                        or original(self, ids, *rest))
+    monkeypatch.setattr(ChunkEngine, "_index_pairs", lambda self, count: rebuilds.append(count)
+                        or index_pairs(self, count))
+    rng = random.Random(900 + seed)
+    counts = random_corpus(rng, rng.choice([b"ab", b"abc", b"the quick"]), rng.randint(5, 80), rng.randint(2, 16))
+    n = rng.randint(5, 100)
+    items = sorted(counts.items())
+    for nonoverlap in (False, True):
+        table = build_table([c for c, _ in items], [k for _, k in items], 256 + n)
+        merges = learn_merges(table, [bytes([b]) for b in range(256)], n, engine="chunk", nonoverlap=nonoverlap,
+                              max_batch_size=1).merges
+        assert merges == reference_train(counts, n, nonoverlap=nonoverlap)
+    assert groups and max(groups) == 1 and False in rebuilds
+
+
+def test_the_chunk_engine_holds_the_merge_model():
+    """ChunkEngine's peak above its table stays within the fit's model of the merge stage
+    (merge_estimate, the linked engine's), which --pair-count nonoverlap is fitted by: 3M tokens of
+    random words. (Gathering the whole table at once held about twice the model.)"""
+    from parbpe.run.memory import PeakSampler, process_rss, trim_heap
+
+    rng = np.random.default_rng(4)
+    lengths = rng.integers(2, 14, size=400_000)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    data = rng.integers(97, 123, size=int(offsets[-1]), dtype=np.uint8)
+    counts = rng.integers(1, 50, size=len(lengths)).astype(np.int64)
+    table = table_from_arrays(data, offsets, counts, 2048)
+    del data
+    trim_heap()
+    start = process_rss()
+    with PeakSampler(interval=0.005) as sampler:
+        learn_merges(table, [bytes([b]) for b in range(256)], 2048 - 256, engine="chunk", nonoverlap=True)
+    assert sampler.peak - start <= merge_estimate(len(table.tokens), table.n_chunks), (sampler.peak - start) / 1e6
 
 
 def test_table_from_arrays_equals_build_table_and_cuts_rare_chunks():
