@@ -298,6 +298,7 @@ def test_a_run_refused_for_its_budget_keeps_only_the_counts_and_says_so(corpus, 
     out = tmp_path / "tok"
     with monkeypatch.context() as patched:  # an estimate no budget of this machine meets: refused
         patched.setattr(fit, "MERGE_BYTES_PER_TOKEN", 10**6)
+        patched.setattr(fit, "CHUNK_BYTES_PER_TOKEN", 10**6)
         refused = _in_process(_command(corpus, out, "plain", "--workers", "2", "--memory-budget", "2GB"))
     assert refused.returncode == 2, refused.stderr
     line = refused.stderr.strip()

@@ -55,7 +55,7 @@ class ChunkEngine:
     of whole chunks (the first count and a round's chunks are taken a group at a time).
     """
 
-    GROUP_TOKENS = 1 << 18  # tokens of whole chunks gathered at a time (about 150 bytes of temporaries each)
+    GROUP_TOKENS = 1 << 18  # tokens of whole chunks gathered at a time (fit.py: CHUNK_GROUP_TOKENS, and their cost)
     STALE_FACTOR = 2.0  # index entries per pair position of the table that trigger a rebuild of the index
     MIN_REBUILD = 1 << 16  # ... but never for an index smaller than this many entries
 

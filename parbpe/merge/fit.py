@@ -48,6 +48,18 @@ HIT_BYTES_KERNELS = 48
 HIT_BYTES_NUMPY = 320
 GROUP_ENTRIES = 1 << 18  # as LinkedEngine.GROUP_ENTRIES and GROUP_SHARE
 GROUP_SHARE = 32
+# The chunk engine (engines.py::ChunkEngine: no links, a (pair, chunk) index rebuilt at twice the pair
+# positions, whole chunks gathered a group of CHUNK_GROUP_TOKENS at a time, or one longer chunk) per
+# table token, and per token of its largest group (the temporaries of counting and merging it), measured
+# in one process on realmix's counts (11.05M tokens: 187 MB above the table's chunk arrays, 17 a token)
+# and on 3M tokens of random words (76 MB: 16 a token, and 38 MB for its groups of 2^18 tokens).
+CHUNK_BYTES_PER_TOKEN = 16
+CHUNK_GROUP_BYTES_PER_TOKEN = 150
+CHUNK_GROUP_TOKENS = 1 << 18  # as ChunkEngine.GROUP_TOKENS
+# What the process holds as the merge stage starts beyond CALLER_FLOOR, its numba and its chunk arrays:
+# heap left by counting and reducing, above every residue measured on realmix and on the generated
+# 1 GB corpus under tight budgets (docs/DECISIONS.md, "Counting").
+MERGE_START_RESIDUE = 50 * 10**6
 AUTO_CUTOFF_LIMIT = 1 << 16  # the automatic cutoff never goes beyond this count
 MAX_AUTO_DROP = 0.05  # the automatic cutoff may leave out at most this share of chunk occurrences
 
@@ -84,6 +96,21 @@ def merge_estimate(tokens: int, chunks: int) -> int:
     return MERGE_BYTES_PER_TOKEN * tokens + MERGE_BYTES_PER_CHUNK * chunks
 
 
+def whole_table_engine(budget: int, base_rss: int, tokens: int, chunks: int) -> str | None:
+    """The engine that merges a whole table (no cutoff) of this size beside base_rss under budget:
+    "linked" (the faster) where it fits, else "chunk" where that fits, else None."""
+    if base_rss + merge_estimate(tokens, chunks) <= budget:
+        return "linked"
+    return "chunk" if base_rss + chunk_engine_estimate(tokens, chunks) <= budget else None
+
+
+def chunk_engine_estimate(tokens, chunks, longest: int = 0):
+    """merge_estimate for the chunk engine (tokens and chunks: ints, or arrays by cutoff), whose table's
+    longest chunk has `longest` tokens (a group holds one chunk at least)."""
+    group = max(CHUNK_GROUP_TOKENS, longest)
+    return CHUNK_BYTES_PER_TOKEN * tokens + MERGE_BYTES_PER_CHUNK * chunks + CHUNK_GROUP_BYTES_PER_TOKEN * group
+
+
 @dataclass
 class MergeFit:
     """How the merge stage fits a memory budget: the table it keeps and what it leaves out."""
@@ -99,6 +126,7 @@ class MergeFit:
     tokens_per_byte: float | None = None  # a table of bytes encoded before merging: tokens it will have per byte
     runs: int | None = None  # the table is merged by the run engine (runs.py): its runs
     numba_counted: bool = False  # estimate holds numba's RSS: the kernels must merge (a pair's wide round)
+    engine: str = "auto"  # "chunk": the chunk engine merges it (nonoverlap, or every chunk kept in less memory)
 
     def to_dict(self) -> dict:
         return {"min_count": self.min_count, "auto_cutoff": self.auto_cutoff, "table_chunks": self.chunks,
@@ -106,12 +134,13 @@ class MergeFit:
                 "dropped_chunks": self.dropped_chunks, "dropped_occurrences": self.dropped_occurrences,
                 "workers": self.workers,
                 **({"tokens_per_byte": round(self.tokens_per_byte, 4)} if self.tokens_per_byte is not None else {}),
-                **({"engine": "runs", "table_runs": self.runs} if self.runs is not None else {})}
+                **({"engine": "runs", "table_runs": self.runs} if self.runs is not None else {}),
+                **({"engine": "chunk"} if self.engine == "chunk" and self.runs is None else {})}
 
 
 def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_rss: int, freq_cutoff: int = 1,
                     workers: int = 1, tokens_per_byte: float | None = None, data: np.ndarray | None = None,
-                    keep: int = 1, pair_positions: int = 0) -> MergeFit:
+                    keep: int = 1, pair_positions: int = 0, chunk_engine: str = "never") -> MergeFit:
     """The smallest min_count >= freq_cutoff whose table merges under budget, given the process
     tree's RSS now (base_rss); chunk k is offsets[k]:offsets[k + 1] of the chunk bytes, seen
     counts[k] times. Raising it leaves the rarest chunks out (an automatic freq_cutoff), at most
@@ -125,16 +154,26 @@ def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_r
     below the one found. pair_positions: max_pair_positions of the whole table (a bound for every
     cutoff), whose round costs beyond a group's are added (HIT_BYTES_KERNELS, with numba's RSS, where
     the kernels merge the table; else HIT_BYTES_NUMPY); counted from data where the budget could
-    not hold the worst (wide_pairs_fit)."""
+    not hold the worst (wide_pairs_fit). chunk_engine: "always" where the chunk engine merges whatever the
+    budget (--pair-count nonoverlap: its own model); "fallback" where it merges a table of bytes as it
+    is that the linked engine would merge only with an automatic cutoff (or not at all), and fits whole:
+    the same merges, slower, in about half the memory; "never" (the default; exact batching, which is
+    serial on it)."""
     largest = min(int(counts.max()) + 1 if len(counts) else 2, AUTO_CUTOFF_LIMIT)
     by_chunks, by_tokens = tokens_by_cutoff(offsets, counts, largest)
     start = max(freq_cutoff, 1)
     merged = by_tokens if tokens_per_byte is None else np.ceil(by_tokens * tokens_per_byte).astype(np.int64)
-    need = base_rss + MERGE_BYTES_PER_TOKEN * merged + MERGE_BYTES_PER_CHUNK * by_chunks
+    longest = int(np.diff(offsets).max()) if len(offsets) > 1 else 0
+    if chunk_engine == "always":
+        need = base_rss + chunk_engine_estimate(by_tokens, by_chunks, longest)
+        pair_positions = 0  # (no round of one pair costs it more than a group)
+    else:
+        need = base_rss + MERGE_BYTES_PER_TOKEN * merged + MERGE_BYTES_PER_CHUNK * by_chunks
     if tokens_per_byte is not None:
         need = np.maximum(need, base_rss + ENCODE_BYTES_PER_BYTE * by_tokens + MERGE_BYTES_PER_CHUNK * by_chunks)
     first = min(start, len(need) - 1)
-    if data is not None and not wide_pairs_fit(int(need[first]), int(by_tokens[first]), budget):
+    if data is not None and chunk_engine != "always" and not wide_pairs_fit(int(need[first]), int(by_tokens[first]),
+                                                                           budget):
         pair_positions = max(pair_positions, max_pair_positions(data, offsets))
     wide = np.maximum(pair_positions - np.maximum(GROUP_ENTRIES, merged // GROUP_SHARE), 0)
     kernels, wide_cost = np.zeros(len(wide), dtype=bool), np.zeros(len(wide), dtype=np.int64)
@@ -156,6 +195,13 @@ def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_r
         min_count = keep
     dropped = int(occurrences[start] - occurrences[min_count])
     most = MAX_AUTO_DROP * max(int(occurrences[1]), 1)
+    whole = start if start < len(need) else len(need) - 1
+    if (chunk_engine == "fallback" and tokens_per_byte is None and (not len(fits) or min_count > start)
+            and not (by_runs is not None and use_runs[whole])
+            and base_rss + chunk_engine_estimate(int(by_tokens[whole]), int(by_chunks[whole]), longest) <= budget):
+        return MergeFit(min_count=start, auto_cutoff=False, chunks=int(by_chunks[whole]), tokens=int(by_tokens[whole]),
+                        estimate=base_rss + chunk_engine_estimate(int(by_tokens[whole]), int(by_chunks[whole]), longest),
+                        dropped_chunks=0, dropped_occurrences=0, workers=1, engine="chunk")
     if not len(fits) or dropped > most:
         allowed = np.flatnonzero(occurrences[start] - occurrences[start:] <= most)
         least = int(need[start + int(allowed[-1])])
@@ -173,10 +219,13 @@ def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_r
     runs = int(by_runs[min_count]) if by_runs is not None and use_runs[min_count] else None
     if runs is not None or wide[min_count]:
         merge_workers = 1  # the run engine merges in one process; a wide pair's round is reckoned in one
+    if chunk_engine == "always":
+        merge_workers = 1 if runs is None else merge_workers
     return MergeFit(min_count=min_count, auto_cutoff=min_count > start, chunks=int(by_chunks[min_count]),
                     tokens=int(by_tokens[min_count]), estimate=int(need[min_count]),
                     dropped_chunks=int(by_chunks[start] - by_chunks[min_count]), dropped_occurrences=dropped,
                     workers=merge_workers, tokens_per_byte=tokens_per_byte, runs=runs,
-                    numba_counted=bool(kernels[min_count]) and runs is None)
+                    numba_counted=bool(kernels[min_count]) and runs is None,
+                    engine="chunk" if chunk_engine == "always" and runs is None else "auto")
 
 

@@ -42,6 +42,7 @@ class RunContext:
     numba_held: bool = False  # numba was loaded when the run started: its RSS is the caller's (caller_held)
     kernels_mark: tuple[int, int, float] = (0, 0, 0.0)  # jit.compiles.mark() when the run started
     kernels_ahead: Any = None  # the process compiling later stages' kernels (kernels_ahead.py), while it runs
+    merges_follow: bool = False  # the count is followed by BPE's merge stage in this process (its numba stays)
     kernels_ahead_record: dict | None = None  # what it did, for stats.json
     reserved: int = 0  # bytes the memory models count beside the tree's RSS (the compiling process's room)
     closers: list[Callable[[], None]] = field(default_factory=list)  # called as the run ends (on_close)

@@ -45,8 +45,11 @@ from ..run.memory import (
 )
 from ..run.run_dir import RunDirectory
 from ..run.temp_dirs import temp_work_dir
+from ..merge.fit import MERGE_START_RESIDUE, whole_table_engine
 from . import kernels_ahead
 from .context import RunContext
+
+TABLE_TOKENS_PER_CHUNK = 12  # a table's tokens per chunk (realmix: 11.05 M in 939,222), for numba_moves_the_merge
 
 
 EMPTY_CORPUS = "the corpus is empty: no text chunk was found in the inputs"
@@ -182,7 +185,8 @@ def count_units(ctx: RunContext, units: list[WorkUnit], config: TrainConfig, run
     elif data_limit is None:  # local workers start as the whole tree is now
         trim_heap()
         unit_bytes = max(unit_text_bytes(u) for u in units)
-        numpy_only = not jit_fits(budget, workers, unit_bytes, config.pattern, text_size(units))
+        numpy_only = not jit_fits(budget, workers, unit_bytes, config.pattern, text_size(units)) or (
+            ctx.merges_follow and numba_moves_the_merge(budget, text_size(units)))
         if not numpy_only:
             if ctx.kernels_ahead is not None:  # a first run: the counting kernels compiled in several processes
                 ctx.kernels_ahead.wait_count()
@@ -248,6 +252,22 @@ def jit_fits(budget: int, workers: int, unit_bytes: int, pattern: str, text_byte
     numpy_layout, jit_layout = (_layout_or_none(budget, workers, CALLER_FLOOR + extra, unit_bytes)
                                 for extra in (0, jit.NUMBA_COUNT_RSS))
     return jit_layout is not None and (numpy_layout is None or jit_layout.shards >= numpy_layout.shards)
+
+
+def numba_moves_the_merge(budget: int, text_bytes: int) -> bool:
+    """Whether numba, loaded by the count in this process for the rest of the run, would move the merge
+    stage of a table the text's size suggests (kernels_ahead.TABLE_TOKENS_PER_BYTE, realmix's) off the
+    engine that keeps every chunk without it (fit.whole_table_engine): the linked engine to the slower
+    chunk engine, or the chunk engine to an automatic cutoff. Then the count takes numpy: it costs the
+    count a third more time, where the other costs the merge twice its time or changes the merges.
+    Not where numba is loaded already, or the run asks for it (--jit on)."""
+    if jit.loaded() or jit.mode() == "on":
+        return False
+    tokens = int(text_bytes * kernels_ahead.TABLE_TOKENS_PER_BYTE)
+    chunks = tokens // TABLE_TOKENS_PER_CHUNK
+    base = CALLER_FLOOR + MERGE_START_RESIDUE + tokens + 16 * chunks  # (the chunk arrays: bytes, offsets, counts)
+    return whole_table_engine(budget, base + jit.NUMBA_RSS, tokens, chunks) != whole_table_engine(budget, base,
+                                                                                                   tokens, chunks)
 
 
 def piece_budget(piece: LongPiece, budget: int, workers: int, unit_bytes: int, pattern: str, text_bytes: int,

@@ -23,7 +23,7 @@ from ..io.units import WorkUnit
 from ..merge.cold_pairs import cut_cold_pairs
 from ..merge.coordinator import THREADS, ColdPairReached, MergeResult, learn_merges, preload_kernels
 from ..merge.encode import encode_chunk_arrays, sampled_tokens_per_byte
-from ..merge.fit import MergeFit, fit_merge_stage, merge_estimate
+from ..merge.fit import MERGE_START_RESIDUE, MergeFit, fit_merge_stage, merge_estimate
 from ..merge.prepare import encode_for_merging
 from ..merge.table import ChunkTable, table_from_arrays, token_dtype
 from ..merge.workers import kernels_alone
@@ -117,7 +117,7 @@ def merge_stage(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> Merge
     training_chunks = len(chunks)
     chunks.data = chunks.offsets = chunks.counts = None  # the table holds them; merge workers fork without them
     numpy_only = room == "numpy" and jit.mode() == "auto"
-    if numpy_only and jit.merge_kernels(fit.tokens):
+    if numpy_only and jit.merge_kernels(fit.tokens) and fit.engine != "chunk":
         ctx.note(f"merging with numpy: the {format_size(ctx.budget)} budget leaves no room for the kernels' "
                  f"{format_size(jit.merge_load_rss())} beside the merge stage's {format_size(fit.estimate)}")
     holder, table = [table], None  # handed over: the encoding replaces it, and nothing here keeps it
@@ -154,7 +154,7 @@ def _encode_and_merge(ctx: RunContext, holder: list[ChunkTable], fit: MergeFit, 
                         start_method=ctx.start_method, progress=ctx.progress(merge_name, job.offset),
                         on_round=run.merge_checkpointer() if run is not None else None, allow=job.allow,
                         min_pair_count=config.min_pair_count, max_token_bytes=config.max_token_bytes,
-                        threads=None if roomy else 1)
+                        threads=None if roomy else 1, engine="chunk" if fit.engine == "chunk" else "auto")
         result, cut_stats = None, None
         if job.encode is not None and sliced is None and config.batching == "batchbpe" and not settings["nonoverlap"]:
             result, replay, cut_stats = _merge_cut(ctx, table, job, replay, settings, THREADS if roomy else 1)
@@ -252,6 +252,14 @@ def _encode_straight(ctx: RunContext, chunks: TrainingChunks, job: MergeJob, bas
     return fit, table, room
 
 
+def _chunk_engine(config) -> str:
+    """fit_merge_stage's chunk_engine for this run: "always" for nonoverlap counting (its engine),
+    "never" for exact batching (serial on it), else "fallback" (every chunk kept where it fits)."""
+    if config.pair_count == "nonoverlap":
+        return "always"
+    return "never" if config.batching == "exact" else "fallback"
+
+
 def _settle_kernels_ahead(ctx: RunContext, merges_with_kernels: bool) -> None:
     """The processes compiling a first run's kernels (kernels_ahead.py), if they run: waited for where
     this merge runs kernels (until the merge's are in numba's cache; SuperBPE's stage 2 waits for the
@@ -287,7 +295,8 @@ def _fit(ctx: RunContext, chunks: TrainingChunks, job: MergeJob, base: tuple[int
     try:
         fit = fit_merge_stage(chunks.offsets, chunks.counts, ctx.budget, fitted_to, config.freq_cutoff,
                               config.workers, tokens_per_byte=tokens_per_byte,
-                              data=chunks.data if job.encode is None else None, keep=kept or 1)
+                              data=chunks.data if job.encode is None else None, keep=kept or 1,
+                              chunk_engine=_chunk_engine(config))
     except ValueError as exc:
         if ctx.run is None:
             raise
@@ -307,7 +316,10 @@ def _fit(ctx: RunContext, chunks: TrainingChunks, job: MergeJob, base: tuple[int
         ctx.note(f"the automatic cutoff was fitted to the {format_size(fitted_to)} this process holds, more than the "
                  f"{format_size(reckoned)} reckoned: another run of the same command may hold less and keep more "
                  "chunks (a --freq-cutoff fixes the table)")
-    room = _room(fit, ctx.budget)
+    room = "numpy" if fit.engine == "chunk" else _room(fit, ctx.budget)  # (the chunk engine has no kernels)
+    if fit.engine == "chunk" and config.pair_count != "nonoverlap":
+        ctx.note(f"{job.label}: every chunk kept by the chunk engine, in about {format_size(fit.estimate)}, where "
+                 f"the linked engine would leave the rarest out (the same merges, slower)")
     _settle_kernels_ahead(ctx, room != "numpy" and jit.merge_kernels(fit.tokens))
     if room == "speed":
         preload_kernels(fit.tokens, config.vocab_size, fit.workers, config.pair_count == "nonoverlap")
@@ -319,12 +331,6 @@ def _fit(ctx: RunContext, chunks: TrainingChunks, job: MergeJob, base: tuple[int
             "left out of training (an automatic --freq-cutoff; a larger --memory-budget keeps them)",
             min_count=fit.min_count, dropped_chunks=fit.dropped_chunks, dropped_occurrences=fit.dropped_occurrences)
     return fit, room
-
-
-# What the process holds as the merge stage starts beyond CALLER_FLOOR, its numba and its chunk arrays:
-# heap left by counting and reducing, above every residue measured on realmix and on the generated
-# 1 GB corpus under tight budgets (docs/DECISIONS.md, "Counting").
-MERGE_START_RESIDUE = 50 * 10**6
 
 
 def reckoned_in_use(chunks: TrainingChunks, numba: bool) -> int:

@@ -85,6 +85,7 @@ class Bpe:
 
     def count(self, ctx: RunContext, job: Inputs) -> Counted:
         """Stages 2-3: the chunk counts (resumed from the run directory when it has them)."""
+        ctx.merges_follow = True  # (the count's choice of numba reckons the merge stage's room: count_units)
         if job.inherited is None:  # (with --init the table is encoded first: its size is another)
             preload_before_counting(ctx, job.units)
         if ctx.run is None or not ctx.run.has_reduced():  # a first run after an install: the later stages'

@@ -275,3 +275,55 @@ def test_fit_reckons_the_round_of_a_pair_wider_than_a_group(kernels, monkeypatch
     assert wide <= suggested and not fit_merge_stage(offsets, n, budget=suggested, base_rss=10**6, data=data).auto_cutoff
     fit = fit_merge_stage(offsets, n, budget=wide, base_rss=10**6, workers=2, data=data)
     assert fit.estimate == wide and fit.workers == 1 and fit.numba_counted == kernels
+
+
+def test_the_chunk_engine_keeps_every_chunk_where_the_linked_engine_would_cut():
+    """chunk_engine="fallback": a table the linked engine merges only without its rarest chunks (or not at
+    all) is merged whole by the chunk engine where its model fits; "never" cuts as before; "always"
+    (nonoverlap) fits every cutoff by the chunk engine's model."""
+    from parbpe.merge.engines import ChunkEngine
+    from parbpe.merge.fit import CHUNK_BYTES_PER_TOKEN, CHUNK_GROUP_TOKENS, MERGE_BYTES_PER_CHUNK, chunk_engine_estimate
+
+    assert CHUNK_GROUP_TOKENS == ChunkEngine.GROUP_TOKENS
+
+    rng = random.Random(3)
+    counts = {bytes(rng.choice(b"abcdefghijklmnop") for _ in range(rng.randint(2, 14))): rng.choice([1, 1, 1, 2, 50])
+              for _ in range(300_000)}
+    data, offsets, n = _arrays(counts)
+    base = 10**8
+    tokens, chunks = int(np.diff(offsets).sum()), len(n)
+    whole = base + chunk_engine_estimate(tokens, chunks)
+    assert whole < base + merge_estimate(tokens, chunks)  # (a table of 2.4M tokens: the chunk engine's is smaller)
+    fit = fit_merge_stage(offsets, n, budget=whole, base_rss=base, data=data, chunk_engine="fallback")
+    assert (fit.engine, fit.min_count, fit.auto_cutoff, fit.tokens, fit.workers) == ("chunk", 1, False, tokens, 1)
+    assert fit.estimate == whole and fit.to_dict()["engine"] == "chunk"
+    with pytest.raises(ValueError, match="too small for the merge stage"):  # "never": the linked engine refuses
+        fit_merge_stage(offsets, n, budget=whole, base_rss=base, data=data)
+    with pytest.raises(ValueError, match="too small for the merge stage"):  # nor does the chunk engine fit
+        fit_merge_stage(offsets, n, budget=whole - 1, base_rss=base, data=data, chunk_engine="fallback")
+    roomy = fit_merge_stage(offsets, n, budget=10**10, base_rss=base, data=data, chunk_engine="fallback")
+    assert roomy.engine == "auto" and not roomy.auto_cutoff  # the linked engine where it fits
+    always = fit_merge_stage(offsets, n, budget=whole, base_rss=base, data=data, chunk_engine="always")
+    assert (always.engine, always.min_count, always.estimate) == ("chunk", 1, whole)
+    assert whole - base - chunk_engine_estimate(0, 0) == CHUNK_BYTES_PER_TOKEN * tokens + MERGE_BYTES_PER_CHUNK * chunks
+    assert chunk_engine_estimate(0, 0, 10**6) - chunk_engine_estimate(0, 0) > 0  # a chunk longer than a group
+
+
+def test_a_run_the_linked_engine_would_cut_keeps_every_chunk_with_the_chunk_engine(tmp_path, monkeypatch, capfd):
+    """The merge stage takes the chunk engine's fit (here the linked engine's model made too large for the
+    budget): no cutoff, a note, and the merges of the run without a budget."""
+    from parbpe.merge import fit as fit_module
+
+    path = tmp_path / "a.txt"
+    rng = random.Random(8)
+    words = [" " + "".join(rng.choice("abcdefgh") for _ in range(rng.randint(1, 9))) for _ in range(3000)]
+    path.write_text("".join(rng.choice(words) for _ in range(40000)))
+    free = parbpe.train([str(path)], vocab_size=400, workers=1, out_dir=str(tmp_path / "free"))
+    monkeypatch.setattr(fit_module, "MERGE_BYTES_PER_TOKEN", 10**6)  # no budget holds the linked engine
+    monkeypatch.setattr(fit_module, "CHUNK_GROUP_BYTES_PER_TOKEN", 0)
+    capfd.readouterr()
+    held = parbpe.train([str(path)], vocab_size=400, workers=1, memory_budget="8GB", out_dir=str(tmp_path / "held"),
+                        progress="jsonl")
+    assert held.stats["merge_fit"]["engine"] == "chunk" and not held.stats["merge_fit"]["auto_cutoff"]
+    assert "every chunk kept by the chunk engine" in capfd.readouterr().err
+    assert held.tokenizer.merges == free.tokenizer.merges

@@ -46,6 +46,7 @@ def _train(corpus, out, monkeypatch, held: int, *options: str) -> int:
 
     monkeypatch.setattr(context.RunContext, "in_use", in_use)
     monkeypatch.setattr(fit_module, "MERGE_BYTES_PER_TOKEN", 2000)
+    monkeypatch.setattr(fit_module, "CHUNK_BYTES_PER_TOKEN", 2000)  # (nor does the chunk engine keep them all)
     assert main(["train", str(corpus), "--out", str(out), "--vocab-size", "300", "--workers", "1",
                  "--memory-budget", "400MB", "--jit", "off", "--progress", "jsonl", *options]) == 0
     return json.loads((out / "stats.json").read_text())["merge_fit"]["min_count"]

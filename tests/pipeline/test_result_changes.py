@@ -59,19 +59,32 @@ def test_also_save_prefixes_are_said_and_strict_refuses_them_before_work(tiny, t
 
 
 @pytest.mark.shared_data
-def test_realmix_at_450MB_names_the_cutoff_and_strict_exits_2(shared_data, tmp_path, capsys):
+def test_realmix_at_400MB_names_the_cutoff_and_strict_exits_2(shared_data, tmp_path, capsys):
     files = sorted(str(p) for p in (shared_data / "realmix").glob("train-*.parquet"))
     # The cutoff is decided before merging, from the table's size alone: a small vocabulary tests it as well.
-    assert main(["train", *files, "--memory-budget", "450MB", "--vocab-size", "2048", "--out", str(tmp_path / "o"),
+    assert main(["train", *files, "--memory-budget", "400MB", "--vocab-size", "2048", "--out", str(tmp_path / "o"),
                  "--progress", "none"]) == 0
     summary = capsys.readouterr().out.splitlines()[0]
-    # 527,180 chunks seen fewer than 2 times on this machine (2026-11-24); the cutoff follows the RSS measured
+    # 490,534 chunks seen fewer than 2 times on this machine (2026-11-29); the cutoff follows the RSS measured
     assert re.search(r"Automatic cutoff: [\d,]+ chunks seen fewer than \d+ times left out", summary), summary
-    assert main(["train", *files, "--memory-budget", "450MB", "--vocab-size", "2048", "--out", str(tmp_path / "s"),
+    assert main(["train", *files, "--memory-budget", "400MB", "--vocab-size", "2048", "--out", str(tmp_path / "s"),
                  "--progress", "none", "--strict"]) == 2
     assert "failing as --strict" in capsys.readouterr().err
     with pytest.warns(AutoCutoffWarning, match="only without the rarest chunks"):
-        parbpe.train(files[:8], memory_budget="450MB", vocab_size=2048, workers=2)
+        parbpe.train(files[:8], memory_budget="400MB", vocab_size=2048, workers=2)
+
+
+def test_realmix_at_450MB_keeps_every_chunk_with_the_chunk_engine(shared_data, tmp_path):
+    """Where the linked engine would leave out realmix's rarest chunks, the chunk engine merges them all
+    within the budget: the merges of the run without one."""
+    files = sorted(str(p) for p in (shared_data / "realmix").glob("train-*.parquet"))
+    held = parbpe.train(files, memory_budget="450MB", vocab_size=2048, workers=2, out_dir=str(tmp_path / "held"))
+    free = parbpe.train(files, vocab_size=2048, workers=2, out_dir=str(tmp_path / "free"))
+    fit = held.stats["merge_fit"]
+    assert fit["engine"] == "chunk" and not fit["auto_cutoff"] and fit["table_chunks"] == free.stats["merge_fit"][
+        "table_chunks"]
+    assert held.stats["peak_rss_bytes"] - held.stats["caller_held_bytes"] <= 450 * 10**6, held.stats["peak_rss_by_stage"]
+    assert held.tokenizer.merges == free.tokenizer.merges
 
 
 def test_a_run_reports_as_jsonl_with_times_numbers_and_the_real_merge_workers(tmp_path, capsys):
