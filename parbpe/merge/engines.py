@@ -152,12 +152,20 @@ class ChunkEngine:
         counts = t.counts[chunk_ids]
 
         before_keys, before_w, pos = pair_keys_and_weights(old, seg, counts, self.nonoverlap)
-        where = np.searchsorted(batch_keys, before_keys)
+        # The batch's pairs among them: only pairs whose first token starts one of the batch's are searched.
+        starts_batch = np.zeros(int(batch_keys[-1] >> 32) + 1, dtype=bool)
+        starts_batch[batch_keys >> 32] = True
+        firsts = old[pos]
+        cand = np.flatnonzero(starts_batch[np.minimum(firsts, len(starts_batch) - 1)] & (firsts < len(starts_batch)))
+        del firsts
+        where = np.searchsorted(batch_keys, before_keys[cand])
         where[where == len(batch_keys)] = 0
+        found = batch_keys[where] == before_keys[cand]
+        matched, where = pos[cand[found]], where[found]
         match = np.zeros(len(old), dtype=bool)
-        match[pos] = batch_keys[where] == before_keys
+        match[matched] = True
         hits = np.flatnonzero(run_parity(match))
-        hit_pair = where[np.searchsorted(pos, hits)]
+        hit_pair = where[np.searchsorted(matched, hits)]
 
         new = old.copy()
         new[hits] = new_ids[hit_pair].astype(old.dtype)
