@@ -214,13 +214,12 @@ def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_r
             f"{MAX_AUTO_DROP:.0%} of the corpus; use at least {format_size(-(-least // 10**8) * 10**8)} "
             "(--memory-budget), or a larger --freq-cutoff"
         )
-    merge_peak = merge_estimate(int(merged[min_count]), int(by_chunks[min_count])) + int(wide_cost[min_count])
+    merge_peak = (int(need[min_count]) - base_rss if chunk_engine == "always" else
+                  merge_estimate(int(merged[min_count]), int(by_chunks[min_count])) + int(wide_cost[min_count]))
     merge_workers = workers if base_rss + SLICED_FACTOR * merge_peak <= budget else 1
     runs = int(by_runs[min_count]) if by_runs is not None and use_runs[min_count] else None
     if runs is not None or wide[min_count]:
         merge_workers = 1  # the run engine merges in one process; a wide pair's round is reckoned in one
-    if chunk_engine == "always":
-        merge_workers = 1 if runs is None else merge_workers
     return MergeFit(min_count=min_count, auto_cutoff=min_count > start, chunks=int(by_chunks[min_count]),
                     tokens=int(by_tokens[min_count]), estimate=int(need[min_count]),
                     dropped_chunks=int(by_chunks[start] - by_chunks[min_count]), dropped_occurrences=dropped,
