@@ -65,6 +65,7 @@ class ChunkEngine:
         small = table.n_chunks < 2**31
         self.index = PairIndex(value_dtype=np.int32 if small else np.int64,
                                packed=small and table.tokens.dtype == np.uint16)
+        self.positions = 0  # the table's pair positions (_index_pairs counts them, each hit takes one)
 
     def chunk_tokens(self, c: int) -> list[int]:
         """Current tokens of chunk c (for tests and debugging)."""
@@ -90,6 +91,7 @@ class ChunkEngine:
         with count, also the pair counts: (sorted keys, counts)."""
         t = self.table
         self.index = PairIndex(value_dtype=self.index.value_dtype, packed=self.index.packed)
+        self.positions = int(t.lengths.sum()) - t.n_chunks  # pair positions (no chunk is empty): one fewer a hit
         keys = counts = np.zeros(0, dtype=np.int64)
         packed = np.empty(int(np.maximum(t.lengths - 1, 0).sum()) if self.index.packed else 0, dtype=np.uint64)
         filled = 0
@@ -134,8 +136,7 @@ class ChunkEngine:
             self.index.add_packed(entries)
         elif added:
             self.index.add(np.concatenate([k for k, _ in added]), np.concatenate([c for _, c in added]))
-        positions = int(self.table.lengths.sum()) - self.table.n_chunks  # (no chunk is empty)
-        if self.index.entries > max(self.STALE_FACTOR * positions, self.MIN_REBUILD):
+        if self.index.entries > max(self.STALE_FACTOR * self.positions, self.MIN_REBUILD):
             self._index_pairs(count=False)  # stale entries (pairs merged away) outgrew the live ones
         nonzero = deltas != 0
         return keys[nonzero], deltas[nonzero]
@@ -166,6 +167,7 @@ class ChunkEngine:
         match[matched] = True
         hits = np.flatnonzero(run_parity(match))
         hit_pair = where[np.searchsorted(matched, hits)]
+        self.positions -= len(hits)
 
         new = old.copy()
         new[hits] = new_ids[hit_pair].astype(old.dtype)

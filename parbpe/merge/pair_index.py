@@ -40,6 +40,7 @@ def _merge_sorted(older: _IndexBlock, newer: _IndexBlock) -> _IndexBlock:
 
 _PAST_VALUES = np.uint64(1 << 31)  # a packed entry's value is below this
 LOOKUP_ENTRIES = 1 << 20  # entries chunks_with reads at a time
+SORTED_SHARE = 16  # chunks_with sorts the entries of its keys where they are under 1/16 of the chunks
 
 
 def packed_entries(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -147,11 +148,16 @@ class PairIndex:
         return np.concatenate(values), np.concatenate(which)
 
     def chunks_with(self, keys: np.ndarray, n_chunks: int) -> np.ndarray:
-        """Sorted unique ids of the chunks that (may) hold any of the given pair keys. The entries are
-        read about LOOKUP_ENTRIES at a time (a batch's first rounds hold most of the index): a key's
-        span that large as it lies, smaller ones gathered together up to that many."""
+        """Sorted unique ids of the chunks that (may) hold any of the given pair keys. Few entries are
+        sorted; more are marked in a mask of the chunks, read about LOOKUP_ENTRIES at a time (a batch's
+        first rounds hold most of the index): a key's span that large as it lies, smaller ones gathered
+        together up to that many."""
+        spans = self.spans(keys)
+        if sum(int((hi - lo).sum()) for lo, hi in spans) * SORTED_SHARE < n_chunks:  # few: sorted, not a mask
+            values, _ = self.lookup(keys, spans)
+            return np.unique(values)
         mask = np.zeros(n_chunks, dtype=bool)
-        for block, (lo, hi) in zip(self.blocks, self.spans(keys)):
+        for block, (lo, hi) in zip(self.blocks, spans):
             sizes = hi - lo
             held = np.flatnonzero(sizes)
             ends = np.cumsum(sizes[held])

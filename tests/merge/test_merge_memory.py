@@ -75,16 +75,18 @@ def _rebuilds_slices_and_groups(seed: int, monkeypatch, kernels: bool = False) -
         assert max(groups) == 1  # every batch was applied a merge at a time
 
 
+@pytest.mark.parametrize("sorted_share", [0, 10**9], ids=["chunks-sorted", "chunks-masked"])
 @pytest.mark.parametrize("seed", range(8))
-def test_the_chunk_engine_in_groups_keeps_the_merges(seed, monkeypatch):
+def test_the_chunk_engine_in_groups_keeps_the_merges(seed, sorted_share, monkeypatch):
     """ChunkEngine counts and merges a few chunks' tokens at a time (GROUP_TOKENS), reads the index a few
-    entries at a time (LOOKUP_ENTRIES) and rebuilds it once stale entries outgrow it (STALE_FACTOR); here
-    a group is a chunk, a read an entry or two and one stale entry a rebuild: the merges are the
-    reference's, overlapping and not."""
+    entries at a time (LOOKUP_ENTRIES) or sorts them where few (SORTED_SHARE), and rebuilds it once
+    stale entries outgrow it (STALE_FACTOR); here a group is a chunk, a read an entry or two and one
+    stale entry a rebuild: the merges are the reference's, overlapping and not."""
     monkeypatch.setattr(ChunkEngine, "GROUP_TOKENS", 1)
     monkeypatch.setattr(ChunkEngine, "MIN_REBUILD", 0)
     monkeypatch.setattr(ChunkEngine, "STALE_FACTOR", 1.0)  # the index rebuilt once it holds a stale entry
     monkeypatch.setattr(pair_index, "LOOKUP_ENTRIES", 2)
+    monkeypatch.setattr(pair_index, "SORTED_SHARE", sorted_share)  # a round's chunks sorted, or marked
     groups, rebuilds = [], []
     original, index_pairs = ChunkEngine._apply_to, ChunkEngine._index_pairs
     monkeypatch.setattr(ChunkEngine, "_apply_to", lambda self, ids, *rest: groups.append(len(ids))
