@@ -48,13 +48,15 @@ HIT_BYTES_KERNELS = 48
 HIT_BYTES_NUMPY = 320
 GROUP_ENTRIES = 1 << 18  # as LinkedEngine.GROUP_ENTRIES and GROUP_SHARE
 GROUP_SHARE = 32
-# The chunk engine (engines.py::ChunkEngine: no links, a (pair, chunk) index rebuilt at twice the pair
+# The chunk engine (engines.py::ChunkEngine: no links, a (pair, chunk) index rebuilt at 1.25 times the pair
 # positions, whole chunks gathered a group of CHUNK_GROUP_TOKENS at a time, or one longer chunk) per
 # table token, and per token of its largest group (the temporaries of counting and merging it), measured
-# in one process on realmix's counts (11.05M tokens: 187 MB above the table's chunk arrays, 17 a token)
-# and on 3M tokens of random words (76 MB: 16 a token, and 38 MB for its groups of 2^18 tokens).
-CHUNK_BYTES_PER_TOKEN = 16
+# in one process on realmix's counts (11.05M tokens: 150 MB above the process before its table, its
+# index rebuilt at 1.25 times the pair positions) and on 3M tokens of random words (64 MB; 85 MB
+# counting nonoverlapping pairs, which recounts every pair of a group).
+CHUNK_BYTES_PER_TOKEN = 14
 CHUNK_GROUP_BYTES_PER_TOKEN = 150
+CHUNK_GROUP_BYTES_NONOVERLAP = 230  # ... where nonoverlap counting recounts every pair of a group (80 more)
 CHUNK_GROUP_TOKENS = 1 << 18  # as ChunkEngine.GROUP_TOKENS
 # What the process holds as the merge stage starts beyond CALLER_FLOOR, its numba and its chunk arrays:
 # heap left by counting and reducing, above every residue measured on realmix and on the generated
@@ -104,11 +106,12 @@ def whole_table_engine(budget: int, base_rss: int, tokens: int, chunks: int) -> 
     return "chunk" if base_rss + chunk_engine_estimate(tokens, chunks) <= budget else None
 
 
-def chunk_engine_estimate(tokens, chunks, longest: int = 0):
+def chunk_engine_estimate(tokens, chunks, longest: int = 0, nonoverlap: bool = False):
     """merge_estimate for the chunk engine (tokens and chunks: ints, or arrays by cutoff), whose table's
     longest chunk has `longest` tokens (a group holds one chunk at least)."""
-    group = max(CHUNK_GROUP_TOKENS, longest)
-    return CHUNK_BYTES_PER_TOKEN * tokens + MERGE_BYTES_PER_CHUNK * chunks + CHUNK_GROUP_BYTES_PER_TOKEN * group
+    group = max(CHUNK_GROUP_TOKENS, longest) * (CHUNK_GROUP_BYTES_NONOVERLAP if nonoverlap else
+                                                CHUNK_GROUP_BYTES_PER_TOKEN)
+    return CHUNK_BYTES_PER_TOKEN * tokens + MERGE_BYTES_PER_CHUNK * chunks + group
 
 
 @dataclass
@@ -165,7 +168,7 @@ def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_r
     merged = by_tokens if tokens_per_byte is None else np.ceil(by_tokens * tokens_per_byte).astype(np.int64)
     longest = int(np.diff(offsets).max()) if len(offsets) > 1 else 0
     if chunk_engine == "always":
-        need = base_rss + chunk_engine_estimate(by_tokens, by_chunks, longest)
+        need = base_rss + chunk_engine_estimate(by_tokens, by_chunks, longest, nonoverlap=True)
         pair_positions = 0  # (no round of one pair costs it more than a group)
     else:
         need = base_rss + MERGE_BYTES_PER_TOKEN * merged + MERGE_BYTES_PER_CHUNK * by_chunks
