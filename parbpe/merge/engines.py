@@ -97,6 +97,15 @@ class ChunkEngine:
         filled = 0
         for chunk_ids in self._groups(np.arange(t.n_chunks, dtype=np.int64)):
             idx, seg = gather(t.tokens, t.starts[chunk_ids], t.lengths[chunk_ids])
+            if not count and self.index.packed:  # a rebuild: the entries alone, (first << 16 | second) << 32 | chunk
+                group_tokens = t.tokens[idx]
+                pos = np.flatnonzero(seg[:-1] == seg[1:])
+                entries = group_tokens[pos].astype(np.uint64) << np.uint64(48)
+                entries |= group_tokens[pos + 1].astype(np.uint64) << np.uint64(32)
+                entries |= chunk_ids[seg[pos]].astype(np.uint64)
+                packed[filled:filled + len(entries)] = entries
+                filled += len(entries)
+                continue
             group_keys, weights, pos = pair_keys_and_weights(t.tokens[idx], seg, t.counts[chunk_ids], self.nonoverlap)
             del idx
             if self.index.packed:  # one array of entries, sorted in place once: no block is folded
