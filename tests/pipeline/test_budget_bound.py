@@ -89,3 +89,24 @@ def test_the_budget_a_long_piece_asks_for_is_the_smallest_that_counts_it():
     huge = LongPiece("too small; use at least 9.9 GB", 10**9, 0, False, 4 * unit + WORKER_OVERHEAD)
     assert piece_budget(huge, 400 * 10**6, 2, unit, pattern, 10**10, in_use)[0] is None  # counts are capped
     assert "no memory budget" in str(huge.with_budget(None))
+
+
+def test_the_count_takes_numpy_where_numba_would_move_the_merge_off_its_engine(monkeypatch):
+    """numba loaded by the count stays for the merge: where its weight would move a realmix-sized table
+    (152.8 MB of text) from the chunk engine to a cutoff (500 MB), or from the linked engine to the chunk
+    engine (700 MB), the count takes numpy; not where either way the same engine merges, nor once numba
+    is loaded, nor with --jit on."""
+    from parbpe import jit
+    from parbpe.pipeline.count import numba_moves_the_merge
+
+    monkeypatch.setattr(jit, "loaded", lambda: False)
+    monkeypatch.setattr(jit, "_mode", "auto")
+    text = 152_800_000
+    assert numba_moves_the_merge(500 * 10**6, text) and numba_moves_the_merge(700 * 10**6, text)
+    assert not numba_moves_the_merge(12 * 10**9, text)  # the linked engine either way
+    assert not numba_moves_the_merge(300 * 10**6, text)  # a cutoff either way
+    monkeypatch.setattr(jit, "loaded", lambda: True)
+    assert not numba_moves_the_merge(500 * 10**6, text)
+    monkeypatch.setattr(jit, "loaded", lambda: False)
+    monkeypatch.setattr(jit, "_mode", "on")
+    assert not numba_moves_the_merge(500 * 10**6, text)
