@@ -94,7 +94,7 @@ def test_same_output_for_any_number_of_workers(corpus, superbpe_run, tmp_path):
         assert (tmp_path / "w1" / name).read_bytes() == (out / name).read_bytes(), name
 
 
-@pytest.mark.parametrize("refused_by", ["nothing", "room", "freq_cutoff"])
+@pytest.mark.parametrize("refused_by", ["nothing", "room", "freq_cutoff", "no_cutoff_fits"])
 def test_stage_two_encodes_straight_from_its_counts_where_the_budget_holds_its_bytes(corpus, tmp_path, monkeypatch,
                                                                                    refused_by):
     """With the kernels, stage 2's chunks are encoded straight from the count's arrays (no table of
@@ -115,6 +115,15 @@ def test_stage_two_encodes_straight_from_its_counts_where_the_budget_holds_its_b
         room = merge_stage._room
         monkeypatch.setattr(merge_stage, "_room",
                             lambda fit, budget: "numba" if fit.tokens_per_byte == 1.0 else room(fit, budget))
+    if refused_by == "no_cutoff_fits":  # the unencoded table fits no cutoff (its fit's error): not the run's
+        fit = merge_stage.fit_merge_stage
+
+        def refusing(*args, **kwargs):
+            if kwargs.get("tokens_per_byte") == 1.0:
+                raise ValueError("memory budget 1.0 MB is too small for the merge stage: ...")
+            return fit(*args, **kwargs)
+
+        monkeypatch.setattr(merge_stage, "fit_merge_stage", refusing)
     settings = dict(vocab_size=700, superbpe_transition=0.6, special_tokens=("<|endoftext|>",), workers=1,
                     freq_cutoff=2 if refused_by == "freq_cutoff" else 0)
     result = parbpe.train([str(corpus)], out_dir=str(tmp_path / "a"), **settings)

@@ -235,7 +235,10 @@ def _straight_base(ctx: RunContext, chunks: TrainingChunks, job: MergeJob) -> tu
             or not kernels_alone(table_bytes, config.workers)):
         return None
     base = _base(ctx, chunks)
-    unencoded = fit_merge_stage(chunks.offsets, chunks.counts, ctx.budget, base[0], tokens_per_byte=1.0)
+    try:
+        unencoded = fit_merge_stage(chunks.offsets, chunks.counts, ctx.budget, base[0], tokens_per_byte=1.0)
+    except ValueError:  # not even cut: the table of bytes is built and sampled (its fit says what fits)
+        return None
     fits = unencoded.min_count == 1 and _room(unencoded, ctx.budget) == "speed"
     return (base, table_bytes) if fits else None
 
