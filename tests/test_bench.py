@@ -305,3 +305,13 @@ def test_merge_engines_merge_a_counts_file_alike(tmp_path):
     lines = [json.loads(line) for line in out.strip().splitlines()]
     assert [line["engine"] for line in lines[:-1]] == ["linked", "chunk"]
     assert lines[-1] == {"same_merges": True} and all(line["merges"] > 0 for line in lines[:-1])
+
+
+def test_compile_times_lists_the_kernels_it_compiles():
+    """bench/compile_times.py compiles the kernels named, in an empty cache of its own, and sums them."""
+    pytest.importorskip("numba")
+    out = subprocess.run([sys.executable, str(BENCH / "compile_times.py"), "--only", "distinct_pairs,counting_offsets"],
+                         capture_output=True, text=True, timeout=300, check=True).stdout
+    lines = [json.loads(line) for line in out.strip().splitlines()]
+    assert sorted(line["kernel"].rsplit(".", 1)[-1] for line in lines[:-1]) == ["counting_offsets", "distinct_pairs"]
+    assert lines[-1]["kernels"] == 2 and lines[-1]["seconds"] > 0 and all(line["code_bytes"] > 0 for line in lines[:-1])
