@@ -27,6 +27,7 @@ from ..kernels.linked import (
     sum_sorted_pairs,
 )
 from ..kernels.pair_index import merged_runs, searched
+from ..run.memory import trim_heap
 from ..run.threads import Beside
 from . import linked
 from .exact import boundary_events, prefix_stop
@@ -38,8 +39,8 @@ from .pairs import (
     gather,
     pack,
     pair_keys_and_weights,
-    run_parity,
     runs_taken_left_to_right,
+    taken_left_to_right,
     sort_by_pair,
     wide_key,
 )
@@ -50,13 +51,14 @@ class ChunkEngine:
     """Applies merge batches by recounting the chunks they touch (exact for both pair counts).
 
     Used for nonoverlap counting, where a merge can change the parity of a run of one token
-    further along the chunk; LinkedEngine is faster for overlap counting. It holds no links: the
-    table, an index of (pair, chunk) entries and, at a time, the temporaries of GROUP_TOKENS tokens
-    of whole chunks (the first count and a round's chunks are taken a group at a time).
+    further along the chunk, and under a budget that holds the table but not LinkedEngine (faster,
+    in about twice the memory). It holds no links: the table, an index of (pair, chunk) entries
+    (most of them as lists, 4 bytes each) and, at a time, the temporaries of GROUP_TOKENS tokens of
+    whole chunks (the first count, a rebuild of the index and a round's chunks go a group at a time).
     """
 
     GROUP_TOKENS = 1 << 18  # tokens of whole chunks gathered at a time (fit.py: CHUNK_GROUP_TOKENS, and their cost)
-    STALE_FACTOR = 1.25  # index entries per pair position that trigger a rebuild (larger: fewer rebuilds, more memory)
+    STALE_FACTOR = 1.5  # index entries per pair position that trigger a rebuild (larger: fewer rebuilds, more memory)
     MIN_REBUILD = 1 << 16  # ... but never for an index smaller than this many entries
 
     def __init__(self, table: ChunkTable, nonoverlap: bool = False) -> None:
@@ -88,38 +90,72 @@ class ChunkEngine:
 
     def _index_pairs(self, count: bool) -> tuple[np.ndarray, np.ndarray]:
         """Build the index from the table as it is (its entries: every pair position's (pair, chunk));
-        with count, also the pair counts: (sorted keys, counts)."""
+        with count, also the pair counts: (sorted keys, counts). A packed index's entries are made in
+        one array, sorted in place and made lists in its memory (PairIndex.add_lists: 4 bytes an
+        entry after, 8 while it is built); the heap the rounds freed goes back to the system first,
+        so that building is the peak's only part."""
         t = self.table
         self.index = PairIndex(value_dtype=self.index.value_dtype, packed=self.index.packed)
+        trim_heap()
         self.positions = int(t.lengths.sum()) - t.n_chunks  # pair positions (no chunk is empty): one fewer a hit
         keys = counts = np.zeros(0, dtype=np.int64)
-        packed = np.empty(int(np.maximum(t.lengths - 1, 0).sum()) if self.index.packed else 0, dtype=np.uint64)
-        filled = 0
-        for chunk_ids in self._groups(np.arange(t.n_chunks, dtype=np.int64)):
-            idx, seg = gather(t.tokens, t.starts[chunk_ids], t.lengths[chunk_ids])
-            if not count and self.index.packed:  # a rebuild: the entries alone, (first << 16 | second) << 32 | chunk
-                group_tokens = t.tokens[idx]
-                pos = np.flatnonzero(seg[:-1] == seg[1:])
-                entries = group_tokens[pos].astype(np.uint64) << np.uint64(48)
-                entries |= group_tokens[pos + 1].astype(np.uint64) << np.uint64(32)
-                entries |= chunk_ids[seg[pos]].astype(np.uint64)
-                packed[filled:filled + len(entries)] = entries
-                filled += len(entries)
-                continue
-            group_keys, weights, pos = pair_keys_and_weights(t.tokens[idx], seg, t.counts[chunk_ids], self.nonoverlap)
-            del idx
-            if self.index.packed:  # one array of entries, sorted in place once: no block is folded
-                packed[filled:filled + len(group_keys)] = packed_entries(group_keys, chunk_ids[seg[pos]])
-                filled += len(group_keys)
-            else:
+        groups = self._groups(np.arange(t.n_chunks, dtype=np.int64))
+        if not self.index.packed:
+            for chunk_ids in groups:
+                idx, seg = gather(t.tokens, t.starts[chunk_ids], t.lengths[chunk_ids])
+                group_keys, weights, pos = pair_keys_and_weights(t.tokens[idx], seg, t.counts[chunk_ids],
+                                                                 self.nonoverlap)
+                del idx
                 self.index.add(group_keys, chunk_ids[seg[pos]])
+                if count:
+                    keys, counts = add_sorted(keys, counts, *aggregate(group_keys, weights))
+            return keys, counts
+        packed, filled = np.empty(self.positions, dtype=np.uint64), 0
+        for chunk_ids in groups:
+            firsts, seconds, holders = self._pairs_of(chunk_ids)
             if count:
-                keys, counts = add_sorted(keys, counts, *aggregate(group_keys, weights))
-        if self.index.packed:
-            packed = packed[:filled]
-            packed.sort()
-            self.index.add_packed(packed)
+                keys, counts = add_sorted(keys, counts, *self._counted(chunk_ids, firsts, seconds, holders))
+            entries = packed[filled:filled + len(firsts)]
+            entries[:] = firsts
+            entries <<= np.uint64(16)
+            entries |= seconds
+            entries <<= np.uint64(32)
+            entries |= holders.astype(np.uint64)
+            filled += len(firsts)
+            del entries, firsts, seconds, holders
+        packed.sort()
+        self.index.add_lists(packed)  # (consumed: the lists live in its memory)
         return keys, counts
+
+    def _pairs_of(self, chunk_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every pair of a run of consecutive chunks (chunk_ids: a range), read where they lie: (first
+        tokens, second tokens, the chunk of each). A chunk's tokens start at its start, their
+        lengths' worth; the rest of its room (merged away) up to the next chunk's start is skipped."""
+        t = self.table
+        c0, c1 = int(chunk_ids[0]), int(chunk_ids[-1])
+        low, high = int(t.starts[c0]), int(t.starts[c1] + t.lengths[c1])
+        starts = t.starts[c0:c1 + 1] - low
+        marks = np.zeros(high - low + 1, dtype=np.int8)  # +1 where a chunk's pairs start, -1 past its last
+        marks[starts] += 1
+        marks[starts + t.lengths[c0:c1 + 1] - 1] -= 1  # (distinct; a chunk of one token: +1 - 1, no pair)
+        pos = np.flatnonzero(np.cumsum(marks[:-1], dtype=np.int8).view(bool))  # (0 or 1: a bool's bytes)
+        del marks
+        opened = np.zeros(high - low, dtype=np.int32)
+        opened[starts] = 1
+        holders = np.cumsum(opened, dtype=np.int32)[pos]
+        holders += c0 - 1
+        tokens = t.tokens[low:high]
+        return tokens[pos], tokens[pos + 1], holders
+
+    def _counted(self, chunk_ids: np.ndarray, firsts: np.ndarray, seconds: np.ndarray, holders: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted keys, counts) of a group's pairs (_pairs_of), as the first count counts them."""
+        if not self.nonoverlap:
+            return aggregate(pack(firsts, seconds), self.table.counts[holders])
+        t = self.table  # (a run of one token counts every other pair: read as pair_keys_and_weights does)
+        idx, seg = gather(t.tokens, t.starts[chunk_ids], t.lengths[chunk_ids])
+        group_keys, weights, _ = pair_keys_and_weights(t.tokens[idx], seg, t.counts[chunk_ids], True)
+        return aggregate(group_keys, weights)
 
     def apply(self, first: np.ndarray, second: np.ndarray, new_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Apply a safe batch of merges (first[k], second[k]) -> new_ids[k] to every chunk.
@@ -143,6 +179,7 @@ class ChunkEngine:
             del added[:]
             entries.sort()
             self.index.add_packed(entries)
+            del entries  # (the index holds it, or a fold's copy: a rebuild next must not find it alive here)
         elif added:
             self.index.add(np.concatenate([k for k, _ in added]), np.concatenate([c for _, c in added]))
         if self.index.entries > max(self.STALE_FACTOR * self.positions, self.MIN_REBUILD):
@@ -153,29 +190,32 @@ class ChunkEngine:
     def _apply_to(self, chunk_ids: np.ndarray, batch_keys: np.ndarray, new_ids: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The batch applied to these chunks: (sorted keys, deltas) of their pair counts, and the new
-        pairs with the chunks that hold them (for the index)."""
+        pairs with the chunks that hold them (for the index). With overlap counting only the pairs at
+        and beside a merge change, and only those are read; with nonoverlap every pair of the chunks
+        is recounted (a merge can shift the parity of a run further along)."""
         t = self.table
         starts, lengths = t.starts[chunk_ids], t.lengths[chunk_ids]
         idx, seg = gather(t.tokens, starts, lengths)
         old = t.tokens[idx]
         del idx
         counts = t.counts[chunk_ids]
+        valid = seg[:-1] == seg[1:]
 
-        before_keys, before_w, pos = pair_keys_and_weights(old, seg, counts, self.nonoverlap)
         # The batch's pairs among them: only pairs whose first token starts one of the batch's are searched.
         starts_batch = np.zeros(int(batch_keys[-1] >> 32) + 1, dtype=bool)
         starts_batch[batch_keys >> 32] = True
-        firsts = old[pos]
-        cand = np.flatnonzero(starts_batch[np.minimum(firsts, len(starts_batch) - 1)] & (firsts < len(starts_batch)))
+        firsts = old[:-1]
+        cand = np.flatnonzero(starts_batch[np.minimum(firsts, len(starts_batch) - 1)] & (firsts < len(starts_batch))
+                              & valid)
         del firsts
-        where = np.searchsorted(batch_keys, before_keys[cand])
+        cand_keys = pack(old[cand], old[cand + 1])
+        where = np.searchsorted(batch_keys, cand_keys)
         where[where == len(batch_keys)] = 0
-        found = batch_keys[where] == before_keys[cand]
-        matched, where = pos[cand[found]], where[found]
-        match = np.zeros(len(old), dtype=bool)
-        match[matched] = True
-        hits = np.flatnonzero(run_parity(match))
-        hit_pair = where[np.searchsorted(matched, hits)]
+        found = batch_keys[where] == cand_keys
+        matched, where = cand[found], where[found]
+        del cand, cand_keys, found
+        take = taken_left_to_right(matched)
+        hits, hit_pair = matched[take], where[take]
         self.positions -= len(hits)
 
         new = old.copy()
@@ -187,21 +227,25 @@ class ChunkEngine:
         dest, _ = gather(t.tokens, starts, new_lengths)
         t.tokens[dest] = new
         t.lengths[chunk_ids] = new_lengths
+        del dest, keep
 
-        after_keys, after_w, after_pos = pair_keys_and_weights(new, new_seg, counts, self.nonoverlap)
         lowest_new = int(new_ids.min())
-        fresh = (new[after_pos] >= lowest_new) | (new[after_pos + 1] >= lowest_new)
-        fresh_keys, fresh_chunks = after_keys[fresh], chunk_ids[new_seg[after_pos[fresh]]]
-        if not self.nonoverlap:
-            # Only pairs that touch a merge site change; the rest cancel out, so leave them out.
-            # (With nonoverlap, a merge can shift the parity of a run further away: recount all.)
-            near = np.zeros(len(old) + 1, dtype=bool)
+        if self.nonoverlap:
+            before_keys, before_w, _ = pair_keys_and_weights(old, seg, counts, True)
+            after_keys, after_w, after_pos = pair_keys_and_weights(new, new_seg, counts, True)
+            fresh = (new[after_pos] >= lowest_new) | (new[after_pos + 1] >= lowest_new)
+            fresh_keys, fresh_chunks = after_keys[fresh], chunk_ids[new_seg[after_pos[fresh]]]
+        else:
+            near = np.zeros(len(old) + 1, dtype=bool)  # the pairs at, before and after each merge
             near[hits] = True
             near[hits + 1] = True
             near[np.maximum(hits - 1, 0)] = True
-            changed = near[pos]
-            before_keys, before_w = before_keys[changed], before_w[changed]
-            after_keys, after_w = after_keys[fresh], after_w[fresh]
+            at = np.flatnonzero(near[:len(valid)] & valid)
+            before_keys, before_w = pack(old[at], old[at + 1]), counts[seg[at]]
+            made = new >= lowest_new  # every pair that holds a token of this batch is new
+            at = np.flatnonzero((made[:-1] | made[1:]) & (new_seg[:-1] == new_seg[1:]))
+            after_keys, after_w = pack(new[at], new[at + 1]), counts[new_seg[at]]
+            fresh_keys, fresh_chunks = after_keys, chunk_ids[new_seg[at]]
         keys, deltas = aggregate(np.concatenate([before_keys, after_keys]), np.concatenate([-before_w, after_w]))
         return keys, deltas, fresh_keys, fresh_chunks
 

@@ -48,13 +48,15 @@ HIT_BYTES_KERNELS = 48
 HIT_BYTES_NUMPY = 320
 GROUP_ENTRIES = 1 << 18  # as LinkedEngine.GROUP_ENTRIES and GROUP_SHARE
 GROUP_SHARE = 32
-# The chunk engine (engines.py::ChunkEngine: no links, a (pair, chunk) index rebuilt at 1.25 times the pair
-# positions, whole chunks gathered a group of CHUNK_GROUP_TOKENS at a time, or one longer chunk) per
-# table token, and per token of its largest group (the temporaries of counting and merging it), measured
-# in one process on realmix's counts (11.05M tokens: 150 MB above the process before its table, its
-# index rebuilt at 1.25 times the pair positions) and on 3M tokens of random words (64 MB; 85 MB
-# counting nonoverlapping pairs, which recounts every pair of a group).
-CHUNK_BYTES_PER_TOKEN = 14
+# The chunk engine (engines.py::ChunkEngine: no links, a (pair, chunk) index whose first block is held as
+# lists, 4 bytes an entry, rebuilt at 1.5 times the pair positions (8 bytes an entry while it is built),
+# whole chunks gathered a group of CHUNK_GROUP_TOKENS at a time, or one longer chunk) per table token,
+# and per token of its largest group (the temporaries of counting and merging it), measured in one
+# process (bench/merge_engines.py, the table included, its chunks' 24 bytes and a group's cost taken
+# out): 9.1 bytes a token on realmix's counts (11.05M tokens), 8.5 on the generated 1 GB corpus's
+# (12.69M); the group's on 3M tokens of random words (64 MB; 85 MB counting nonoverlapping pairs,
+# which recounts every pair of a group).
+CHUNK_BYTES_PER_TOKEN = 11
 CHUNK_GROUP_BYTES_PER_TOKEN = 150
 CHUNK_GROUP_BYTES_NONOVERLAP = 230  # ... where nonoverlap counting recounts every pair of a group (80 more)
 CHUNK_GROUP_TOKENS = 1 << 18  # as ChunkEngine.GROUP_TOKENS

@@ -7,6 +7,7 @@ log-structured; entries that went stale cost a look, never a wrong result.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,6 +42,65 @@ def _merge_sorted(older: _IndexBlock, newer: _IndexBlock) -> _IndexBlock:
 _PAST_VALUES = np.uint64(1 << 31)  # a packed entry's value is below this
 LOOKUP_ENTRIES = 1 << 20  # entries chunks_with reads at a time
 SORTED_SHARE = 16  # chunks_with sorts the entries of its keys where they are under 1/16 of the chunks
+
+
+LISTS_SLICE = 1 << 20  # entries lists_of reads at a time
+_LOW_WORD = 0 if sys.byteorder == "little" else 1  # where a packed entry's value lies among its two uint32
+
+
+@dataclass
+class PairLists:
+    """A packed index's first block as lists: each distinct pair's narrow key once (uint32, sorted),
+    where its values start in `values` (int64, one more than keys) and the values (uint32). 4 bytes an
+    entry where a packed block takes 8: the chunk engine's first block is most of its index."""
+
+    keys: np.ndarray
+    starts: np.ndarray
+    values: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def spans(self, narrow: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(first, end) in values of each narrow key's entries (empty for a key it does not hold)."""
+        at = np.searchsorted(self.keys, narrow)
+        held = at < len(self.keys)
+        held[held] = self.keys[at[held]] == narrow[held]
+        lo, hi = np.zeros(len(narrow), dtype=np.int64), np.zeros(len(narrow), dtype=np.int64)
+        lo[held], hi[held] = self.starts[at[held]], self.starts[at[held] + 1]
+        return lo, hi
+
+
+def lists_of(packed: np.ndarray) -> PairLists:
+    """The PairLists of sorted packed entries, their duplicates dropped, made in packed's own memory a
+    slice at a time (its upper half given back at the end): never more than its 8 bytes an entry.
+    packed is consumed: resized in place, so it must own its memory and nothing may view it."""
+    n = len(packed)
+    words = packed.view(np.uint32)
+    keys, firsts, kept, last = [], [], 0, None
+    for lo in range(0, n, LISTS_SLICE):
+        part = packed[lo:lo + LISTS_SLICE]
+        fresh = np.empty(len(part), dtype=bool)
+        fresh[1:] = part[1:] != part[:-1]
+        fresh[0] = last is None or part[0] != last
+        narrow = (part[fresh] >> np.uint64(32)).astype(np.uint32)
+        new_key = np.empty(len(narrow), dtype=bool)
+        new_key[1:] = narrow[1:] != narrow[:-1]
+        new_key[:1] = last is None or narrow[:1] != int(last >> np.uint64(32))
+        keys.append(narrow[new_key])
+        firsts.append(np.flatnonzero(new_key) + kept)
+        last = part[-1]
+        # The slice's values, copied out, then written below where it starts (kept <= lo): every entry
+        # they overwrite was read by this slice or an earlier one.
+        values = words[2 * lo + _LOW_WORD:2 * (lo + len(part)):2][fresh]
+        words[kept:kept + len(values)] = values
+        kept += len(values)
+        del part, fresh, narrow, values
+    del words
+    packed.resize((kept + 1) // 2, refcheck=False)  # (realloc: the upper half goes back)
+    return PairLists(keys=np.concatenate(keys) if keys else np.zeros(0, dtype=np.uint32),
+                     starts=np.concatenate(firsts + [np.array([kept])]).astype(np.int64),
+                     values=packed.view(np.uint32)[:kept])
 
 
 def packed_entries(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -84,6 +144,12 @@ class PairIndex:
             self.blocks.append(_IndexBlock(keys, values.astype(self.value_dtype, copy=False)))
         self._fold()
 
+    def add_lists(self, packed: np.ndarray) -> None:
+        """Add sorted packed entries as a PairLists block (lists_of: packed is consumed); such blocks come
+        before any other and are never folded."""
+        assert self.packed and all(isinstance(b, PairLists) for b in self.blocks), "lists come first"
+        self.blocks.append(lists_of(packed))
+
     def add_packed(self, entries: np.ndarray) -> None:
         """Add a sorted block of packed uint64 entries (packed indexes only)."""
         if len(entries):
@@ -91,7 +157,8 @@ class PairIndex:
         self._fold()
 
     def _fold(self) -> None:
-        while len(self.blocks) >= 3 and len(self.blocks[-2]) <= len(self.blocks[-1]):
+        while (len(self.blocks) >= 3 and len(self.blocks[-2]) <= len(self.blocks[-1])
+               and not isinstance(self.blocks[-2], PairLists)):
             newer, older = self.blocks.pop(), self.blocks.pop()
             if self.packed and self.use_kernels:
                 self.blocks.append(merged_runs(older, newer))
@@ -117,7 +184,9 @@ class PairIndex:
         if self.packed:
             low = narrow_key(keys) << np.uint64(32)
             needles = np.concatenate([low, low | _PAST_VALUES])
-            ends = [searched(block, needles) if self.use_kernels and len(block) >= jit.SEARCH_MIN
+            ends = [np.concatenate(block.spans((low >> np.uint64(32)).astype(np.uint32)))
+                    if isinstance(block, PairLists) else
+                    searched(block, needles) if self.use_kernels and len(block) >= jit.SEARCH_MIN
                     else np.searchsorted(block, needles) for block in self.blocks]
         else:
             keys = np.asarray(keys, dtype=np.int64)
@@ -140,7 +209,7 @@ class PairIndex:
             sizes = hi - lo
             if sizes.any():
                 idx, seg = gather(block, lo, sizes)
-                values.append((block[idx] & LOW32).astype(np.int64) if self.packed else block.values[idx])
+                values.append(_values(block, idx, self.packed).astype(np.int64, copy=False))
                 which.append(seg)
         if not values:
             empty = np.zeros(0, dtype=np.int64)
@@ -167,11 +236,17 @@ class PairIndex:
                 stop = max(int(np.searchsorted(ends, done + LOOKUP_ENTRIES, "right")), start + 1)
                 part = held[start:stop]
                 if len(part) == 1:
-                    a, b = int(lo[part[0]]), int(hi[part[0]])
-                    values = block[a:b] & LOW32 if self.packed else block.values[a:b]
+                    values = _values(block, slice(int(lo[part[0]]), int(hi[part[0]])), self.packed)
                 else:
                     idx, _ = gather(block, lo[part], sizes[part])
-                    values = block[idx] & LOW32 if self.packed else block.values[idx]
+                    values = _values(block, idx, self.packed)
                 mask[values.astype(np.int64, copy=False)] = True
                 start = stop
         return np.flatnonzero(mask)
+
+
+def _values(block, where, packed: bool) -> np.ndarray:
+    """The values of a block's entries at where (an index array or a slice)."""
+    if isinstance(block, PairLists):
+        return block.values[where]
+    return block[where] & LOW32 if packed else block.values[where]

@@ -59,6 +59,19 @@ def run_parity(flags: np.ndarray) -> np.ndarray:
     return flags & (((idx - run_start) & 1) == 0)
 
 
+def taken_left_to_right(positions: np.ndarray) -> np.ndarray:
+    """For sorted positions, True at the 1st, 3rd, ... of each run of consecutive ones: the
+    occurrences a left-to-right merge takes, where consecutive occurrences are those of a pair (x, x)
+    in a run of x (run_parity's answer, read at these positions only)."""
+    take = np.ones(len(positions), dtype=bool)
+    follows = positions[1:] == positions[:-1] + 1
+    if follows.any():
+        steps = np.arange(len(positions))
+        run_start = np.maximum.accumulate(np.where(np.concatenate([[False], follows]), 0, steps))
+        take = ((steps - run_start) & 1) == 0
+    return take
+
+
 def runs_taken_left_to_right(cand: np.ndarray, member: np.ndarray, is_self: np.ndarray, prev: np.ndarray
                              ) -> tuple[np.ndarray, np.ndarray]:
     """Candidate positions (and their batch members) with only the 1st, 3rd, ... occurrence of each

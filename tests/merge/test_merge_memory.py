@@ -75,14 +75,16 @@ def _rebuilds_slices_and_groups(seed: int, monkeypatch, kernels: bool = False) -
         assert max(groups) == 1  # every batch was applied a merge at a time
 
 
+@pytest.mark.parametrize("group_tokens", [1, 9], ids=["chunk-groups", "several-chunk-groups"])
 @pytest.mark.parametrize("sorted_share", [0, 10**9], ids=["chunks-sorted", "chunks-masked"])
 @pytest.mark.parametrize("seed", range(8))
-def test_the_chunk_engine_in_groups_keeps_the_merges(seed, sorted_share, monkeypatch):
+def test_the_chunk_engine_in_groups_keeps_the_merges(seed, sorted_share, group_tokens, monkeypatch):
     """ChunkEngine counts and merges a few chunks' tokens at a time (GROUP_TOKENS), reads the index a few
     entries at a time (LOOKUP_ENTRIES) or sorts them where few (SORTED_SHARE), and rebuilds it once
-    stale entries outgrow it (STALE_FACTOR); here a group is a chunk, a read an entry or two and one
+    stale entries outgrow it (STALE_FACTOR), reading each group's pairs where they lie in the table,
+    past the room merged tokens left; here a group is a chunk or a few, a read an entry or two and one
     stale entry a rebuild: the merges are the reference's, overlapping and not."""
-    monkeypatch.setattr(ChunkEngine, "GROUP_TOKENS", 1)
+    monkeypatch.setattr(ChunkEngine, "GROUP_TOKENS", group_tokens)
     monkeypatch.setattr(ChunkEngine, "MIN_REBUILD", 0)
     monkeypatch.setattr(ChunkEngine, "STALE_FACTOR", 1.0)  # the index rebuilt once it holds a stale entry
     monkeypatch.setattr(pair_index, "LOOKUP_ENTRIES", 2)
@@ -93,6 +95,8 @@ def test_the_chunk_engine_in_groups_keeps_the_merges(seed, sorted_share, monkeyp
                         or original(self, ids, *rest))
     monkeypatch.setattr(ChunkEngine, "_index_pairs", lambda self, count: rebuilds.append(count)
                         or index_pairs(self, count))
+    read, pairs_of = [], ChunkEngine._pairs_of
+    monkeypatch.setattr(ChunkEngine, "_pairs_of", lambda self, ids: read.append(len(ids)) or pairs_of(self, ids))
     rng = random.Random(900 + seed)
     counts = random_corpus(rng, rng.choice([b"ab", b"abc", b"the quick"]), rng.randint(5, 80), rng.randint(2, 16))
     n = rng.randint(5, 100)
@@ -102,7 +106,8 @@ def test_the_chunk_engine_in_groups_keeps_the_merges(seed, sorted_share, monkeyp
         merges = learn_merges(table, [bytes([b]) for b in range(256)], n, engine="chunk", nonoverlap=nonoverlap,
                               max_batch_size=1).merges
         assert merges == reference_train(counts, n, nonoverlap=nonoverlap)
-    assert groups and max(groups) == 1 and False in rebuilds
+    assert groups and False in rebuilds
+    assert max(groups) == 1 if group_tokens == 1 else max(read) > 1  # (a rebuild read several chunks at once)
 
 
 @pytest.mark.parametrize("nonoverlap", [False, True])
@@ -333,3 +338,20 @@ def test_a_run_the_linked_engine_would_cut_keeps_every_chunk_with_the_chunk_engi
     assert held.stats["merge_fit"]["engine"] == "chunk" and not held.stats["merge_fit"]["auto_cutoff"]
     assert "every chunk kept by the chunk engine" in capfd.readouterr().err
     assert held.tokenizer.merges == free.tokenizer.merges
+
+
+def test_the_chunk_engine_reads_a_groups_pairs_where_they_lie():
+    """ChunkEngine._pairs_of, on a table whose chunks lost tokens to merges (room left after each),
+    one of them down to one token: every pair of the chunks in the range, with its chunk, as the
+    chunks' tokens read one by one give them."""
+    table = build_table([b"aaaab", b"ab", b"abab", b"ba", b"aab"], [3, 1, 2, 5, 4], 300)
+    engine = ChunkEngine(table)
+    engine.initial_pair_counts()
+    engine.apply(np.array([97]), np.array([97]), np.array([256]))
+    engine.apply(np.array([97]), np.array([98]), np.array([257]))
+    assert [engine.chunk_tokens(c) for c in range(5)] == [[256, 256, 98], [257], [257, 257], [98, 97], [256, 98]]
+    for lo, hi in [(0, 5), (1, 4), (1, 2), (2, 3), (4, 5)]:
+        firsts, seconds, holders = engine._pairs_of(np.arange(lo, hi))
+        wanted = [(tokens[k], tokens[k + 1], c) for c in range(lo, hi)
+                  for tokens in [engine.chunk_tokens(c)] for k in range(len(tokens) - 1)]
+        assert list(zip(firsts.tolist(), seconds.tolist(), holders.tolist())) == wanted

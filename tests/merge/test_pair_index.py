@@ -9,7 +9,7 @@ import pytest
 
 from parbpe import jit
 from parbpe.merge.engines import LinkedEngine
-from parbpe.merge.pair_index import PairIndex, _IndexBlock, _merge_sorted, narrow_key
+from parbpe.merge.pair_index import PairIndex, _IndexBlock, _merge_sorted, narrow_key, packed_entries
 from parbpe.merge.pairs import pack
 from parbpe.merge.table import build_table
 
@@ -135,3 +135,51 @@ def test_spans_of_a_large_block_by_kernel_are_numpys():
         np.testing.assert_array_equal(hi_a, hi_b)
     np.testing.assert_array_equal(numpy_lookup[0], kernel_lookup[0])
     assert (numpy_spans[0][1] - numpy_spans[0][0]).sum() > 40  # the big block held the wanted keys
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 7, 8, 9, 500])
+def test_lists_are_the_packed_entries_once_each(size, monkeypatch):
+    """lists_of: sorted packed entries as lists (keys once, where their values start, the values),
+    each entry once, made a slice at a time in the entries' own memory; here slices of 4 entries, so
+    duplicates and a key's values lie across slices."""
+    from parbpe.merge import pair_index
+
+    monkeypatch.setattr(pair_index, "LISTS_SLICE", 4)
+    rng = np.random.default_rng(size)
+    keys = rng.integers(0, 6, size).astype(np.uint64) << np.uint64(48) | rng.integers(0, 3, size).astype(np.uint64) << np.uint64(32)
+    packed = np.sort(keys | rng.integers(0, 2**31, size).astype(np.uint64) % np.uint64(5 + size // 4))
+    wanted = np.unique(packed)
+    lists = pair_index.lists_of(packed.copy())
+    narrow = (wanted >> np.uint64(32)).astype(np.uint32)
+    distinct, first = np.unique(narrow, return_index=True)
+    np.testing.assert_array_equal(lists.keys, distinct)
+    np.testing.assert_array_equal(lists.starts, np.append(first, len(wanted)))
+    np.testing.assert_array_equal(lists.values, (wanted & np.uint64(0xFFFFFFFF)).astype(np.uint32))
+    assert lists.values.dtype == np.uint32 and len(lists) == len(wanted)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_an_index_whose_first_block_is_lists_finds_what_a_packed_one_does(seed):
+    """PairIndex.add_lists: the same spans' sizes (less duplicates), lookups and chunks_with as the
+    same entries in a packed block, with blocks added after it (a round's new pairs), folded or not."""
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, 40, (3000, 2))
+    keys = pack(tokens[:, 0], tokens[:, 1])
+    chunks = rng.integers(0, 700, 3000)
+    later = [(pack(rng.integers(0, 40, n), rng.integers(0, 45, n)), rng.integers(0, 700, n))
+             for n in rng.integers(0, 60, 8)]
+    with_lists, packed = (PairIndex(value_dtype=np.int32, packed=True) for _ in range(2))
+    entries = np.unique(packed_entries(keys, chunks))
+    with_lists.add_lists(entries.copy())
+    packed.add_packed(entries)
+    for index in (with_lists, packed):
+        for k, c in later:
+            index.add(k, c)
+    query = np.unique(pack(rng.integers(0, 46, 30), rng.integers(0, 46, 30)))
+    for a, b in zip(with_lists.spans(query), packed.spans(query)):
+        np.testing.assert_array_equal(a[1] - a[0], b[1] - b[0])
+    found = [sorted(zip(*(x.tolist() for x in index.lookup(query)))) for index in (with_lists, packed)]
+    assert found[0] == found[1] and found[0]
+    np.testing.assert_array_equal(with_lists.chunks_with(query, 700), packed.chunks_with(query, 700))
+    assert with_lists.entries == packed.entries
+

@@ -60,3 +60,15 @@ def test_sort_by_pair_is_nps_sort_where_the_low_halves_ascend(n):
     entries = (first << np.uint64(48)) | (second << np.uint64(32)) | low
     got = sort_by_pair(entries)
     assert got.dtype == np.uint64 and np.array_equal(got, np.sort(entries))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_taken_left_to_right_is_run_parity_at_the_positions(seed):
+    """taken_left_to_right(positions) keeps what run_parity keeps of the mask of those positions: the
+    1st, 3rd, ... of each run."""
+    from parbpe.merge.pairs import run_parity, taken_left_to_right
+
+    rng = np.random.default_rng(seed)
+    mask = rng.random(int(rng.integers(0, 200))) < rng.random()
+    positions = np.flatnonzero(mask)
+    np.testing.assert_array_equal(positions[taken_left_to_right(positions)], np.flatnonzero(run_parity(mask)))
