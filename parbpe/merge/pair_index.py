@@ -121,7 +121,9 @@ class PairIndex:
     While token ids fit in 16 bits and values in 31 (packed=True), an entry is one uint64,
     (first << 16 | second) << 32 | value, and a block is one sorted array: a fold is a stable sort
     of two sorted runs, which numpy merges faster than placing entries one array at a time.
-    Otherwise a block is an _IndexBlock of int64 keys and value_dtype values. Stale entries stay:
+    Otherwise a block is an _IndexBlock of int64 keys and value_dtype values. A packed index may
+    hold its first blocks as PairLists instead (add_lists: the chunk engine's, half the memory), which
+    are never folded. Stale entries stay:
     dropping them at every fold was tried and cost more time than the memory it saved was worth.
     """
 
