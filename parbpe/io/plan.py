@@ -155,7 +155,9 @@ def plan(inputs: Sequence[str], range_bytes: int = RANGE_BYTES, skipped: Skipped
             else:
                 if text_column is not None:
                     check_text_column(pf.schema_arrow, path, text_column)  # now, not in a worker later
-                units.extend(WorkUnit(path, "parquet", rg) for rg in range(pf.metadata.num_row_groups))
+                meta = pf.metadata
+                units.extend(WorkUnit(path, "parquet", rg, size=max(meta.row_group(rg).total_byte_size, 1))
+                             for rg in range(meta.num_row_groups))
         elif kind in ("text", "jsonl") and compression(path) is None:
             size = file_size(path)
             starts = range(0, max(size, 1), range_bytes)
@@ -180,6 +182,8 @@ def arrow_units(path: str, range_bytes: int) -> list[WorkUnit]:
 
 def unit_text_bytes(unit: WorkUnit) -> int:
     """The most text bytes reading this unit holds at once (for the memory budget's floor)."""
+    if unit.kind == "parquet" and unit.size:
+        return unit.size
     if unit.kind == "parquet":
         try:
             meta = open_parquet(unit.path).metadata

@@ -8,7 +8,7 @@ A file of any other extension is read as UTF-8 text, unless its first bytes show
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 TEXT_SUFFIXES = (".txt", ".text", ".md", ".rst", ".py")
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -48,6 +48,10 @@ class WorkUnit:
     row_group: int = -1
     start: int = 0
     end: int = -1
+    # A parquet row group's uncompressed bytes, read with the file's footer when planned (0: not known):
+    # what reading it holds at once, asked for every unit (plan.unit_text_bytes) without opening the file
+    # again. Not part of what the unit is (its key, its order).
+    size: int = field(default=0, compare=False)
 
     def describe(self) -> str:
         if self.kind == "arrow":
