@@ -349,28 +349,43 @@ def reckoned_in_use(chunks: TrainingChunks, numba: bool) -> int:
 def _room(fit: MergeFit, budget: int) -> str:
     """What the budget holds beside the fit's estimate (which counts no merge kernels): "speed", their
     load (jit.merge_load_rss: numba with them, or them alone where the count loaded numba) and the
-    engine's second thread (a quarter more of the merge's own need), so they load while the table is
+    engine's second thread (second_thread), so they load while the table is
     built and large rounds take two threads; "numba", their load only: it comes when the engine
     starts, one thread; "numpy", not even that: under --jit auto the stage merges with numpy (with
     the kernels, a tight budget whose table passed jit.MERGE_MIN_TOKENS was overrun). A fit whose estimate holds numba already (numba_counted: a pair's wide round, which the
     kernels merge in less) never merges with numpy."""
+    encoded = fit.tokens_per_byte is not None
     if fit.numba_counted:
-        return "speed" if fit.estimate + merge_estimate(fit.tokens, fit.chunks) // 4 <= budget else "numba"
-    return _room_for(fit.estimate, fit.tokens, fit.chunks, budget)
+        return "speed" if fit.estimate + second_thread(fit.tokens, fit.chunks, encoded) <= budget else "numba"
+    return _room_for(fit.estimate, fit.tokens, fit.chunks, budget, encoded)
 
 
-def _room_for(estimate: int, tokens: int, chunks: int, budget: int) -> str:
+def _room_for(estimate: int, tokens: int, chunks: int, budget: int, encoded: bool = False) -> str:
     """_room of a merge stage whose process tree holds `estimate` bytes at its peak, on a table of
-    tokens and chunks."""
-    if fast_peak(estimate, tokens, chunks) <= budget:
+    tokens and chunks (encoded: encoded with earlier merges first)."""
+    if fast_peak(estimate, tokens, chunks, encoded) <= budget:
         return "speed"
     return "numba" if estimate + jit.merge_load_rss() <= budget else "numpy"
 
 
-def fast_peak(estimate: int, tokens: int, chunks: int) -> int:
+def fast_peak(estimate: int, tokens: int, chunks: int, encoded: bool = False) -> int:
     """The process tree's peak in a merge stage of "speed" room (_room): the fit's estimate, the merge
     kernels' load, and the engine's second thread."""
-    return estimate + jit.merge_load_rss() + merge_estimate(tokens, chunks) // 4
+    return estimate + jit.merge_load_rss() + second_thread(tokens, chunks, encoded)
+
+
+# The linked engine's second thread where its kernels merge a table as it is: at most 20 MB over one
+# thread's peak, measured in one process (the 1 GB corpus's 12.69M table tokens: 490-519 MB above
+# the process with one thread, 493 with two; realmix's 11.05M: 388 and 408), reckoned as a 16th of
+# the merge's own need. Elsewhere a quarter: an encoding in two threads first (SuperBPE's stage 2,
+# --init), or numpy's index sorted by radix passes (two arrays of the index beside it).
+SECOND_THREAD_SHARE = 16
+
+
+def second_thread(tokens: int, chunks: int, encoded: bool = False) -> int:
+    """What the merge stage's second thread adds to its peak (fast_peak)."""
+    share = SECOND_THREAD_SHARE if jit.merge_kernels(tokens) and not encoded else 4
+    return merge_estimate(tokens, chunks) // share
 
 
 def vocab_of(merges: Pairs) -> list[bytes]:

@@ -189,7 +189,7 @@ class SuperBpe(Bpe):
 
         def start_count(fit: MergeFit) -> None:
             config = ctx.config
-            room = room_beside(ctx.budget, fast_peak(fit.estimate, fit.tokens, fit.chunks), config.workers,
+            room = room_beside(ctx.budget, fast_peak(fit.estimate, fit.tokens, fit.chunks, fit.tokens_per_byte is not None), config.workers,
                                max(unit_text_bytes(u) for u in job.units))
             if room is not None:
                 stage2 = dataclasses.replace(superword_config(config), memory_budget=room)

@@ -43,19 +43,27 @@ def test_room_decides_the_preload_and_the_second_thread(monkeypatch, engines_mad
 
 
 @pytest.mark.parametrize("numba_loaded", [False, True], ids=["numba-to-load", "numba-loaded"])
-def test_room_is_the_estimate_the_kernels_load_and_a_quarter_of_the_merge(monkeypatch, numba_loaded):
+@pytest.mark.parametrize("table", ["as-it-is", "encoded", "numpy"])
+def test_room_is_the_estimate_the_kernels_load_and_the_second_thread(monkeypatch, numba_loaded, table):
     """The kernels' load is numba with them, or only them where the count loaded numba already (its
-    weight is in the estimate's base then: counted once)."""
+    weight is in the estimate's base then: counted once); the second thread a 16th of the merge's need
+    where the kernels merge the table as it is, a quarter where it is encoded first (an encoding in two
+    threads) or numpy merges it (its index sorted by radix passes)."""
     from parbpe.merge.fit import MergeFit, merge_estimate
 
+    if table != "numpy":
+        pytest.importorskip("numba")
     monkeypatch.setattr(jit, "loaded", lambda: numba_loaded)
     load = jit.MERGE_KERNELS_RSS if numba_loaded else jit.NUMBA_RSS
     fit = MergeFit(min_count=1, auto_cutoff=False, chunks=10**6, tokens=10**7, estimate=800 * 10**6,
-                   dropped_chunks=0, dropped_occurrences=0, workers=1)
-    speed = fit.estimate + load + merge_estimate(10**7, 10**6) // 4
-    assert merge_stage._room(fit, speed) == "speed" and merge_stage._room(fit, speed - 1) == "numba"
-    assert merge_stage._room(fit, fit.estimate + load) == "numba"
-    assert merge_stage._room(fit, fit.estimate + load - 1) == "numpy"
+                   dropped_chunks=0, dropped_occurrences=0, workers=1,
+                   tokens_per_byte=0.3 if table == "encoded" else None)
+    share = merge_stage.SECOND_THREAD_SHARE if table == "as-it-is" else 4
+    speed = fit.estimate + load + merge_estimate(10**7, 10**6) // share
+    with jit.using("off" if table == "numpy" else "auto"):
+        assert merge_stage._room(fit, speed) == "speed" and merge_stage._room(fit, speed - 1) == "numba"
+        assert merge_stage._room(fit, fit.estimate + load) == "numba"
+        assert merge_stage._room(fit, fit.estimate + load - 1) == "numpy"
 
 
 @pytest.mark.parametrize("mode", ["auto", "on"])
