@@ -107,10 +107,9 @@ def count_layout(budget: int, workers: int, base_rss: int, unit_bytes: int) -> C
     more; if even that leaves a worker less than MIN_WORKER_DATA, fewer shards (down to the parent
     alone). A ValueError names the budget that would do when one shard does not fit either.
 
-    MIN_WORKER_DATA is small enough that the 1 GB corpus at 400 MB (GPT-2, 2 workers, the parent
-    counting) keeps two shards whatever start the parent measures: smaller limits only spill more
-    (the same time within the machine's spread, the same peak, the same merges), while a lost shard
-    halves the counting."""
+    MIN_WORKER_DATA is small: smaller limits only spill more (the same peak, the same merges), while a
+    lost shard halves the counting. (At 400 MB the generated 1 GB corpus counts in one shard, the
+    parent's: two processes' starts leave neither its minimum.)"""
     if workers > 1:
         try:
             limit = worker_data_limit(budget, workers, base_rss, unit_bytes)
