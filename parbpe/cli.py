@@ -231,9 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def console() -> int:
-    """The `parbpe` command: main(), its Ctrl-C held while a kernel runs or compiles (jit.interrupts)."""
+    """The `parbpe` command: main(), its Ctrl-C held while a kernel runs or compiles (jit.interrupts).
+    Once main() has returned, Ctrl-C is ignored: the command's status stands (a Ctrl-C as the
+    interpreter exited, its handlers reset, ended a finished run by SIGINT)."""
     signal.signal(signal.SIGINT, _on_sigint)
     status = main()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     gc.freeze()  # the interpreter's last collection then passes over numba's and LLVM's many objects
     return status
 

@@ -88,3 +88,17 @@ def test_train_with_no_input_is_an_error_unless_the_sample_corpus_is_asked_for(t
                  "--progress", "none"]) == 0
     stats = json.loads((tmp_path / "o" / "stats.json").read_text())
     assert stats["default_corpus"] is True and stats["work_units"] == 20 and stats["vocab_size"] == 300
+
+
+def test_a_ctrl_c_after_the_command_ended_leaves_its_status():
+    """Once main() has returned, cli.console ignores Ctrl-C: one that came as the interpreter exited
+    ended a finished run by SIGINT (status -2) instead of its own. Here the Ctrl-C comes right after."""
+    import signal
+    import subprocess
+    import sys
+
+    code = ("import os, signal, sys; from parbpe import cli; cli.main = lambda: 7; status = cli.console(); "
+            "os.kill(os.getpid(), signal.SIGINT); sys.exit(status)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 7, (done.returncode, done.stderr)
+    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN  # (this process's own handler untouched)
