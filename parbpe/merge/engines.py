@@ -27,7 +27,6 @@ from ..kernels.linked import (
     sum_sorted_pairs,
 )
 from ..kernels.pair_index import merged_runs, searched
-from ..run.memory import trim_heap
 from ..run.threads import Beside
 from . import linked
 from .exact import boundary_events, prefix_stop
@@ -92,11 +91,9 @@ class ChunkEngine:
         """Build the index from the table as it is (its entries: every pair position's (pair, chunk));
         with count, also the pair counts: (sorted keys, counts). A packed index's entries are made in
         one array, sorted in place and made lists in its memory (PairIndex.add_lists: 4 bytes an
-        entry after, 8 while it is built); the heap the rounds freed goes back to the system first,
-        so that building is the peak's only part."""
+        entry after, 8 while it is built)."""
         t = self.table
         self.index = PairIndex(value_dtype=self.index.value_dtype, packed=self.index.packed)
-        trim_heap()
         self.positions = int(t.lengths.sum()) - t.n_chunks  # pair positions (no chunk is empty): one fewer a hit
         keys = counts = np.zeros(0, dtype=np.int64)
         groups = self._groups(np.arange(t.n_chunks, dtype=np.int64))
@@ -110,7 +107,7 @@ class ChunkEngine:
                 if count:
                     keys, counts = add_sorted(keys, counts, *aggregate(group_keys, weights))
             return keys, counts
-        packed, filled = np.empty(self.positions, dtype=np.uint64), 0
+        packed, filled = np.empty(int(np.maximum(t.lengths - 1, 0).sum()), dtype=np.uint64), 0
         for chunk_ids in groups:
             firsts, seconds, holders = self._pairs_of(chunk_ids)
             if count:
@@ -123,6 +120,8 @@ class ChunkEngine:
             entries |= holders.astype(np.uint64)
             filled += len(firsts)
             del entries, firsts, seconds, holders
+        if filled < len(packed):
+            packed.resize(filled, refcheck=False)
         packed.sort()
         self.index.add_lists(packed)  # (consumed: the lists live in its memory)
         return keys, counts
