@@ -107,9 +107,9 @@ def learn_merges(
     not put back; replayed merges are not checked. MergeResult.skipped counts the pairs left out.
     max_token_bytes > 0: a pair whose token would be longer is left out the same way (a length is a
     sum of two numbers: checked with numpy, for the ranked pairs and every count change).
-    threads: of a linked engine merging in this process (None: THREADS, and numpy's index sorted by
-    radix passes; 1 where memory is tight, as two threads hold their temporaries at once, and sorts
-    in place).
+    threads: of a linked or chunk engine merging in this process (None: THREADS, and numpy's index
+    sorted by radix passes; 1 where memory is tight, as two threads hold their temporaries at once,
+    and sorts in place).
     guard > 0: the table was cut at its pairs counted fewer than guard times (cold_pairs.py); a round
     whose width-th ranked pair counts fewer (or that ranks fewer pairs than its width) could rank
     otherwise on the whole table, and raises ColdPairReached with the merges made before it instead.
@@ -142,7 +142,7 @@ def learn_merges(
         if use_runs:
             runner = RunEngine(table, nonoverlap=nonoverlap)
         elif use_chunk:
-            runner = ChunkEngine(table, nonoverlap=nonoverlap)
+            runner = ChunkEngine(table, nonoverlap=nonoverlap, threads=THREADS if threads is None else threads)
         else:
             runner = LinkedEngine(table, threads=THREADS if threads is None else threads, roomy=threads is None)
         return _merge_rounds(runner, vocab, n_merges, max_batch_size, cap_divisor, exact, throttled, clock,

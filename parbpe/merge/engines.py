@@ -27,7 +27,8 @@ from ..kernels.linked import (
     sum_sorted_pairs,
 )
 from ..kernels.pair_index import merged_runs, searched
-from ..run.threads import Beside
+from ..run.memory import trim_heap
+from ..run.threads import Beside, one_or_two
 from . import linked
 from .exact import boundary_events, prefix_stop
 from .pair_index import PairIndex, packed_entries
@@ -60,9 +61,10 @@ class ChunkEngine:
     STALE_FACTOR = 1.5  # index entries per pair position that trigger a rebuild (larger: fewer rebuilds, more memory)
     MIN_REBUILD = 1 << 16  # ... but never for an index smaller than this many entries
 
-    def __init__(self, table: ChunkTable, nonoverlap: bool = False) -> None:
+    def __init__(self, table: ChunkTable, nonoverlap: bool = False, threads: int = 1) -> None:
         self.table = table
         self.nonoverlap = nonoverlap
+        self.threads = threads  # 2: a round's groups applied two at a time (their temporaries held at once)
         small = table.n_chunks < 2**31
         self.index = PairIndex(value_dtype=np.int32 if small else np.int64,
                                packed=small and table.tokens.dtype == np.uint16)
@@ -91,9 +93,11 @@ class ChunkEngine:
         """Build the index from the table as it is (its entries: every pair position's (pair, chunk));
         with count, also the pair counts: (sorted keys, counts). A packed index's entries are made in
         one array, sorted in place and made lists in its memory (PairIndex.add_lists: 4 bytes an
-        entry after, 8 while it is built)."""
+        entry after, 8 while it is built). The heap the rounds freed goes back to the system first:
+        in a run's merge stage (not in a process that only merges) the rebuilds then peak lower."""
         t = self.table
         self.index = PairIndex(value_dtype=self.index.value_dtype, packed=self.index.packed)
+        trim_heap()
         self.positions = int(t.lengths.sum()) - t.n_chunks  # pair positions (no chunk is empty): one fewer a hit
         keys = counts = np.zeros(0, dtype=np.int64)
         groups = self._groups(np.arange(t.n_chunks, dtype=np.int64))
@@ -169,10 +173,15 @@ class ChunkEngine:
         chunk_ids = self.index.chunks_with(batch_keys, self.table.n_chunks)
         keys = deltas = np.zeros(0, dtype=np.int64)
         added: list = []  # every pair that holds a token of this batch is new: indexed under its chunks
-        for group in self._groups(chunk_ids):
-            group_keys, group_deltas, fresh_keys, fresh_chunks = self._apply_to(group, batch_keys, new_ids)
-            keys, deltas = add_sorted(keys, deltas, group_keys, group_deltas)
-            added.append(packed_entries(fresh_keys, fresh_chunks) if self.index.packed else (fresh_keys, fresh_chunks))
+        groups = self._groups(chunk_ids)
+        step = 2 if self.threads > 1 else 1  # (groups hold other chunks: two threads never write one place)
+        for at in range(0, len(groups), step):
+            calls = [lambda group=group: self._apply_to(group, batch_keys, new_ids) for group in groups[at:at + step]]
+            for group_keys, group_deltas, fresh_keys, fresh_chunks, hits in one_or_two(calls):
+                self.positions -= hits
+                keys, deltas = add_sorted(keys, deltas, group_keys, group_deltas)
+                added.append(packed_entries(fresh_keys, fresh_chunks) if self.index.packed
+                             else (fresh_keys, fresh_chunks))
         if self.index.packed and added:
             entries = np.concatenate(added)
             del added[:]
@@ -187,9 +196,9 @@ class ChunkEngine:
         return keys[nonzero], deltas[nonzero]
 
     def _apply_to(self, chunk_ids: np.ndarray, batch_keys: np.ndarray, new_ids: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The batch applied to these chunks: (sorted keys, deltas) of their pair counts, and the new
-        pairs with the chunks that hold them (for the index). With overlap counting only the pairs at
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+        """The batch applied to these chunks: (sorted keys, deltas) of their pair counts, the new pairs
+        with the chunks that hold them (for the index), and the merges made. With overlap counting only the pairs at
         and beside a merge change, and only those are read; with nonoverlap every pair of the chunks
         is recounted (a merge can shift the parity of a run further along)."""
         t = self.table
@@ -215,7 +224,6 @@ class ChunkEngine:
         del cand, cand_keys, found
         take = taken_left_to_right(matched)
         hits, hit_pair = matched[take], where[take]
-        self.positions -= len(hits)
 
         new = old.copy()
         new[hits] = new_ids[hit_pair].astype(old.dtype)
@@ -246,7 +254,7 @@ class ChunkEngine:
             after_keys, after_w = pack(new[at], new[at + 1]), counts[new_seg[at]]
             fresh_keys, fresh_chunks = after_keys, chunk_ids[new_seg[at]]
         keys, deltas = aggregate(np.concatenate([before_keys, after_keys]), np.concatenate([-before_w, after_w]))
-        return keys, deltas, fresh_keys, fresh_chunks
+        return keys, deltas, fresh_keys, fresh_chunks, len(hits)
 
 
 def preload_linked_kernels(n_tokens: int, token_dtype: np.dtype) -> None:

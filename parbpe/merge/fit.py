@@ -110,10 +110,14 @@ def whole_table_engine(budget: int, base_rss: int, tokens: int, chunks: int) -> 
 
 def chunk_engine_estimate(tokens, chunks, longest: int = 0, nonoverlap: bool = False):
     """merge_estimate for the chunk engine (tokens and chunks: ints, or arrays by cutoff), whose table's
-    longest chunk has `longest` tokens (a group holds one chunk at least)."""
-    group = max(CHUNK_GROUP_TOKENS, longest) * (CHUNK_GROUP_BYTES_NONOVERLAP if nonoverlap else
-                                                CHUNK_GROUP_BYTES_PER_TOKEN)
-    return CHUNK_BYTES_PER_TOKEN * tokens + MERGE_BYTES_PER_CHUNK * chunks + group
+    longest chunk has `longest` tokens (a group holds one chunk at least), one group at a time."""
+    return CHUNK_BYTES_PER_TOKEN * tokens + MERGE_BYTES_PER_CHUNK * chunks + chunk_group_bytes(longest, nonoverlap)
+
+
+def chunk_group_bytes(longest: int, nonoverlap: bool = False) -> int:
+    """What the chunk engine's largest group holds while it is applied: a second thread holds as much."""
+    return max(CHUNK_GROUP_TOKENS, longest) * (CHUNK_GROUP_BYTES_NONOVERLAP if nonoverlap else
+                                               CHUNK_GROUP_BYTES_PER_TOKEN)
 
 
 @dataclass
@@ -132,6 +136,7 @@ class MergeFit:
     runs: int | None = None  # the table is merged by the run engine (runs.py): its runs
     numba_counted: bool = False  # estimate holds numba's RSS: the kernels must merge (a pair's wide round)
     engine: str = "auto"  # "chunk": the chunk engine merges it (nonoverlap, or every chunk kept in less memory)
+    group_bytes: int = 0  # the chunk engine: what a group holds, which its second thread adds (chunk_group_bytes)
 
     def to_dict(self) -> dict:
         return {"min_count": self.min_count, "auto_cutoff": self.auto_cutoff, "table_chunks": self.chunks,
@@ -206,7 +211,8 @@ def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_r
             and base_rss + chunk_engine_estimate(int(by_tokens[whole]), int(by_chunks[whole]), longest) <= budget):
         return MergeFit(min_count=start, auto_cutoff=False, chunks=int(by_chunks[whole]), tokens=int(by_tokens[whole]),
                         estimate=base_rss + chunk_engine_estimate(int(by_tokens[whole]), int(by_chunks[whole]), longest),
-                        dropped_chunks=0, dropped_occurrences=0, workers=1, engine="chunk")
+                        dropped_chunks=0, dropped_occurrences=0, workers=1, engine="chunk",
+                        group_bytes=chunk_group_bytes(longest))
     if not len(fits) or dropped > most:
         allowed = np.flatnonzero(occurrences[start] - occurrences[start:] <= most)
         least = int(need[start + int(allowed[-1])])
@@ -230,6 +236,7 @@ def fit_merge_stage(offsets: np.ndarray, counts: np.ndarray, budget: int, base_r
                     dropped_chunks=int(by_chunks[start] - by_chunks[min_count]), dropped_occurrences=dropped,
                     workers=merge_workers, tokens_per_byte=tokens_per_byte, runs=runs,
                     numba_counted=bool(kernels[min_count]) and runs is None,
-                    engine="chunk" if chunk_engine == "always" and runs is None else "auto")
+                    engine="chunk" if chunk_engine == "always" and runs is None else "auto",
+                    group_bytes=chunk_group_bytes(longest, nonoverlap=True) if chunk_engine == "always" else 0)
 
 

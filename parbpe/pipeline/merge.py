@@ -148,13 +148,16 @@ def _encode_and_merge(ctx: RunContext, holder: list[ChunkTable], fit: MergeFit, 
     replay = run.load_merges() if run is not None else None
     if replay is not None:
         ctx.note(f"replaying {len(replay[0])} merges from the checkpoint")
+    threads = None if roomy else 1
+    if fit.engine == "chunk":  # two groups at once where the budget holds the second's temporaries, twice
+        threads = THREADS if fit.estimate + 2 * fit.group_bytes <= ctx.budget else 1
     with ctx.stage(merge_name):
         settings = dict(max_batch_size=config.max_batch_size, cap_divisor=config.cap_divisor,
                         nonoverlap=config.pair_count == "nonoverlap", batching=config.batching, workers=fit.workers,
                         start_method=ctx.start_method, progress=ctx.progress(merge_name, job.offset),
                         on_round=run.merge_checkpointer() if run is not None else None, allow=job.allow,
                         min_pair_count=config.min_pair_count, max_token_bytes=config.max_token_bytes,
-                        threads=None if roomy else 1, engine="chunk" if fit.engine == "chunk" else "auto")
+                        threads=threads, engine="chunk" if fit.engine == "chunk" else "auto")
         result, cut_stats = None, None
         if job.encode is not None and sliced is None and config.batching == "batchbpe" and not settings["nonoverlap"]:
             result, replay, cut_stats = _merge_cut(ctx, table, job, replay, settings, THREADS if roomy else 1)

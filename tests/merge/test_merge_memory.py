@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 
 import numpy as np
@@ -115,12 +116,13 @@ def test_the_chunk_engine_in_groups_keeps_the_merges(seed, sorted_share, group_t
         assert max(read) > 1  # a rebuild read several chunks at once
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("nonoverlap", [False, True])
-def test_the_chunk_engine_holds_its_model(nonoverlap):
+def test_the_chunk_engine_holds_its_model(nonoverlap, threads):
     """ChunkEngine's peak above its table stays within the model the fit reckons it by
-    (chunk_engine_estimate): 3M tokens of random words, overlapping pairs and not. (Gathering the whole
-    table at once held about three times the model.)"""
-    from parbpe.merge.fit import chunk_engine_estimate
+    (chunk_engine_estimate, and a group more for a second thread): 3M tokens of random words,
+    overlapping pairs and not. (Gathering the whole table at once held about three times the model.)"""
+    from parbpe.merge.fit import chunk_engine_estimate, chunk_group_bytes
     from parbpe.run.memory import PeakSampler, process_rss, trim_heap
 
     rng = np.random.default_rng(4)
@@ -129,12 +131,14 @@ def test_the_chunk_engine_holds_its_model(nonoverlap):
     data = rng.integers(97, 123, size=int(offsets[-1]), dtype=np.uint8)
     counts = rng.integers(1, 50, size=len(lengths)).astype(np.int64)
     model = chunk_engine_estimate(int(offsets[-1]), len(lengths), int(lengths.max()), nonoverlap=nonoverlap)
+    model += (threads - 1) * chunk_group_bytes(int(lengths.max()), nonoverlap)
     trim_heap()
     start = process_rss()  # as the fit's base: the process with the chunk arrays, before the table
     with PeakSampler(interval=0.005) as sampler:
         table = table_from_arrays(data, offsets, counts, 2048)
         del data, offsets, counts  # (the merge stage lets them go once the table holds them)
-        learn_merges(table, [bytes([b]) for b in range(256)], 2048 - 256, engine="chunk", nonoverlap=nonoverlap)
+        learn_merges(table, [bytes([b]) for b in range(256)], 2048 - 256, engine="chunk", nonoverlap=nonoverlap,
+                     threads=threads)
     assert sampler.peak - start <= model, ((sampler.peak - start) / 1e6, model / 1e6)
 
 
@@ -323,6 +327,10 @@ def test_the_chunk_engine_keeps_every_chunk_where_the_linked_engine_would_cut():
     assert (always.engine, always.min_count, always.estimate) == ("chunk", 1, counted) and counted > whole
     assert whole - base - chunk_engine_estimate(0, 0) == CHUNK_BYTES_PER_TOKEN * tokens + MERGE_BYTES_PER_CHUNK * chunks
     assert chunk_engine_estimate(0, 0, 10**6) - chunk_engine_estimate(0, 0) > 0  # a chunk longer than a group
+    # a group's bytes, which a second thread adds: in the fit of the chunk engine only
+    assert fit.group_bytes == chunk_engine_estimate(0, 0, int(np.diff(offsets).max())) > 0
+    assert always.group_bytes == chunk_engine_estimate(0, 0, int(np.diff(offsets).max()), nonoverlap=True)
+    assert roomy.group_bytes == 0
 
 
 def test_a_run_the_linked_engine_would_cut_keeps_every_chunk_with_the_chunk_engine(tmp_path, monkeypatch, capfd):
@@ -338,11 +346,48 @@ def test_a_run_the_linked_engine_would_cut_keeps_every_chunk_with_the_chunk_engi
     monkeypatch.setattr(fit_module, "MERGE_BYTES_PER_TOKEN", 10**6)  # no budget holds the linked engine
     monkeypatch.setattr(fit_module, "CHUNK_GROUP_BYTES_PER_TOKEN", 0)
     capfd.readouterr()
+    made_with = []  # each ChunkEngine's threads
+    made = ChunkEngine.__init__
+
+    def record(self, table, nonoverlap=False, threads=1):
+        made_with.append(threads)
+        made(self, table, nonoverlap, threads)
+
+    monkeypatch.setattr(ChunkEngine, "__init__", record)
     held = parbpe.train([str(path)], vocab_size=400, workers=1, memory_budget="8GB", out_dir=str(tmp_path / "held"),
                         progress="jsonl")
     assert held.stats["merge_fit"]["engine"] == "chunk" and not held.stats["merge_fit"]["auto_cutoff"]
     assert "every chunk kept by the chunk engine" in capfd.readouterr().err
     assert held.tokenizer.merges == free.tokenizer.merges
+    assert made_with == [min(2, os.cpu_count())]  # the budget holds a second group: two at a time
+    monkeypatch.setattr(fit_module, "CHUNK_GROUP_BYTES_PER_TOKEN", 2 * 10**4)  # a group of 5.2 GB: one fits, not two
+    tight = parbpe.train([str(path)], vocab_size=400, workers=1, memory_budget="8GB", out_dir=str(tmp_path / "tight"))
+    estimate = tight.stats["merge_fit"]["estimate_bytes"]
+    assert tight.stats["merge_fit"]["engine"] == "chunk" and estimate <= 8 * 10**9 < estimate + (1 << 18) * 2 * 10**4
+    assert made_with[-1] == 1 and tight.tokenizer.merges == free.tokenizer.merges
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_chunk_engine_in_two_threads_keeps_the_merges(seed, monkeypatch):
+    """ChunkEngine(threads=2) applies a round's groups two at a time (here a group is a chunk, so a round
+    has many): the merges are the reference's, overlapping and not, and pairs of groups ran."""
+    from parbpe.merge import engines
+
+    monkeypatch.setattr(ChunkEngine, "GROUP_TOKENS", 1)  # (a group is one chunk)
+    monkeypatch.setattr(ChunkEngine, "MIN_REBUILD", 0)
+    pairs = []
+    one_or_two = engines.one_or_two
+    monkeypatch.setattr(engines, "one_or_two", lambda calls: pairs.append(len(calls)) or one_or_two(calls))
+    rng = random.Random(700 + seed)
+    counts = random_corpus(rng, rng.choice([b"abc", b"the quick"]), rng.randint(20, 80), rng.randint(6, 16))
+    n = rng.randint(5, 100)
+    items = sorted(counts.items())
+    for nonoverlap in (False, True):
+        table = build_table([c for c, _ in items], [k for _, k in items], 256 + n)
+        merges = learn_merges(table, [bytes([b]) for b in range(256)], n, engine="chunk", nonoverlap=nonoverlap,
+                              max_batch_size=0, threads=2).merges
+        assert merges == reference_train(counts, n, nonoverlap=nonoverlap, batched=True)
+    assert 2 in pairs
 
 
 def test_the_chunk_engine_reads_a_groups_pairs_where_they_lie():
