@@ -173,10 +173,14 @@ class ChunkEngine:
         chunk_ids = self.index.chunks_with(batch_keys, self.table.n_chunks)
         keys = deltas = np.zeros(0, dtype=np.int64)
         added: list = []  # every pair that holds a token of this batch is new: indexed under its chunks
+        # The tokens that start one of the batch's pairs: every token of the table is older than the batch's
+        starts_batch = np.zeros(int(new_ids.min()), dtype=bool)
+        starts_batch[batch_keys >> 32] = True
         groups = self._groups(chunk_ids)
         step = 2 if self.threads > 1 else 1  # (groups hold other chunks: two threads never write one place)
         for at in range(0, len(groups), step):
-            calls = [lambda group=group: self._apply_to(group, batch_keys, new_ids) for group in groups[at:at + step]]
+            calls = [lambda group=group: self._apply_to(group, batch_keys, new_ids, starts_batch)
+                     for group in groups[at:at + step]]
             for group_keys, group_deltas, fresh_keys, fresh_chunks, hits in one_or_two(calls):
                 self.positions -= hits
                 keys, deltas = add_sorted(keys, deltas, group_keys, group_deltas)
@@ -195,7 +199,7 @@ class ChunkEngine:
         nonzero = deltas != 0
         return keys[nonzero], deltas[nonzero]
 
-    def _apply_to(self, chunk_ids: np.ndarray, batch_keys: np.ndarray, new_ids: np.ndarray
+    def _apply_to(self, chunk_ids: np.ndarray, batch_keys: np.ndarray, new_ids: np.ndarray, starts_batch: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
         """The batch applied to these chunks: (sorted keys, deltas) of their pair counts, the new pairs
         with the chunks that hold them (for the index), and the merges made. With overlap counting only the pairs at
@@ -210,12 +214,7 @@ class ChunkEngine:
         valid = seg[:-1] == seg[1:]
 
         # The batch's pairs among them: only pairs whose first token starts one of the batch's are searched.
-        starts_batch = np.zeros(int(batch_keys[-1] >> 32) + 1, dtype=bool)
-        starts_batch[batch_keys >> 32] = True
-        firsts = old[:-1]
-        cand = np.flatnonzero(starts_batch[np.minimum(firsts, len(starts_batch) - 1)] & (firsts < len(starts_batch))
-                              & valid)
-        del firsts
+        cand = np.flatnonzero(starts_batch[old[:-1]] & valid)
         cand_keys = pack(old[cand], old[cand + 1])
         where = np.searchsorted(batch_keys, cand_keys)
         where[where == len(batch_keys)] = 0
